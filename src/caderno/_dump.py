@@ -1,0 +1,62 @@
+"""The export format of one resource, shared by every backend.
+
+::
+
+    {"format": "caderno.resource", "version": 1, "resource_id": "...",
+     "working_memory": {"data": {...}, "version": 3, "updated_at": "..."} | null,
+     "working_memory_log": [{"version": 1, "patch": {...}, "source": "...", "created_at": "..."}],
+     "threads": [{"id": "...", "title": null, "metadata": null, "created_at": "...",
+                  "updated_at": "...", "messages": [Message.to_dict(), ...]}]}
+
+Messages keep their ids, times and order, so an import is an exact restore.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import UsageError
+from .messages import Message
+
+FORMAT = "caderno.resource"
+VERSION = 1
+
+
+def new_dump(resource_id: str) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "resource_id": resource_id,
+        "working_memory": None,
+        "working_memory_log": [],
+        "threads": [],
+    }
+
+
+def check_dump(data: Any) -> dict[str, Any]:
+    """Validate an export before anything is written; returns it with parsed messages.
+
+    Each thread's ``messages`` becomes a list of ``Message`` under ``_parsed``.
+    """
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UsageError(f"not a caderno export (expected format {FORMAT!r})")
+    if data.get("version") != VERSION:
+        raise UsageError(f"unsupported export version {data.get('version')!r}; this caderno reads {VERSION}")
+    if not isinstance(data.get("resource_id"), str):
+        raise UsageError("export has no resource_id")
+    threads = data.get("threads")
+    if not isinstance(threads, list):
+        raise UsageError("export has no threads list")
+    for thread in threads:
+        if not isinstance(thread, dict) or not isinstance(thread.get("id"), str):
+            raise UsageError("export holds a thread without an id")
+        try:
+            thread["_parsed"] = [Message.from_dict(m) for m in thread.get("messages") or []]
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"export thread {thread['id']!r} holds a malformed message: {exc}") from None
+        if any(m.id is None or m.created_at is None for m in thread["_parsed"]):
+            raise UsageError(f"export thread {thread['id']!r} holds a message without id or created_at")
+    wm = data.get("working_memory")
+    if wm is not None and not (isinstance(wm, dict) and isinstance(wm.get("data"), dict)):
+        raise UsageError("export working_memory must be an object with a data object")
+    return data

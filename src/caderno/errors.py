@@ -1,0 +1,110 @@
+"""Every error caderno raises.
+
+The tree::
+
+    CadernoError
+    ├── UsageError (ValueError)        the caller did something wrong
+    │   ├── InvalidPatch               a working-memory patch that cannot be applied
+    │   └── InvalidToolArguments       a model's tool call that does not fit the tool
+    ├── NotFound (LookupError)         missing, including a thread owned by another resource
+    ├── Conflict                       expected_version mismatch
+    ├── NotebookError                  carries the message the model will read
+    ├── ModelError                     a model adapter failed or ran out of steps
+    ├── MissingExtra (ImportError)     an optional dependency is not installed
+    └── StorageError                   a database problem, wrapping the driver error
+        └── SchemaTooNew               the database was written by a newer caderno
+
+Errors carry the ids they are about as attributes, so callers can react
+without parsing messages.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CadernoError",
+    "Conflict",
+    "InvalidPatch",
+    "InvalidToolArguments",
+    "MissingExtra",
+    "ModelError",
+    "NotFound",
+    "NotebookError",
+    "SchemaTooNew",
+    "StorageError",
+    "UsageError",
+]
+
+
+class CadernoError(Exception):
+    """Base class of every caderno error."""
+
+
+class UsageError(CadernoError, ValueError):
+    """The caller passed something caderno cannot accept."""
+
+
+class InvalidPatch(UsageError):
+    """A working-memory patch is not an object, or its result fails the schema.
+
+    Nothing is written when this is raised.
+    """
+
+    def __init__(self, message: str, *, resource_id: str | None = None) -> None:
+        super().__init__(message)
+        self.resource_id = resource_id
+
+
+class InvalidToolArguments(UsageError):
+    """Arguments from the model do not match a tool's signature."""
+
+    def __init__(self, message: str, *, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class NotFound(CadernoError, LookupError):
+    """The thing asked for does not exist for this resource.
+
+    A thread of another resource is reported exactly like a missing one, so
+    this error never reveals that another resource's thread exists.
+    """
+
+    def __init__(self, message: str, *, resource_id: str | None = None, thread_id: str | None = None) -> None:
+        super().__init__(message)
+        self.resource_id = resource_id
+        self.thread_id = thread_id
+
+
+class Conflict(CadernoError):
+    """A compare-and-swap lost: the stored version is not the expected one."""
+
+    def __init__(self, message: str, *, resource_id: str, expected: int | None, actual: int | None) -> None:
+        super().__init__(message)
+        self.resource_id = resource_id
+        self.expected = expected
+        self.actual = actual
+
+
+class NotebookError(CadernoError):
+    """A notebook operation failed; the message is written for the model."""
+
+
+class ModelError(CadernoError):
+    """A model adapter failed, returned nothing usable, or ran out of steps."""
+
+
+class MissingExtra(CadernoError, ImportError):
+    """An optional dependency is missing; the message holds the install line."""
+
+    def __init__(self, extra: str, package: str) -> None:
+        super().__init__(f"{package} is not installed; run: pip install 'caderno[{extra}]'")
+        self.extra = extra
+        self.package = package
+
+
+class StorageError(CadernoError):
+    """The database failed or is not usable (wraps the driver's error)."""
+
+
+class SchemaTooNew(StorageError):
+    """The database was migrated by a newer caderno; it is never downgraded."""

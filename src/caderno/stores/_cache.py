@@ -1,0 +1,102 @@
+"""A bounded cache of each thread's newest messages, for one SQLite store.
+
+Correctness first. An entry is trusted only while the database has not been
+changed by any other connection: the store compares SQLite's
+``PRAGMA data_version`` on its own writer connection (which changes exactly
+when *another* connection commits) with the value seen when the cache was
+last cleared, and drops everything on a difference. Writes made through the
+store itself update the affected entry in place, under the same lock.
+
+A fill after a cache miss is accepted only if no write happened in this
+process between the moment the read started and the fill (``epoch``), so a
+slow read can never overwrite a newer entry with older data.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ..messages import Message
+
+Key = tuple[str, str]
+
+
+@dataclass
+class _Entry:
+    messages: list[Message]
+    complete: bool  # the entry holds the whole thread
+
+
+class RecentCache:
+    """LRU over threads, at most ``per_thread`` newest messages each."""
+
+    def __init__(self, per_thread: int = 50, max_threads: int = 1024) -> None:
+        self.per_thread = per_thread
+        self.max_threads = max_threads
+        self.data_version: int | None = None
+        self._entries: OrderedDict[Key, _Entry] = OrderedDict()
+        self._epoch = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.per_thread > 0 and self.max_threads > 0
+
+    def get(self, key: Key, limit: int | None) -> list[Message] | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or not (entry.complete or (limit is not None and limit <= len(entry.messages))):
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            msgs = entry.messages
+            return list(msgs if limit is None else msgs[-limit:] if limit else [])
+
+    def epoch(self) -> int:
+        with self._lock:
+            return self._epoch
+
+    def fill(self, key: Key, newest: list[Message], complete: bool, epoch: int) -> None:
+        """Store a read result, unless a write happened since ``epoch``."""
+        with self._lock:
+            if epoch != self._epoch:
+                return
+            self._put(key, _Entry(newest[-self.per_thread :], complete and len(newest) <= self.per_thread))
+
+    def appended(self, key: Key, messages: list[Message]) -> None:
+        """Record this store's own committed append."""
+        with self._lock:
+            self._epoch += 1
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            # A fill that ran between the commit and this call may already
+            # hold these messages; the sequence tells which are new.
+            last = entry.messages[-1].seq if entry.messages else 0
+            merged = entry.messages + [m for m in messages if (m.seq or 0) > (last or 0)]
+            self._put(key, _Entry(merged[-self.per_thread :], entry.complete and len(merged) <= self.per_thread))
+
+    def discard(self, resource_id: str, thread_id: str | None = None) -> None:
+        """Forget one thread, or every thread of a resource."""
+        with self._lock:
+            self._epoch += 1
+            for key in [k for k in self._entries if k[0] == resource_id and (thread_id is None or k[1] == thread_id)]:
+                del self._entries[key]
+
+    def reset(self, data_version: int) -> None:
+        """Drop everything: another connection changed the database."""
+        with self._lock:
+            self._epoch += 1
+            self._entries.clear()
+            self.data_version = data_version
+
+    def _put(self, key: Key, entry: _Entry) -> None:
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_threads:
+            self._entries.popitem(last=False)

@@ -1,0 +1,46 @@
+"""Row <-> Message conversion shared by the SQL backends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._time import from_iso, to_iso
+from ..messages import Message, ToolCall
+
+#: Column order used by every SELECT that builds messages.
+EVENT_COLUMNS = "seq, id, role, content, tool_calls, tool_call_id, name, importance, created_at, metadata"
+
+
+def dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def loads(value: Any) -> Any:
+    if value is None or not isinstance(value, str | bytes):
+        return value
+    return json.loads(value)
+
+
+def event_params(m: Message) -> tuple[Any, ...]:
+    """(id, role, content, tool_calls, tool_call_id, name, importance, created_at, metadata)."""
+    calls = [c.to_dict() for c in m.tool_calls] if m.tool_calls else None
+    created = to_iso(m.created_at) if m.created_at else None
+    return (m.id, m.role, m.content, dumps(calls), m.tool_call_id, m.name, m.importance, created, dumps(m.metadata))
+
+
+def row_to_message(row: Any) -> Message:
+    seq, id_, role, content, calls, call_id, name, importance, created, metadata = row
+    calls = loads(calls)
+    return Message(
+        role=role,
+        content=content,
+        tool_calls=tuple(ToolCall.from_dict(c) for c in calls) if calls else None,
+        tool_call_id=call_id,
+        name=name,
+        id=id_,
+        created_at=from_iso(created) if isinstance(created, str) else created,
+        importance=importance,
+        metadata=loads(metadata),
+        seq=seq,
+    )

@@ -1,0 +1,156 @@
+"""SQLite schema: append-only, named migrations, and the legacy import.
+
+An applied migration is never edited; a change is a new entry at the end.
+``PRAGMA user_version`` mirrors the number applied, so a database migrated by
+a newer caderno is recognised and refused instead of downgraded.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from .._time import from_iso, to_iso, utcnow
+from ..errors import SchemaTooNew
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_core",
+        """
+        CREATE TABLE resources (
+            resource_id    TEXT PRIMARY KEY,
+            working_memory TEXT,
+            version        INTEGER NOT NULL DEFAULT 0,
+            created_at     TEXT NOT NULL,
+            updated_at     TEXT NOT NULL
+        );
+        CREATE TABLE threads (
+            resource_id TEXT NOT NULL,
+            thread_id   TEXT NOT NULL,
+            title       TEXT,
+            metadata    TEXT,
+            created_at  TEXT NOT NULL,
+            updated_at  TEXT NOT NULL,
+            PRIMARY KEY (resource_id, thread_id)
+        );
+        CREATE TABLE events (
+            seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+            id              TEXT NOT NULL,
+            resource_id     TEXT NOT NULL,
+            thread_id       TEXT NOT NULL,
+            kind            TEXT NOT NULL DEFAULT 'message',
+            role            TEXT NOT NULL,
+            content         TEXT NOT NULL,
+            tool_calls      TEXT,
+            tool_call_id    TEXT,
+            name            TEXT,
+            importance      REAL,
+            created_at      TEXT NOT NULL,
+            consolidated_at TEXT,
+            metadata        TEXT,
+            UNIQUE (resource_id, id),
+            FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, thread_id) ON DELETE CASCADE
+        );
+        CREATE INDEX events_thread ON events (resource_id, thread_id, seq);
+        CREATE TABLE working_memory_log (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            resource_id TEXT NOT NULL,
+            version     INTEGER NOT NULL,
+            patch       TEXT NOT NULL,
+            source      TEXT NOT NULL,
+            created_at  TEXT NOT NULL
+        );
+        CREATE INDEX working_memory_log_resource ON working_memory_log (resource_id, version);
+        """,
+    ),
+]
+
+_LEGACY_COLUMNS = {"id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at"}
+
+
+def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
+    """Bring the schema up to date, in one transaction; safe to run concurrently."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise SchemaTooNew(
+                f"database schema version {version} is newer than this caderno understands "
+                f"({len(MIGRATIONS)}); upgrade caderno instead of opening it with an older one"
+            )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
+        unknown = applied - {name for name, _ in MIGRATIONS}
+        if unknown:
+            raise SchemaTooNew(f"database has migrations this caderno does not know: {', '.join(sorted(unknown))}")
+        for index, (name, sql) in enumerate(MIGRATIONS, start=1):
+            if name in applied:
+                continue
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, to_iso(utcnow())))
+            conn.execute(f"PRAGMA user_version = {index}")
+        _import_legacy(conn, legacy_resource_id)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _import_legacy(conn: sqlite3.Connection, resource_id: str) -> None:
+    """Move an older ``messages`` table into ``events``; keyed by message id.
+
+    Rows already copied by an earlier, interrupted run are skipped, so nothing
+    is duplicated; the old table is dropped only once every row is in.
+    """
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+    if not _LEGACY_COLUMNS <= columns:
+        return
+    optional = [c for c in ("tool_name", "importance", "consolidated_at") if c in columns]
+    select = ", ".join(["id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at", *optional])
+    rows = conn.execute(f"SELECT {select} FROM messages ORDER BY session_id, created_at, id").fetchall()
+    now = to_iso(utcnow())
+    for row in rows:
+        rec = dict(zip(["id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at", *optional], row, strict=True))
+        created = to_iso(from_iso(rec["created_at"])) if rec["created_at"] else now
+        conn.execute(
+            "INSERT INTO threads (resource_id, thread_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (resource_id, thread_id) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
+            (resource_id, rec["session_id"], created, created),
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, "
+            "tool_call_id, name, importance, created_at, consolidated_at) VALUES (?,?,?,'message',?,?,?,?,?,?,?,?)",
+            (
+                rec["id"],
+                resource_id,
+                rec["session_id"],
+                rec["role"],
+                rec["content"] or "",
+                _legacy_tool_calls(rec["tool_calls_json"]),
+                rec["tool_call_id"],
+                rec.get("tool_name"),
+                rec.get("importance", 0.5) if rec.get("importance") is not None else 0.5,
+                created,
+                rec.get("consolidated_at"),
+            ),
+        )
+    conn.execute("DROP TABLE messages")
+
+
+def _legacy_tool_calls(raw: str | None) -> str | None:
+    """Normalise OpenAI-style or flat tool-call JSON to ``[{id, name, arguments}]``."""
+    if not raw:
+        return None
+    calls: list[dict[str, Any]] = []
+    for call in json.loads(raw) or []:
+        fn = call.get("function") or call
+        args = fn.get("arguments") or {}
+        if isinstance(args, str):
+            args = json.loads(args) if args.strip() else {}
+        calls.append({"id": call.get("id"), "name": fn.get("name"), "arguments": args})
+    return json.dumps(calls, ensure_ascii=False) if calls else None
