@@ -7,6 +7,9 @@ database (SQLite embedded, PostgreSQL to scale out).
 from __future__ import annotations
 
 from . import errors
+from .agent.chat import AgentChat, ChatResult, ToolCallRecord
+from .agent.models import Model, ModelRequest, OpenAIChatModel, ScriptedModel
+from .agent.tools import Tool, ToolSpec, tool
 from .errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, UsageError
 from .memory import Memory, connect
 from .messages import Message, Thread, ToolCall, WorkingMemory
@@ -17,21 +20,31 @@ from .stores.sqlite import SQLiteStore
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentChat",
     "CadernoError",
+    "ChatResult",
     "Conflict",
     "InMemoryStore",
     "InvalidPatch",
     "Memory",
     "Message",
+    "Model",
+    "ModelRequest",
     "NotFound",
+    "OpenAIChatModel",
     "SQLiteStore",
+    "ScriptedModel",
     "StorageError",
     "Store",
     "Thread",
+    "Tool",
     "ToolCall",
+    "ToolCallRecord",
+    "ToolSpec",
     "UsageError",
     "WorkingMemory",
     "__version__",
     "connect",
     "errors",
+    "tool",
 ]

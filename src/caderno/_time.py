@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from datetime import UTC, datetime
 
 
@@ -37,4 +36,5 @@ def new_id() -> str:
     value = (millis & ((1 << 48) - 1)) << 80 | rand & ((1 << 80) - 1)
     value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
     value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
-    return str(uuid.UUID(int=value))
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

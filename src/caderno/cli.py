@@ -260,5 +260,33 @@ async def erase_cmd(ctx: click.Context, resource: str, yes: bool) -> None:
     click.echo(f"erased {resource}")
 
 
+@main.command("demo")
+@click.option(
+    "--day",
+    type=click.Choice(["monday", "wednesday"]),
+    default=None,
+    help="Play one day only (the demo runs each day in its own process).",
+)
+@click.pass_context
+def demo_cmd(ctx: click.Context, day: str | None) -> None:
+    """Monday and Wednesday as two processes on one SQLite file."""
+    from . import demo
+
+    db = ctx.obj["db"]
+    if day is not None:
+        fn = demo.monday if day == "monday" else demo.wednesday
+        run_async(fn)(db, click.echo)
+        return
+    import subprocess
+
+    click.echo(f"caderno demo — banco: {db} (SQLite, sem rede, sem chave de API)\n")
+    for d in ("monday", "wednesday"):
+        proc = subprocess.run([sys.executable, "-m", "caderno.cli", "--db", db, "demo", "--day", d])
+        if proc.returncode != 0:
+            sys.exit(proc.returncode)
+        click.echo()
+    click.echo(f"Veja o que ficou guardado: caderno --db {db} threads list {demo.RESOURCE}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

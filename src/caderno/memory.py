@@ -69,9 +69,7 @@ class Memory:
 
     # -- conversation history ------------------------------------------------
 
-    async def append_messages(
-        self, *, resource_id: str, thread_id: str, messages: Sequence[Message]
-    ) -> list[Message]:
+    async def append_messages(self, *, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
         """Append messages to a thread in one transaction (all or nothing).
 
         Missing ids and times are assigned here. Returns the stored messages
@@ -92,12 +90,13 @@ class Memory:
             check_text(m.content, "message content")
             if m.id is not None:
                 check_id(m.id, "message id")
-            try:
-                json.dumps([c.to_dict() for c in m.tool_calls or ()], ensure_ascii=False).encode("utf-8")
-                json.dumps(m.metadata, ensure_ascii=False).encode("utf-8")
-            except (TypeError, ValueError, UnicodeEncodeError) as exc:
-                raise UsageError(f"tool call arguments and metadata must be JSON: {exc}") from None
-            ready.append(m.with_(id=m.id or new_id(), created_at=m.created_at or utcnow()))
+            if m.tool_calls or m.metadata:
+                try:
+                    json.dumps([c.to_dict() for c in m.tool_calls or ()], ensure_ascii=False).encode("utf-8")
+                    json.dumps(m.metadata, ensure_ascii=False).encode("utf-8")
+                except (TypeError, ValueError, UnicodeEncodeError) as exc:
+                    raise UsageError(f"tool call arguments and metadata must be JSON: {exc}") from None
+            ready.append(m._stamped(id=m.id or new_id(), created_at=m.created_at or utcnow()))
         if not ready:
             return []
         return await self.store.append(resource_id, thread_id, ready)
@@ -166,15 +165,25 @@ class Memory:
         """
         check_id(resource_id, "resource_id")
         patch = check_patch(patch, resource_id)
-        validate = self._validate
 
         def update(current: dict[str, Any] | None) -> dict[str, Any]:
-            merged = merge_patch(current or {}, patch)
-            return validate(merged) if validate else merged
+            return self.preview_working_memory(current, patch, resource_id=resource_id)
 
         return await self.store.update_working_memory(
             resource_id, update, patch=patch, expected_version=expected_version, source=source
         )
+
+    def preview_working_memory(
+        self, current: dict[str, Any] | None, patch: Any, *, resource_id: str = ""
+    ) -> dict[str, Any]:
+        """The result of applying ``patch`` to ``current``, validated, without writing.
+
+        Raises:
+            InvalidPatch: as ``update_working_memory`` would.
+        """
+        patch = check_patch(patch, resource_id)
+        merged = merge_patch(current or {}, patch)
+        return self._validate(merged) if self._validate else merged
 
     # -- whole resources -----------------------------------------------------
 
@@ -225,7 +234,9 @@ def open_store(url: str | Any, **options: Any) -> Store:
         return SQLiteStore(url, **options)
     parts = urlsplit(url)
     if parts.scheme != "sqlite":
-        raise UsageError(f"unsupported database URL scheme {parts.scheme!r}; use memory://, sqlite:/// or postgresql://")
+        raise UsageError(
+            f"unsupported database URL scheme {parts.scheme!r}; use memory://, sqlite:/// or postgresql://"
+        )
     path = url[len("sqlite:///") :].split("?", 1)[0] if url.startswith("sqlite:///") else ""
     if not path:
         raise UsageError(f"sqlite URL needs a path: sqlite:///relative.db or sqlite:////abs/path.db, got {url!r}")

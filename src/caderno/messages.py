@@ -8,7 +8,7 @@ load. A message is stored as plain JSON-able values, never pickled.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -44,8 +44,9 @@ class ToolCall:
     """Identifier the tool result refers back to (``Message.tool_call_id``)."""
     name: str
     """Name of the tool to call."""
-    arguments: dict[str, Any] = field(default_factory=dict)
-    """Arguments as a JSON object, already parsed."""
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    """Arguments as a parsed JSON object; raw text only when the model sent
+    something that is not JSON (the tool layer then reports the error)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
@@ -54,7 +55,10 @@ class ToolCall:
     def from_dict(cls, data: dict[str, Any]) -> ToolCall:
         arguments = data.get("arguments") or {}
         if isinstance(arguments, str):
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                pass  # keep the model's raw text
         return cls(id=str(data["id"]), name=str(data["name"]), arguments=arguments)
 
 
@@ -117,6 +121,17 @@ class Message:
         """A copy with some fields changed (messages are immutable)."""
         return replace(self, **changes)
 
+    def _stamped(self, **changes: Any) -> Message:
+        """A copy with store-assigned fields (id, created_at, seq) changed.
+
+        Skips re-validation: those fields cannot make a valid message
+        invalid, and this runs for every message on the append path.
+        """
+        new = object.__new__(Message)
+        for name in _FIELDS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict; ``Message.from_dict`` reverses it exactly."""
         return {
@@ -146,6 +161,9 @@ class Message:
             importance=data.get("importance"),
             metadata=data.get("metadata"),
         )
+
+
+_FIELDS = tuple(f.name for f in fields(Message))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -85,11 +85,6 @@ def schema_of(schema: Any) -> dict[str, Any] | None:
 
 def check_patch(patch: Any, resource_id: str) -> dict[str, Any]:
     """Accept a patch only if it is a JSON object (a dict with str keys)."""
-    if isinstance(patch, str):
-        try:
-            patch = json.loads(patch)
-        except json.JSONDecodeError as exc:
-            raise InvalidPatch(f"patch is not valid JSON: {exc}", resource_id=resource_id) from None
     if not isinstance(patch, Mapping):
         raise InvalidPatch(
             f"a working-memory patch must be a JSON object, not {type(patch).__name__}", resource_id=resource_id

@@ -31,7 +31,8 @@ async def test_order_is_the_sequence_not_the_clock(memory: caderno.Memory) -> No
     base = datetime(2026, 1, 1, tzinfo=UTC)
     for batch in range(3):
         msgs = [
-            Message.user(f"m{batch * 100 + i}", created_at=base - timedelta(seconds=batch * 100 + i)) for i in range(100)
+            Message.user(f"m{batch * 100 + i}", created_at=base - timedelta(seconds=batch * 100 + i))
+            for i in range(100)
         ]
         await memory.append_messages(resource_id=R, thread_id=T, messages=msgs)
     got = await memory.get_messages(resource_id=R, thread_id=T)
@@ -113,7 +114,9 @@ async def test_message_id_may_repeat_across_resources(memory: caderno.Memory) ->
 
 
 async def test_tool_calls_and_unicode_round_trip(memory: caderno.Memory) -> None:
-    call = ToolCall(id="call_1", name="budget_total", arguments={"month": "2026-06", "deep": {"list": [1, {"ç": None}]}})
+    call = ToolCall(
+        id="call_1", name="budget_total", arguments={"month": "2026-06", "deep": {"list": [1, {"ç": None}]}}
+    )
     long = "ção 🇧🇷 " * 20_000
     msgs = [
         Message.user(""),

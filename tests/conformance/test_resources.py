@@ -12,7 +12,9 @@ R = "casa-gabriel"
 
 
 async def _seed(memory: caderno.Memory, rid: str = R) -> None:
-    await memory.append_messages(resource_id=rid, thread_id="t1", messages=[Message.user("oi 🙂"), Message.assistant("olá")])
+    await memory.append_messages(
+        resource_id=rid, thread_id="t1", messages=[Message.user("oi 🙂"), Message.assistant("olá")]
+    )
     await memory.append_messages(
         resource_id=rid,
         thread_id="t2",
@@ -63,7 +65,11 @@ async def test_export_import_restores_ids_and_order(memory: caderno.Memory, tmp_
 
 
 async def test_import_rejects_what_is_not_an_export(memory: caderno.Memory) -> None:
-    for bad in ({}, {"format": "other"}, {"format": "caderno.resource", "version": 99, "resource_id": R, "threads": []}):
+    for bad in (
+        {},
+        {"format": "other"},
+        {"format": "caderno.resource", "version": 99, "resource_id": R, "threads": []},
+    ):
         with pytest.raises(UsageError):
             await memory.import_resource(bad)
     assert await memory.list_threads(resource_id=R) == []
@@ -86,9 +92,7 @@ async def test_bad_ids_are_refused_and_nothing_is_written(memory: caderno.Memory
     assert [m.content for m in await memory.get_messages(resource_id="r", thread_id="t")] == ["kept"]
 
 
-@pytest.mark.parametrize(
-    "content,match", [("nul \x00 byte", "NUL"), ("lone \ud800 surrogate", "lone surrogate")]
-)
+@pytest.mark.parametrize("content,match", [("nul \x00 byte", "NUL"), ("lone \ud800 surrogate", "lone surrogate")])
 async def test_unstorable_text_is_refused_clearly(memory: caderno.Memory, content: str, match: str) -> None:
     await memory.append_messages(resource_id=R, thread_id="t", messages=[Message.user("kept")])
     with pytest.raises(UsageError, match=match):

@@ -31,9 +31,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             title       TEXT,
             metadata    TEXT,
             created_at  TEXT NOT NULL,
-            updated_at  TEXT NOT NULL,
             PRIMARY KEY (resource_id, thread_id)
-        );
+        ) WITHOUT ROWID;
         CREATE TABLE events (
             seq             INTEGER PRIMARY KEY AUTOINCREMENT,
             id              TEXT NOT NULL,
@@ -79,9 +78,7 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
                 f"database schema version {version} is newer than this caderno understands "
                 f"({len(MIGRATIONS)}); upgrade caderno instead of opening it with an older one"
             )
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-        )
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
         unknown = applied - {name for name, _ in MIGRATIONS}
         if unknown:
@@ -108,19 +105,27 @@ def _import_legacy(conn: sqlite3.Connection, resource_id: str) -> None:
     is duplicated; the old table is dropped only once every row is in.
     """
     columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
-    if not _LEGACY_COLUMNS <= columns:
+    if not columns >= _LEGACY_COLUMNS:
         return
     optional = [c for c in ("tool_name", "importance", "consolidated_at") if c in columns]
-    select = ", ".join(["id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at", *optional])
+    select = ", ".join(
+        ["id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at", *optional]
+    )
     rows = conn.execute(f"SELECT {select} FROM messages ORDER BY session_id, created_at, id").fetchall()
     now = to_iso(utcnow())
     for row in rows:
-        rec = dict(zip(["id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at", *optional], row, strict=True))
+        rec = dict(
+            zip(
+                ["id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at", *optional],
+                row,
+                strict=True,
+            )
+        )
         created = to_iso(from_iso(rec["created_at"])) if rec["created_at"] else now
         conn.execute(
-            "INSERT INTO threads (resource_id, thread_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (resource_id, thread_id) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
-            (resource_id, rec["session_id"], created, created),
+            "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (resource_id, thread_id) DO NOTHING",
+            (resource_id, rec["session_id"], created),
         )
         conn.execute(
             "INSERT OR IGNORE INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, "

@@ -63,7 +63,7 @@ class InMemoryStore:
             stored = []
             for m in messages:
                 self._seq += 1
-                stored.append(m.with_(seq=self._seq))
+                stored.append(m._stamped(seq=self._seq))
             thread.messages.extend(stored)
             thread.updated_at = stored[-1].created_at
             return list(stored)
@@ -175,7 +175,7 @@ class InMemoryStore:
                 msgs = []
                 for m in t["_parsed"]:
                     self._seq += 1
-                    msgs.append(m.with_(seq=self._seq))
+                    msgs.append(m._stamped(seq=self._seq))
                 res.threads[t["id"]] = _Thread(
                     title=t.get("title"),
                     metadata=t.get("metadata"),

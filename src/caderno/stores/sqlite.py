@@ -27,6 +27,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -40,6 +41,10 @@ from .base import ResourceDump, WorkingMemoryUpdate
 
 T = TypeVar("T")
 _HEADER = b"SQLite format 3\x00"
+_LAST_EVENT_TIME = (
+    "SELECT e.created_at FROM events e WHERE e.resource_id = t.resource_id AND e.thread_id = t.thread_id "
+    "ORDER BY e.seq DESC LIMIT 1"
+)
 
 
 class SQLiteStore:
@@ -69,6 +74,13 @@ class SQLiteStore:
         self._readers: list[sqlite3.Connection] = []
         self._writer: sqlite3.Connection | None = None
         self._write_lock = threading.Lock()
+        # Threads this store has written to: appends to them skip the two
+        # "create if missing" statements (a concurrent delete is detected by
+        # the foreign key and repaired).
+        self._known_threads: set[tuple[str, str]] = set()
+        # One long-lived thread runs every write: it stays warm (cheaper than
+        # a pool hand-off) and writes are serial anyway.
+        self._write_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="caderno-sqlite-writer")
         self._open_lock = asyncio.Lock()
 
     # -- connections ---------------------------------------------------------
@@ -129,16 +141,17 @@ class SQLiteStore:
                 self._idle.get_nowait()
 
         await asyncio.to_thread(close_all)
+        self._write_executor.shutdown(wait=False)
+        self._write_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="caderno-sqlite-writer")
 
-    async def _write(
-        self, fn: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None
-    ) -> T:
+    async def _write(self, fn: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None) -> T:
         """Run ``fn`` in one IMMEDIATE transaction on the writer, off the loop.
 
         ``after`` runs once the transaction committed, still under the write
         lock: the place to update the in-process cache.
         """
-        await self.open()
+        if self._writer is None:
+            await self.open()
 
         def run() -> T:
             with self._write_lock:
@@ -157,15 +170,18 @@ class SQLiteStore:
                     after(result)
                 return result
 
-        # shield: a cancelled caller must not abandon a transaction halfway;
-        # the thread finishes (commit or rollback) on its own.
+        # No asyncio.shield needed: cancelling the awaiting task cancels the
+        # executor future only if the job has not started (then nothing ran);
+        # a job already running always finishes, commit or rollback. Either
+        # way the transaction is all or nothing.
         try:
-            return await asyncio.shield(asyncio.to_thread(run))
+            return await asyncio.get_running_loop().run_in_executor(self._write_executor, run)
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"SQLite error on {self.path}: {exc}") from exc
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T:
-        await self.open()
+        if self._writer is None:
+            await self.open()
 
         def run() -> T:
             with self._reader_slots:
@@ -210,34 +226,54 @@ class SQLiteStore:
     # -- messages ------------------------------------------------------------
 
     async def append(self, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+        key = (resource_id, thread_id)
+
         def run(conn: sqlite3.Connection) -> list[Message]:
+            if key in self._known_threads:
+                try:
+                    return self._insert_events(conn, resource_id, thread_id, messages)
+                except sqlite3.IntegrityError as exc:
+                    if "FOREIGN KEY" not in str(exc):
+                        raise
+                    # Another connection deleted the thread since; recreate it.
             now = to_iso(utcnow())
-            first = to_iso(messages[0].created_at) if messages[0].created_at else now
-            last = to_iso(messages[-1].created_at) if messages[-1].created_at else now
             conn.execute(
                 "INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (resource_id) DO NOTHING",
                 (resource_id, now, now),
             )
+            # The thread row is written once; its updated_at is derived from
+            # the newest event, so an append does not rewrite it.
             conn.execute(
-                "INSERT INTO threads (resource_id, thread_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (resource_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at",
-                (resource_id, thread_id, first, last),
+                "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (resource_id, thread_id) DO NOTHING",
+                (resource_id, thread_id, to_iso(messages[0].created_at) if messages[0].created_at else now),
             )
-            stored = []
-            for m in messages:
-                try:
-                    cur = conn.execute(
-                        "INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, "
-                        "name, importance, created_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                        (resource_id, thread_id, *event_params(m)),
-                    )
-                except sqlite3.IntegrityError as exc:
-                    raise UsageError(f"message id {m.id!r} is already stored for resource {resource_id!r}") from exc
-                stored.append(m.with_(seq=cur.lastrowid))
-            return stored
+            return self._insert_events(conn, resource_id, thread_id, messages)
 
-        return await self._write(run, lambda stored: self.cache.appended((resource_id, thread_id), stored))
+        def after(stored: list[Message]) -> None:
+            self._known_threads.add(key)
+            self.cache.appended(key, stored)
+
+        return await self._write(run, after)
+
+    def _insert_events(
+        self, conn: sqlite3.Connection, resource_id: str, thread_id: str, messages: Sequence[Message]
+    ) -> list[Message]:
+        stored = []
+        for m in messages:
+            try:
+                cur = conn.execute(
+                    "INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, "
+                    "name, importance, created_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (resource_id, thread_id, *event_params(m)),
+                )
+            except sqlite3.IntegrityError as exc:
+                if "UNIQUE" not in str(exc):
+                    raise
+                raise UsageError(f"message id {m.id!r} is already stored for resource {resource_id!r}") from exc
+            stored.append(m._stamped(seq=cur.lastrowid))
+        return stored
 
     async def read(self, resource_id: str, thread_id: str, limit: int | None) -> list[Message]:
         key = (resource_id, thread_id)
@@ -265,10 +301,11 @@ class SQLiteStore:
     async def list_threads(self, resource_id: str) -> list[Thread]:
         def run(conn: sqlite3.Connection) -> list[Thread]:
             rows = conn.execute(
-                "SELECT t.thread_id, t.title, t.metadata, t.created_at, t.updated_at, "
+                "SELECT t.thread_id, t.title, t.metadata, t.created_at, "
+                f"coalesce(({_LAST_EVENT_TIME}), t.created_at) AS updated_at, "
                 "(SELECT count(*) FROM events e WHERE e.resource_id = t.resource_id "
                 " AND e.thread_id = t.thread_id AND e.kind = 'message') "
-                "FROM threads t WHERE t.resource_id = ? ORDER BY t.updated_at DESC, t.thread_id DESC",
+                "FROM threads t WHERE t.resource_id = ? ORDER BY updated_at DESC, t.thread_id DESC",
                 (resource_id,),
             ).fetchall()
             return [
@@ -292,14 +329,22 @@ class SQLiteStore:
             cur = conn.execute("DELETE FROM threads WHERE resource_id = ? AND thread_id = ?", (resource_id, thread_id))
             return cur.rowcount > 0
 
-        return await self._write(run, lambda _: self.cache.discard(resource_id, thread_id))
+        def after(_: bool) -> None:
+            self._known_threads.discard((resource_id, thread_id))
+            self.cache.discard(resource_id, thread_id)
+
+        return await self._write(run, after)
 
     async def erase_resource(self, resource_id: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
             for table in ("events", "threads", "working_memory_log", "resources"):
                 conn.execute(f"DELETE FROM {table} WHERE resource_id = ?", (resource_id,))
 
-        await self._write(run, lambda _: self.cache.discard(resource_id))
+        await self._write(run, lambda _: self._forget(resource_id))
+
+    def _forget(self, resource_id: str) -> None:
+        self._known_threads = {k for k in self._known_threads if k[0] != resource_id}
+        self.cache.discard(resource_id)
 
     # -- working memory --------------------------------------------------------
 
@@ -310,7 +355,9 @@ class SQLiteStore:
             ).fetchone()
             if row is None or row[0] is None:
                 return None
-            return WorkingMemory(resource_id=resource_id, data=loads(row[0]), version=row[1], updated_at=from_iso(row[2]))
+            return WorkingMemory(
+                resource_id=resource_id, data=loads(row[0]), version=row[1], updated_at=from_iso(row[2])
+            )
 
         return await self._read(run)
 
@@ -371,7 +418,8 @@ class SQLiteStore:
                 )
             ]
             threads = conn.execute(
-                "SELECT t.thread_id, t.title, t.metadata, t.created_at, t.updated_at FROM threads t "
+                "SELECT t.thread_id, t.title, t.metadata, t.created_at, "
+                f"coalesce(({_LAST_EVENT_TIME}), t.created_at) FROM threads t "
                 "WHERE t.resource_id = ? ORDER BY (SELECT min(seq) FROM events e "
                 "WHERE e.resource_id = t.resource_id AND e.thread_id = t.thread_id), t.thread_id",
                 (resource_id,),
@@ -424,10 +472,8 @@ class SQLiteStore:
                 )
             for t in dump["threads"]:
                 conn.execute(
-                    "INSERT INTO threads (resource_id, thread_id, title, metadata, created_at, updated_at) "
-                    "VALUES (?,?,?,?,?,?)",
-                    (resource_id, t["id"], t.get("title"), dumps(t.get("metadata")), t.get("created_at") or now,
-                     t.get("updated_at") or now),
+                    "INSERT INTO threads (resource_id, thread_id, title, metadata, created_at) VALUES (?,?,?,?,?)",
+                    (resource_id, t["id"], t.get("title"), dumps(t.get("metadata")), t.get("created_at") or now),
                 )
                 for m in t["_parsed"]:
                     try:

@@ -1,0 +1,35 @@
+# One entry point: every target sets itself up (creates .venv, installs).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,openai]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job: Monday and Wednesday as two processes on a SQLite file.
+demo: $(STAMP)
+	$(BIN)/caderno --db caderno-demo.db demo
+
+## The whole test suite (starts PostgreSQL when it is installed but down).
+test: $(STAMP)
+	bash scripts/ensure-postgres.sh
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/history.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) caderno-demo.db caderno-demo.db-* .pytest_cache

@@ -1,0 +1,185 @@
+"""Conversation-history benchmark: caderno vs a peer vs raw sqlite3.
+
+Workload (one process, one run, same machine, same durability):
+  * append: THREADS threads x TURNS turns, one turn (user + assistant) per call;
+  * read: READS calls of get_messages(limit=20) on random threads.
+
+Contenders:
+  * caderno SQLiteStore (recent-message cache on, and off);
+  * the OpenAI Agents SDK ``SQLiteSession`` (package ``openai-agents``);
+  * raw sqlite3: plain INSERT/SELECT, synchronous calls (the floor);
+
+All SQLite files use WAL with synchronous=FULL (every commit fsynced).
+
+Run:  .venv/bin/python bench/history.py [--threads 200 --turns 50 --reads 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import caderno
+from caderno import Message
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+async def timed_reads(read: Callable[[str], Awaitable[object]], thread_ids: list[str], reads: int) -> list[float]:
+    rng = random.Random(7)
+    lat = []
+    for _ in range(reads):
+        tid = rng.choice(thread_ids)
+        t0 = time.perf_counter()
+        await read(tid)
+        lat.append(time.perf_counter() - t0)
+    return lat
+
+
+async def bench_caderno(path: Path, threads: int, turns: int, reads: int, cache: int) -> dict:
+    memory = await caderno.connect(path, cache_messages=cache)
+    ids = [f"thread-{i}" for i in range(threads)]
+    t0 = time.perf_counter()
+    for turn in range(turns):
+        for tid in ids:
+            await memory.append_messages(
+                resource_id="bench",
+                thread_id=tid,
+                messages=[Message.user(f"pergunta {turn} em {tid}"), Message.assistant(f"resposta {turn} em {tid}")],
+            )
+    append_s = time.perf_counter() - t0
+
+    async def read(tid: str) -> object:
+        return await memory.get_messages(resource_id="bench", thread_id=tid, limit=20)
+
+    assert len(await read(ids[0])) == 20
+    lat = await timed_reads(read, ids, reads)
+    await memory.close()
+    return {"turns_per_s": threads * turns / append_s, "lat": lat}
+
+
+async def bench_agents_sdk(path: Path, threads: int, turns: int, reads: int) -> dict:
+    from agents.memory import SQLiteSession
+
+    sessions = {f"thread-{i}": SQLiteSession(f"thread-{i}", path) for i in range(threads)}
+    t0 = time.perf_counter()
+    for turn in range(turns):
+        for tid, session in sessions.items():
+            await session.add_items(
+                [
+                    {"role": "user", "content": f"pergunta {turn} em {tid}"},
+                    {"role": "assistant", "content": f"resposta {turn} em {tid}"},
+                ]
+            )
+    append_s = time.perf_counter() - t0
+
+    async def read(tid: str) -> object:
+        return await sessions[tid].get_items(limit=20)
+
+    assert len(await read("thread-0")) == 20
+    lat = await timed_reads(read, list(sessions), reads)
+    for s in sessions.values():
+        s.close()
+    return {"turns_per_s": threads * turns / append_s, "lat": lat}
+
+
+async def bench_raw(path: Path, threads: int, turns: int, reads: int) -> dict:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(
+        "CREATE TABLE m (seq INTEGER PRIMARY KEY, thread TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL)"
+    )
+    conn.execute("CREATE INDEX m_thread ON m (thread, seq)")
+    ids = [f"thread-{i}" for i in range(threads)]
+    t0 = time.perf_counter()
+    for turn in range(turns):
+        for tid in ids:
+            conn.execute("BEGIN")
+            conn.execute(
+                "INSERT INTO m (thread, role, content) VALUES (?, 'user', ?)", (tid, f"pergunta {turn} em {tid}")
+            )
+            conn.execute(
+                "INSERT INTO m (thread, role, content) VALUES (?, 'assistant', ?)", (tid, f"resposta {turn} em {tid}")
+            )
+            conn.execute("COMMIT")
+    append_s = time.perf_counter() - t0
+
+    async def read(tid: str) -> object:
+        rows = conn.execute(
+            "SELECT role, content FROM m WHERE thread = ? ORDER BY seq DESC LIMIT 20", (tid,)
+        ).fetchall()
+        rows.reverse()
+        return rows
+
+    lat = await timed_reads(read, ids, reads)
+    conn.close()
+    return {"turns_per_s": threads * turns / append_s, "lat": lat}
+
+
+def row(name: str, r: dict) -> dict:
+    lat = r["lat"]
+    return {
+        "name": name,
+        "turns_per_s": r["turns_per_s"],
+        "p50_us": pct(lat, 0.50) * 1e6,
+        "p99_us": pct(lat, 0.99) * 1e6,
+        "mean_us": statistics.fmean(lat) * 1e6,
+    }
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=200)
+    ap.add_argument("--turns", type=int, default=50)
+    ap.add_argument("--reads", type=int, default=10_000)
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        rows.append(row("caderno SQLite", await bench_caderno(d / "c.db", args.threads, args.turns, args.reads, 50)))
+        rows.append(
+            row("caderno SQLite, cache off", await bench_caderno(d / "c0.db", args.threads, args.turns, args.reads, 0))
+        )
+        rows.append(
+            row("openai-agents SQLiteSession", await bench_agents_sdk(d / "a.db", args.threads, args.turns, args.reads))
+        )
+        rows.append(row("raw sqlite3 (floor)", await bench_raw(d / "r.db", args.threads, args.turns, args.reads)))
+    peer = rows[2]
+    raw = rows[3]
+    print(
+        f"workload: {args.threads} threads x {args.turns} turns appended one turn per call; "
+        f"{args.reads} get_messages(limit=20); WAL, synchronous=FULL; python {sys.version.split()[0]}"
+    )
+    print()
+    print(
+        "| store | append turns/s | read p50 µs | read p99 µs | append vs peer | read p50 vs peer | append vs raw | read p50 vs raw |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['name']} | {r['turns_per_s']:,.0f} | {r['p50_us']:,.0f} | {r['p99_us']:,.0f} "
+            f"| {r['turns_per_s'] / peer['turns_per_s']:.2f}× | {peer['p50_us'] / r['p50_us']:.2f}× "
+            f"| {r['turns_per_s'] / raw['turns_per_s']:.2f}× | {raw['p50_us'] / r['p50_us']:.2f}× |"
+        )
+    print()
+    print("Ratios: >1 means faster than the reference (throughput ratio for appends, inverse latency for reads).")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

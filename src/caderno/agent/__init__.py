@@ -1,0 +1,1 @@
+"""The agent layer: tools, model adapters and the AgentChat loop."""

@@ -1,0 +1,293 @@
+"""AgentChat: one turn = load memory, prompt, model <-> tools, persist.
+
+``AgentChat`` keeps no per-conversation state, so one instance serves any
+number of concurrent conversations. Per turn it:
+
+1. loads the thread's recent history;
+2. loads the resource's working memory;
+3. builds the prompt: instructions, the working-memory block (with its JSON
+   shape when a schema is set), history, the new messages;
+4. runs the model <-> tool loop, at most ``max_steps`` model calls;
+5. persists the whole turn in one ``append_messages`` call;
+6. applies the ``update_working_memory`` patches the model made.
+
+A turn that fails before step 5 persists nothing. Patches are validated
+during the loop (so the model hears about a bad one at once) but written
+only after the turn is stored, so a failed turn changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, UsageError
+from ..memory import Memory
+from ..messages import Message, ToolCall, WorkingMemory
+from .models import Model
+from .tools import Tool, ToolSpec, collect_tools
+
+__all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "ToolCallRecord"]
+
+log = logging.getLogger("caderno.agent")
+
+DEFAULT_INSTRUCTIONS = (
+    "You are a helpful assistant with durable memory. The working memory below is what you know about "
+    "this user across conversations; keep it current with update_working_memory when they tell you "
+    "something lasting (names, income, goals, preferences)."
+)
+
+UPDATE_WM_SPEC = ToolSpec(
+    name="update_working_memory",
+    description=(
+        "Update the user's working memory (shown in your instructions) with a JSON merge patch. "
+        "Send only what changes: keys you omit are kept; objects merge key by key; arrays and "
+        "plain values replace the old value whole (send the full new array); null deletes a key."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "patch": {
+                "type": "object",
+                "description": "JSON merge patch (RFC 7396) applied to the working memory.",
+            }
+        },
+        "required": ["patch"],
+        "additionalProperties": False,
+    },
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallRecord:
+    """One tool call made during a turn."""
+
+    name: str
+    """Tool name as the model called it."""
+    args: Any
+    """Arguments as the model sent them."""
+    result: Any
+    """What the tool returned (or the error text the model saw)."""
+    error: str | None = None
+    """The error text when the call failed, else ``None``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChatResult:
+    """What one ``ask`` produced."""
+
+    reply: Message
+    """The final assistant message, as stored."""
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    """Every tool call of the turn, in order."""
+    messages: list[Message] = field(default_factory=list)
+    """The whole turn as stored: user message(s), tool calls, results, reply."""
+    working_memory: WorkingMemory | None = None
+    """Working memory after the turn's patches (``None`` if never set)."""
+
+
+class AgentChat:
+    """The agent loop over a model, a memory and tools.
+
+    Args:
+        model: anything with ``async complete(messages, tools) -> Message``.
+        memory: where history and working memory live (default: in-process).
+        tools: functions, ``Tool`` objects, or instances with tool methods.
+        instructions: the system prompt (``DEFAULT_INSTRUCTIONS`` when None).
+        history_limit: how many stored messages of the thread to show (>= 2).
+        max_steps: most model calls in one turn.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        memory: Memory | None = None,
+        tools: Sequence[Any] = (),
+        instructions: str | None = None,
+        history_limit: int = 40,
+        max_steps: int = 8,
+    ) -> None:
+        if history_limit < 2:
+            raise UsageError("history_limit must be at least 2 (one exchange)")
+        if max_steps < 1:
+            raise UsageError("max_steps must be at least 1")
+        if memory is None:
+            from ..stores.memory import InMemoryStore
+
+            memory = Memory(InMemoryStore())
+        self.model = model
+        self.memory = memory
+        self.tools: dict[str, Tool] = {t.name: t for t in collect_tools(tools)}
+        if UPDATE_WM_SPEC.name in self.tools:
+            raise UsageError("the tool name update_working_memory is reserved")
+        self.instructions = DEFAULT_INSTRUCTIONS if instructions is None else instructions
+        self.history_limit = history_limit
+        self.max_steps = max_steps
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+
+    @property
+    def tool_specs(self) -> list[ToolSpec]:
+        return [UPDATE_WM_SPEC, *(t.spec for t in self.tools.values())]
+
+    async def ask(
+        self,
+        *,
+        messages: Sequence[Message] | str,
+        resource_id: str = "default",
+        thread_id: str = "default",
+    ) -> ChatResult:
+        """Run one turn and store it.
+
+        Two asks on the same thread in this process run one after the other;
+        across processes they may interleave by whole turns (each turn is
+        one transaction).
+
+        Raises:
+            ModelError: the model failed, returned an empty message, or the
+                loop passed ``max_steps``; nothing is stored.
+        """
+        if isinstance(messages, str):
+            messages = [Message.user(messages)]
+        if not messages:
+            raise UsageError("ask needs at least one new message")
+        key = (resource_id, thread_id)
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._turn(list(messages), resource_id, thread_id)
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    # -- one turn ----------------------------------------------------------------
+
+    async def _turn(self, new: list[Message], resource_id: str, thread_id: str) -> ChatResult:
+        memory = self.memory
+        history = await memory.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
+        history = _drop_orphans(history)
+        state = await memory.get_working_memory_state(resource_id=resource_id)
+        prompt = [*self.system_blocks(state), *history]
+        turn: list[Message] = list(new)
+        records: list[ToolCallRecord] = []
+        pending_wm = state.data if state else None
+        patches: list[dict[str, Any]] = []
+        specs = self.tool_specs
+        for _ in range(self.max_steps):
+            try:
+                reply = await self.model.complete([*prompt, *turn], specs)
+            except CadernoError:
+                raise
+            except Exception as exc:
+                raise ModelError(f"the model failed: {type(exc).__name__}: {exc}") from exc
+            if not isinstance(reply, Message) or reply.role != "assistant":
+                raise ModelError(f"the model must return an assistant Message, got {reply!r:.200}")
+            if not reply.tool_calls and not reply.content.strip():
+                raise ModelError("the model returned an empty message (no text and no tool calls)")
+            turn.append(reply)
+            if not reply.tool_calls:
+                break
+            for call in reply.tool_calls:
+                record, patched = await self._call(call, pending_wm, resource_id)
+                if patched is not None:
+                    pending_wm = patched
+                    patches.append(record.args["patch"])
+                records.append(record)
+                content = record.error if record.error else _as_text(record.result)
+                turn.append(Message.tool(content, tool_call_id=call.id, name=call.name))
+        else:
+            raise ModelError(
+                f"the turn did not finish within max_steps={self.max_steps} model calls; nothing was stored"
+            )
+        stored = await memory.append_messages(resource_id=resource_id, thread_id=thread_id, messages=turn)
+        final_state = state
+        for patch in patches:
+            try:
+                final_state = await memory.update_working_memory(
+                    resource_id=resource_id, patch=patch, source="tool:update_working_memory"
+                )
+            except CadernoError as exc:
+                # The patch validated a moment ago; another writer changed the
+                # memory since. The turn is stored; report and go on.
+                log.warning("working-memory patch for %s not applied after the turn: %s", resource_id, exc)
+        return ChatResult(reply=stored[-1], tool_calls=records, messages=stored, working_memory=final_state)
+
+    async def _call(
+        self, call: ToolCall, pending_wm: dict[str, Any] | None, resource_id: str
+    ) -> tuple[ToolCallRecord, dict[str, Any] | None]:
+        """Run one tool call; errors become text for the model, never exceptions."""
+        args = call.arguments
+        if call.name == UPDATE_WM_SPEC.name:
+            try:
+                if isinstance(args, str):
+                    raise InvalidPatch(f"arguments are not valid JSON: {args[:200]!r}")
+                if set(args) != {"patch"}:
+                    raise InvalidPatch("update_working_memory takes exactly one argument, 'patch' (a JSON object)")
+                patch = args["patch"]
+                if isinstance(patch, str):  # some models send the object as a JSON string
+                    try:
+                        patch = json.loads(patch)
+                    except json.JSONDecodeError:
+                        raise InvalidPatch("patch must be a JSON object, not text") from None
+                merged = self.memory.preview_working_memory(pending_wm, patch, resource_id=resource_id)
+            except CadernoError as exc:
+                return ToolCallRecord(name=call.name, args=call.arguments, result=None, error=f"Error: {exc}"), None
+            result = {"ok": True, "working_memory": merged}
+            return ToolCallRecord(name=call.name, args={"patch": patch}, result=result), merged
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted([UPDATE_WM_SPEC.name, *self.tools]))
+            error = f"Error: unknown tool {call.name!r}. Available tools: {known}."
+            return ToolCallRecord(name=call.name, args=args, result=None, error=error), None
+        try:
+            result = await tool.run(args)
+        except InvalidToolArguments as exc:
+            return ToolCallRecord(name=call.name, args=args, result=None, error=f"Error: {exc}"), None
+        except Exception as exc:  # a tool's own bug must not end the turn
+            log.info("tool %s raised", call.name, exc_info=True)
+            error = f"Error: tool {call.name} raised {type(exc).__name__}: {exc}"
+            return ToolCallRecord(name=call.name, args=args, result=None, error=error), None
+        return ToolCallRecord(name=call.name, args=args, result=result), None
+
+    def system_blocks(self, state: WorkingMemory | None) -> list[Message]:
+        """The system messages that open every prompt."""
+        blocks = [Message.system(self.instructions)] if self.instructions else []
+        blocks.append(Message.system(working_memory_block(state, self.memory.working_memory_json_schema)))
+        return blocks
+
+
+WM_HEADER = "WORKING MEMORY"
+
+
+def working_memory_block(state: WorkingMemory | None, schema: dict[str, Any] | None) -> str:
+    """The prompt block that shows the working memory (and its shape)."""
+    if state is None:
+        body = f"{WM_HEADER} (empty: nothing is known about this user yet)"
+    else:
+        data = json.dumps(state.data, ensure_ascii=False, indent=2, sort_keys=True)
+        body = f"{WM_HEADER} (version {state.version}):\n```json\n{data}\n```"
+    if schema is not None:
+        body += "\nIts JSON shape:\n```json\n" + json.dumps(schema, ensure_ascii=False) + "\n```"
+    return body
+
+
+def _drop_orphans(history: list[Message]) -> list[Message]:
+    """A window cut by a limit must not start inside a tool exchange."""
+    start = 0
+    while start < len(history) and history[start].role == "tool":
+        start += 1
+    return history[start:]
+
+
+def _as_text(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, ensure_ascii=False, default=str)

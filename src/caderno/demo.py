@@ -1,0 +1,61 @@
+"""``caderno demo``: Monday and Wednesday, two processes, one SQLite file.
+
+Monday a couple tells the agent what they spend, earn and save for; the
+process ends. Wednesday a new process opens the same file and, in a new
+thread, asks "e a meta de Amsterdam, lembra?". The model answers from the
+working-memory block it received — shown on screen — not from a script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .agent.chat import WM_HEADER, AgentChat
+from .examples.household import BudgetTool, HouseholdModel, WorkingMemory
+from .memory import connect
+
+RESOURCE = "casa-gabriel"
+
+MONDAY = [
+    "Quanto gastamos em 2026-06?",
+    "Somos Gabriel e esposa. Ganhamos R$ 14.000 por mês e estamos juntando para Amsterdam: "
+    "EUR 6.000 até 2026-09-01. Já guardamos EUR 500.",
+]
+WEDNESDAY = "e a meta de Amsterdam, lembra?"
+
+
+def _chat(memory: object, model: HouseholdModel) -> AgentChat:
+    return AgentChat(
+        model=model,
+        memory=memory,  # type: ignore[arg-type]
+        tools=[BudgetTool()],
+        instructions="Você é o assistente financeiro da casa. Responda em português.",
+    )
+
+
+async def monday(db: str, echo: Callable[[str], None]) -> None:
+    async with connect(db, working_memory_schema=WorkingMemory) as memory:
+        await memory.erase_resource(resource_id=RESOURCE)  # a clean story on every run
+        chat = _chat(memory, HouseholdModel())
+        echo("── segunda-feira, à noite (processo 1, thread 'segunda') ──")
+        for text in MONDAY:
+            result = await chat.ask(messages=text, resource_id=RESOURCE, thread_id="segunda")
+            echo(f"  casal:   {text}")
+            for call in result.tool_calls:
+                echo(f"  (ferramenta {call.name} {call.args})")
+            echo(f"  agente:  {result.reply.content}")
+
+
+async def wednesday(db: str, echo: Callable[[str], None]) -> None:
+    async with connect(db, working_memory_schema=WorkingMemory) as memory:
+        model = HouseholdModel()
+        chat = _chat(memory, model)
+        result = await chat.ask(messages=WEDNESDAY, resource_id=RESOURCE, thread_id="quarta")
+        echo("── quarta-feira (processo 2, thread nova 'quarta') ──")
+        echo("  o bloco de memória que o modelo recebeu:")
+        for m in model.requests[0]:
+            if m.role == "system" and m.content.startswith(WM_HEADER):
+                block = m.content.split("\nIts JSON shape:")[0]
+                echo("    " + block.replace("\n", "\n    "))
+        echo(f"  casal:   {WEDNESDAY}")
+        echo(f"  agente:  {result.reply.content}")

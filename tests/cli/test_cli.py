@@ -1,0 +1,108 @@
+"""The CLI in a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import caderno
+from caderno import Message
+from conftest import python_env
+
+
+def cli(*args: str, db: Path, env_db: bool = False) -> subprocess.CompletedProcess[str]:
+    env = python_env()
+    argv = [sys.executable, "-m", "caderno.cli"]
+    if env_db:
+        env["CADERNO_DB"] = str(db)
+    else:
+        argv += ["--db", str(db)]
+    return subprocess.run([*argv, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "c.db"
+
+    async def seed() -> None:
+        async with caderno.connect(path) as memory:
+            await memory.append_messages(
+                resource_id="casa",
+                thread_id="t1",
+                messages=[Message.user("a meta de Amsterdam"), Message.assistant("EUR 6000")],
+            )
+            await memory.update_working_memory(resource_id="casa", patch={"monthlyIncomeBRL": 14000})
+
+    asyncio.run(seed())
+    return path
+
+
+def test_threads_list_and_show(db: Path) -> None:
+    out = cli("threads", "list", "casa", db=db)
+    assert out.returncode == 0 and "t1" in out.stdout
+    listed = json.loads(cli("threads", "list", "casa", "--json", db=db).stdout)
+    assert listed[0]["id"] == "t1" and listed[0]["message_count"] == 2
+    shown = cli("threads", "show", "casa", "t1", db=db, env_db=True)
+    assert "a meta de Amsterdam" in shown.stdout and "EUR 6000" in shown.stdout
+    last = json.loads(cli("threads", "show", "casa", "t1", "--limit", "1", "--json", db=db).stdout)
+    assert [m["content"] for m in last] == ["EUR 6000"]
+
+
+def test_wm_show_and_patch(db: Path) -> None:
+    out = cli("wm", "patch", "casa", '{"currencyPreferred": "BRL"}', db=db)
+    assert out.returncode == 0 and "version 2" in out.stdout
+    state = json.loads(cli("wm", "show", "casa", "--json", db=db).stdout)
+    assert state == {"data": {"monthlyIncomeBRL": 14000, "currencyPreferred": "BRL"}, "version": 2}
+    assert "14000" in cli("wm", "show", "casa", db=db).stdout
+
+
+@pytest.mark.parametrize(
+    "patch,message",
+    [
+        ("{not json", "PATCH is not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('"text"', "must be a JSON object"),
+    ],
+)
+def test_bad_patch_is_one_line_and_writes_nothing(db: Path, patch: str, message: str) -> None:
+    out = cli("wm", "patch", "casa", patch, db=db)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and message in out.stderr and "Traceback" not in out.stderr
+    assert json.loads(cli("wm", "show", "casa", "--json", db=db).stdout)["version"] == 1
+
+
+def test_export_import_and_erase(db: Path, tmp_path: Path) -> None:
+    dump = tmp_path / "casa.json"
+    assert cli("export", "casa", "-o", str(dump), db=db).returncode == 0
+    assert json.loads(dump.read_text())["resource_id"] == "casa"
+    refused = cli("erase", "casa", db=db)
+    assert refused.returncode == 1 and "--yes" in refused.stderr
+    assert cli("erase", "casa", "--yes", db=db).returncode == 0
+    assert json.loads(cli("threads", "list", "casa", "--json", db=db).stdout) == []
+    assert cli("import", str(dump), db=db).returncode == 0
+    again = cli("import", str(dump), db=db)
+    assert again.returncode == 1 and "already holds data" in again.stderr
+    assert [m["content"] for m in json.loads(cli("threads", "show", "casa", "t1", "--json", db=db).stdout)] == [
+        "a meta de Amsterdam",
+        "EUR 6000",
+    ]
+
+
+def test_import_of_invalid_json_is_refused(db: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    out = cli("import", str(bad), db=db)
+    assert out.returncode == 1 and "is not valid JSON" in out.stderr
+
+
+def test_not_a_database_is_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    path.write_text("hello")
+    out = cli("threads", "list", "casa", db=path)
+    assert out.returncode == 1 and "is not a SQLite database" in out.stderr and "Traceback" not in out.stderr
+    assert path.read_text() == "hello"
