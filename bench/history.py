@@ -11,6 +11,12 @@ Contenders:
 
 All SQLite files use WAL with synchronous=FULL (every commit fsynced).
 
+A second table runs the same workload with 1, 4 and 16 concurrent writers
+(asyncio tasks in one process, each owning a share of the threads), then as
+many concurrent readers, on caderno's SQLite and PostgreSQL stores.
+PostgreSQL: --pg URL (default the test database on 127.0.0.1:5432), in a
+schema created and dropped by the run; skipped with a line if unreachable.
+
 Run:  .venv/bin/python bench/history.py [--threads 200 --turns 50 --reads 10000]
 """
 
@@ -129,6 +135,52 @@ async def bench_raw(path: Path, threads: int, turns: int, reads: int) -> dict:
     return {"turns_per_s": threads * turns / append_s, "lat": lat}
 
 
+async def bench_concurrent(url: str, threads: int, turns: int, reads: int, writers: int) -> dict:
+    memory = await caderno.connect(url)
+    ids = [f"thread-{i}" for i in range(threads)]
+    shares = [ids[w::writers] for w in range(writers)]
+
+    async def writer(mine: list[str]) -> None:
+        for turn in range(turns):
+            for tid in mine:
+                await memory.append_messages(
+                    resource_id="bench",
+                    thread_id=tid,
+                    messages=[Message.user(f"pergunta {turn} em {tid}"), Message.assistant(f"resposta {turn}")],
+                )
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(writer(mine) for mine in shares))
+    append_s = time.perf_counter() - t0
+
+    async def read(tid: str) -> object:
+        return await memory.get_messages(resource_id="bench", thread_id=tid, limit=20)
+
+    parts = await asyncio.gather(*(timed_reads(read, ids, reads // writers) for _ in range(writers)))
+    await memory.close()
+    return {"turns_per_s": threads * turns / append_s, "lat": [x for p in parts for x in p]}
+
+
+def pg_schema_url(base: str) -> tuple[str, str] | None:
+    try:
+        import psycopg
+
+        name = f"bench_{int(time.time())}"
+        with psycopg.connect(base, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE SCHEMA "{name}"')
+        return f"{base}?schema={name}&pool_size=16", name
+    except Exception as exc:  # noqa: BLE001 — any failure means: no PostgreSQL column
+        print(f"PostgreSQL at {base} is not reachable ({type(exc).__name__}); its rows are skipped")
+        return None
+
+
+def drop_schema(base: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
 def row(name: str, r: dict) -> dict:
     lat = r["lat"]
     return {
@@ -146,39 +198,60 @@ async def main() -> None:
     ap.add_argument("--turns", type=int, default=50)
     ap.add_argument("--reads", type=int, default=10_000)
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--pg", default="postgresql://caderno@127.0.0.1:5432/caderno_test")
+    ap.add_argument("--skip-peer", action="store_true", help="only the concurrency table")
     args = ap.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-        rows.append(row("caderno SQLite", await bench_caderno(d / "c.db", args.threads, args.turns, args.reads, 50)))
-        rows.append(
-            row("caderno SQLite, cache off", await bench_caderno(d / "c0.db", args.threads, args.turns, args.reads, 0))
-        )
-        rows.append(
-            row("openai-agents SQLiteSession", await bench_agents_sdk(d / "a.db", args.threads, args.turns, args.reads))
-        )
-        rows.append(row("raw sqlite3 (floor)", await bench_raw(d / "r.db", args.threads, args.turns, args.reads)))
-    peer = rows[2]
-    raw = rows[3]
     print(
         f"workload: {args.threads} threads x {args.turns} turns appended one turn per call; "
         f"{args.reads} get_messages(limit=20); WAL, synchronous=FULL; python {sys.version.split()[0]}"
     )
     print()
-    print(
-        "| store | append turns/s | read p50 µs | read p99 µs | append vs peer | read p50 vs peer | append vs raw | read p50 vs raw |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
+    rows = []
+    if not args.skip_peer:
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            w = (args.threads, args.turns, args.reads)
+            rows.append(row("caderno SQLite", await bench_caderno(d / "c.db", *w, 50)))
+            rows.append(row("caderno SQLite, cache off", await bench_caderno(d / "c0.db", *w, 0)))
+            rows.append(row("openai-agents SQLiteSession", await bench_agents_sdk(d / "a.db", *w)))
+            rows.append(row("raw sqlite3 (floor)", await bench_raw(d / "r.db", *w)))
+        peer, raw = rows[2], rows[3]
         print(
-            f"| {r['name']} | {r['turns_per_s']:,.0f} | {r['p50_us']:,.0f} | {r['p99_us']:,.0f} "
-            f"| {r['turns_per_s'] / peer['turns_per_s']:.2f}× | {peer['p50_us'] / r['p50_us']:.2f}× "
-            f"| {r['turns_per_s'] / raw['turns_per_s']:.2f}× | {raw['p50_us'] / r['p50_us']:.2f}× |"
+            "| store | append turns/s | read p50 µs | read p99 µs "
+            "| append vs peer | read p50 vs peer | append vs raw | read p50 vs raw |"
         )
-    print()
-    print("Ratios: >1 means faster than the reference (throughput ratio for appends, inverse latency for reads).")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(
+                f"| {r['name']} | {r['turns_per_s']:,.0f} | {r['p50_us']:,.0f} | {r['p99_us']:,.0f} "
+                f"| {r['turns_per_s'] / peer['turns_per_s']:.2f}× | {peer['p50_us'] / r['p50_us']:.2f}× "
+                f"| {r['turns_per_s'] / raw['turns_per_s']:.2f}× | {raw['p50_us'] / r['p50_us']:.2f}× |"
+            )
+        print()
+        print("Ratios: >1 means faster than the reference (throughput for appends, inverse latency for reads).")
+        print()
+
+    conc = []
+    pg = pg_schema_url(args.pg)
+    with tempfile.TemporaryDirectory() as tmp:
+        for writers in (1, 4, 16):
+            w = (args.threads, args.turns, args.reads, writers)
+            r = await bench_concurrent(str(Path(tmp) / f"w{writers}.db"), *w)
+            conc.append(row(f"SQLite | {writers}", r))
+            if pg:
+                pg_url, name = pg
+                r = await bench_concurrent(pg_url, *w)
+                conc.append(row(f"PostgreSQL | {writers}", r))
+                drop_schema(args.pg, name)
+                pg = pg_schema_url(args.pg)
+    if pg:
+        drop_schema(args.pg, pg[1])
+    print("| caderno store | concurrent writers | append turns/s | read p50 µs | read p99 µs |")
+    print("|---|---:|---:|---:|---:|")
+    for r in conc:
+        print(f"| {r['name']} | {r['turns_per_s']:,.0f} | {r['p50_us']:,.0f} | {r['p99_us']:,.0f} |")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"peer": rows, "concurrency": conc}, indent=2))
 
 
 if __name__ == "__main__":

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 import caderno
 
-BACKENDS = ["memory", "sqlite"]
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _pg import pg_schema  # noqa: E402
+
+BACKENDS = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture(autouse=True)
@@ -24,11 +29,15 @@ def caderno_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database URL of each backend."""
     if request.param == "memory":
-        return "memory://"
-    return f"sqlite:///{tmp_path / 'caderno.db'}"
+        yield "memory://"
+    elif request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'caderno.db'}"
+    else:
+        with pg_schema() as url:
+            yield url
 
 
 @pytest.fixture
@@ -45,3 +54,26 @@ def python_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(Path(__file__).parent.parent / "src")
     return env
+
+
+_by_backend: dict[str, dict[str, int]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count outcomes per backend, so CI output shows each backend really ran."""
+    if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+        return
+    for backend in BACKENDS:
+        if f"[{backend}" in report.nodeid or f"-{backend}]" in report.nodeid or f"-{backend}-" in report.nodeid:
+            counts = _by_backend.setdefault(backend, {})
+            counts[report.outcome] = counts.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _by_backend:
+        return
+    parts = []
+    for backend in BACKENDS:
+        counts = _by_backend.get(backend, {})
+        parts.append(f"{backend}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if counts else f"{backend}: none")
+    terminalreporter.write_line("backend-parametrized tests — " + "; ".join(parts))

@@ -1,0 +1,129 @@
+"""What only the PostgreSQL backend has: migrations under a lock, pool recovery, redaction."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import caderno
+from _pg import PG_URL, pg_schema, require_postgres
+from caderno import Message
+from caderno.errors import SchemaTooNew, StorageError
+from caderno.stores import _postgres_schema, _sqlite_schema
+from conftest import python_env
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg_url():
+    with pg_schema() as url:
+        yield url
+
+
+def test_migrations_have_the_same_names_as_sqlite() -> None:
+    assert [n for n, _ in _postgres_schema.MIGRATIONS] == [n for n, _ in _sqlite_schema.MIGRATIONS]
+
+
+def test_ten_processes_starting_at_once_migrate_exactly_once(pg_url: str) -> None:
+    code = textwrap.dedent(
+        f"""
+        import asyncio, caderno
+        async def main():
+            async with caderno.connect({pg_url!r}) as m:
+                await m.append_messages(resource_id="r", thread_id="t", messages=[caderno.Message.user("x")])
+        asyncio.run(main())
+        """
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=python_env(), stderr=subprocess.PIPE, text=True)
+        for _ in range(10)
+    ]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    import psycopg
+
+    schema = pg_url.rsplit("schema=", 1)[1]
+    with psycopg.connect(PG_URL) as conn:
+        rows = conn.execute(f'SELECT name FROM "{schema}".schema_migrations').fetchall()
+        count = conn.execute(f'SELECT count(*) FROM "{schema}".events').fetchone()[0]
+    assert [r[0] for r in rows] == [n for n, _ in _postgres_schema.MIGRATIONS]
+    assert count == 10
+
+
+async def test_a_newer_schema_is_refused(pg_url: str) -> None:
+    async with caderno.connect(pg_url):
+        pass
+    import psycopg
+
+    schema = pg_url.rsplit("schema=", 1)[1]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO \"{schema}\".schema_migrations VALUES ('0099_future', now())")
+    with pytest.raises(SchemaTooNew, match="0099_future"):
+        await caderno.connect(pg_url)
+
+
+async def test_connection_refused_names_the_url_without_the_password(caplog: pytest.LogCaptureFixture) -> None:
+    require_postgres()
+    caplog.set_level(logging.DEBUG)
+    url = "postgresql://caderno:s3cr3t-pw@127.0.0.1:5999/caderno_test"
+    with pytest.raises(StorageError) as exc:
+        await caderno.connect(url)
+    message = str(exc.value)
+    assert "postgresql://caderno:***@127.0.0.1:5999/caderno_test" in message
+    assert "s3cr3t-pw" not in message and "s3cr3t-pw" not in caplog.text
+    assert "s3cr3t-pw" not in repr(exc.value.__cause__) if exc.value.__cause__ else True
+
+
+async def test_password_never_reaches_logs_in_normal_use(pg_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    url = pg_url.replace("caderno@", "caderno:another-s3cret@")  # trust auth ignores it
+    async with caderno.connect(url) as memory:
+        await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("x")])
+        assert "another-s3cret" not in memory.store.url
+    assert "another-s3cret" not in caplog.text
+
+
+async def _terminate_our_backends(schema_url: str) -> int:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
+        cur = await admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = 'caderno' AND pid <> pg_backend_pid()"
+        )
+        return (await cur.fetchone())[0]
+
+
+async def test_pool_recovers_after_backends_are_terminated(pg_url: str) -> None:
+    async with caderno.connect(pg_url) as memory:
+        await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("before")])
+        assert await _terminate_our_backends(pg_url) >= 1
+        await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("after")])
+        got = await memory.get_messages(resource_id="r", thread_id="t")
+        assert [m.content for m in got] == ["before", "after"]
+
+
+async def test_turn_cut_by_a_terminated_backend_is_all_or_nothing(pg_url: str) -> None:
+    async with caderno.connect(pg_url) as memory:
+        outcomes = []
+        for attempt in range(5):
+            thread = f"t{attempt}"
+            big = [Message.user(f"m{i} " + "x" * 200) for i in range(3000)]
+            task = asyncio.create_task(memory.append_messages(resource_id="r", thread_id=thread, messages=big))
+            await asyncio.sleep(0.05 * (attempt + 1))
+            await _terminate_our_backends(pg_url)
+            try:
+                await task
+                outcomes.append("committed")
+            except StorageError:
+                outcomes.append("failed")
+            n = len(await memory.get_messages(resource_id="r", thread_id=thread))
+            assert n == (3000 if outcomes[-1] == "committed" else 0)
+        assert "failed" in outcomes  # at least one append really was cut mid-way
+        await memory.append_messages(resource_id="r", thread_id="ok", messages=[Message.user("still works")])
