@@ -75,5 +75,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     parts = []
     for backend in BACKENDS:
         counts = _by_backend.get(backend, {})
-        parts.append(f"{backend}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if counts else f"{backend}: none")
+        parts.append(
+            f"{backend}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if counts else f"{backend}: none"
+        )
     terminalreporter.write_line("backend-parametrized tests — " + "; ".join(parts))

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _pg import pg_schema
 
 import caderno
-from _pg import pg_schema
 from conftest import python_env
 
 WRITERS, THREADS, TURNS = 4, 25, 20

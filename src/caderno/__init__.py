@@ -11,8 +11,10 @@ from .agent.chat import AgentChat, ChatResult, ToolCallRecord
 from .agent.models import Model, ModelRequest, OpenAIChatModel, ScriptedModel
 from .agent.tools import Tool, ToolSpec, tool
 from .errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, UsageError
+from .journal import Journal
 from .memory import Memory, connect
 from .messages import Message, Thread, ToolCall, WorkingMemory
+from .notebook import Notebook
 from .stores.base import Store
 from .stores.memory import InMemoryStore
 from .stores.sqlite import SQLiteStore
@@ -26,11 +28,13 @@ __all__ = [
     "Conflict",
     "InMemoryStore",
     "InvalidPatch",
+    "Journal",
     "Memory",
     "Message",
     "Model",
     "ModelRequest",
     "NotFound",
+    "Notebook",
     "OpenAIChatModel",
     "SQLiteStore",
     "ScriptedModel",

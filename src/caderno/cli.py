@@ -260,6 +260,157 @@ async def erase_cmd(ctx: click.Context, resource: str, yes: bool) -> None:
     click.echo(f"erased {resource}")
 
 
+# -- notebook -------------------------------------------------------------------
+
+
+def _notebook(directory: Path | None) -> Any:
+    from ._files import caderno_home
+    from .notebook import Notebook
+
+    return Notebook(directory or caderno_home() / "notebook")
+
+
+_dir_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Notebook directory (default $CADERNO_HOME/notebook).",
+)
+_target_arg = click.argument("target", type=click.Choice(["memory", "user"]))
+
+
+@main.group()
+def notes() -> None:
+    """The notebook: MEMORY.md and USER.md."""
+
+
+@notes.command("show")
+@click.option("--target", type=click.Choice(["memory", "user"]), default=None, help="Only one of the two files.")
+@_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def notes_show(target: str | None, directory: Path | None, as_json: bool) -> None:
+    """Show the notebook as the model sees it at the start of a session."""
+    try:
+        nb = _notebook(directory).load()
+        targets = [target] if target else ["memory", "user"]
+        if as_json:
+            _emit_json({t: nb.entries(t) for t in targets})
+            return
+        for t in targets:
+            click.echo(nb.snapshot(t) or f"({t}: empty)")
+            click.echo()
+    except CadernoError as exc:
+        _fail(str(exc))
+
+
+def _notes_run(action: str, target: str, directory: Path | None, content: str | None, old: str | None) -> None:
+    try:
+        outcome = _notebook(directory).apply(action, target, content, old)
+    except CadernoError as exc:
+        _fail(str(exc).replace("\n", " | "))
+    click.echo(f"{outcome.message} {outcome.target}: {outcome.entry_count} entries, {outcome.usage}")
+
+
+@notes.command("add")
+@_target_arg
+@click.argument("content")
+@_dir_option
+def notes_add(target: str, content: str, directory: Path | None) -> None:
+    """Add CONTENT as a new entry of TARGET."""
+    _notes_run("add", target, directory, content, None)
+
+
+@notes.command("replace")
+@_target_arg
+@click.argument("old_text")
+@click.argument("content")
+@_dir_option
+def notes_replace(target: str, old_text: str, content: str, directory: Path | None) -> None:
+    """Replace the entry containing OLD_TEXT with CONTENT."""
+    _notes_run("replace", target, directory, content, old_text)
+
+
+@notes.command("remove")
+@_target_arg
+@click.argument("old_text")
+@_dir_option
+def notes_remove(target: str, old_text: str, directory: Path | None) -> None:
+    """Remove the entry containing OLD_TEXT."""
+    _notes_run("remove", target, directory, None, old_text)
+
+
+# -- journals ---------------------------------------------------------------------
+
+
+@main.group()
+@click.argument("store")
+@click.pass_context
+def journal(ctx: click.Context, store: str) -> None:
+    """Append-only JSONL journals: STORE is episodic, semantic, procedural, decision or transcript."""
+    from .journal import STORES
+
+    if store not in STORES:
+        _fail(f"unknown journal store {store!r}; use one of: {', '.join(STORES)}")
+    ctx.obj = {**ctx.obj, "store": store}
+
+
+_journal_dir = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Journal directory (default $CADERNO_HOME/journal).",
+)
+
+
+@journal.command("add")
+@click.option("--record", default=None, help="The record, a JSON object.")
+@click.option("--agent", default="cli", show_default=True, help="Who writes it.")
+@_journal_dir
+@click.pass_context
+def journal_add(ctx: click.Context, record: str | None, agent: str, directory: Path | None) -> None:
+    """Append one record."""
+    from .journal import Journal
+
+    store = ctx.obj["store"]
+    if record is None:
+        _fail("journal add requires --record <json>")
+    try:
+        data = json.loads(record)
+    except json.JSONDecodeError as exc:
+        _fail(f"--record is not valid JSON: {exc}")
+    if not isinstance(data, dict):
+        _fail(f"--record must be a JSON object, not {type(data).__name__}")
+    j = Journal(directory)
+    try:
+        entry_id = j.append(store, data, agent=agent)
+    except CadernoError as exc:
+        _fail(str(exc))
+    click.echo(f"journal {store}: appended {entry_id} (agent {agent})")
+    click.echo(str(j.path(store)))
+
+
+@journal.command("list")
+@click.option("--agent", default=None, help="Only this agent's records.")
+@_journal_dir
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def journal_list(ctx: click.Context, agent: str | None, directory: Path | None, as_json: bool) -> None:
+    """List records, newest first."""
+    from .journal import Journal
+
+    store = ctx.obj["store"]
+    j = Journal(directory)
+    entries = j.list(store, agent=agent)
+    if as_json:
+        _emit_json(entries)
+        return
+    click.echo(f"journal {store}: {len(entries)} record(s) under {j.path(store)}")
+    for e in entries:
+        click.echo(f"{e['id']} [{e.get('agent')}] at {e.get('timestamp')}")
+
+
 @main.command("demo")
 @click.option(
     "--day",

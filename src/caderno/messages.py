@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ._time import from_iso, to_iso
 from .errors import UsageError
 
-__all__ = ["ROLES", "Message", "Role", "Thread", "ToolCall", "WorkingMemory", "check_text"]
+__all__ = ["ROLES", "Message", "Role", "Thread", "ToolCall", "ToolSpec", "WorkingMemory", "check_text"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -198,3 +198,21 @@ class WorkingMemory:
     """Starts at 1 and grows by one with every applied patch."""
     updated_at: datetime | None = None
     """When the last patch was applied."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """What a model is told about a tool."""
+
+    name: str
+    """Unique tool name."""
+    description: str
+    """What the tool does and when to use it."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """JSON Schema of the arguments object."""
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }

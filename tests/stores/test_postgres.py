@@ -9,9 +9,9 @@ import sys
 import textwrap
 
 import pytest
+from _pg import PG_URL, pg_schema, require_postgres
 
 import caderno
-from _pg import PG_URL, pg_schema, require_postgres
 from caderno import Message
 from caderno.errors import SchemaTooNew, StorageError
 from caderno.stores import _postgres_schema, _sqlite_schema

@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, UsageError
 from ..memory import Memory
 from ..messages import Message, ToolCall, WorkingMemory
+from ..notebook import MEMORY_TOOL_SPEC, Notebook
 from .models import Model
 from .tools import Tool, ToolSpec, collect_tools
 
@@ -100,6 +101,10 @@ class AgentChat:
         instructions: the system prompt (``DEFAULT_INSTRUCTIONS`` when None).
         history_limit: how many stored messages of the thread to show (>= 2).
         max_steps: most model calls in one turn.
+        notebook: a ``Notebook`` shared by every resource, or a factory
+            ``resource_id -> Notebook`` (e.g. ``Notebook.for_resource``). Each
+            is loaded once per ``AgentChat`` (the session): its frozen
+            snapshot opens every prompt, and the ``memory`` tool edits it.
     """
 
     def __init__(
@@ -111,6 +116,7 @@ class AgentChat:
         instructions: str | None = None,
         history_limit: int = 40,
         max_steps: int = 8,
+        notebook: Notebook | Callable[[str], Notebook] | None = None,
     ) -> None:
         if history_limit < 2:
             raise UsageError("history_limit must be at least 2 (one exchange)")
@@ -123,8 +129,11 @@ class AgentChat:
         self.model = model
         self.memory = memory
         self.tools: dict[str, Tool] = {t.name: t for t in collect_tools(tools)}
-        if UPDATE_WM_SPEC.name in self.tools:
-            raise UsageError("the tool name update_working_memory is reserved")
+        for reserved in (UPDATE_WM_SPEC.name, MEMORY_TOOL_SPEC.name):
+            if reserved in self.tools:
+                raise UsageError(f"the tool name {reserved} is reserved")
+        self.notebook = notebook
+        self._notebooks: dict[str, Notebook] = {}
         self.instructions = DEFAULT_INSTRUCTIONS if instructions is None else instructions
         self.history_limit = history_limit
         self.max_steps = max_steps
@@ -132,7 +141,20 @@ class AgentChat:
 
     @property
     def tool_specs(self) -> list[ToolSpec]:
-        return [UPDATE_WM_SPEC, *(t.spec for t in self.tools.values())]
+        builtin = [UPDATE_WM_SPEC, MEMORY_TOOL_SPEC] if self.notebook is not None else [UPDATE_WM_SPEC]
+        return [*builtin, *(t.spec for t in self.tools.values())]
+
+    def notebook_for(self, resource_id: str) -> Notebook | None:
+        """The resource's notebook, loaded (snapshot frozen) on first use."""
+        if self.notebook is None:
+            return None
+        nb = self._notebooks.get(resource_id)
+        if nb is None:
+            nb = self.notebook if isinstance(self.notebook, Notebook) else self.notebook(resource_id)
+            if nb._snapshot is None:
+                nb.load()
+            self._notebooks[resource_id] = nb
+        return nb
 
     async def ask(
         self,
@@ -175,7 +197,8 @@ class AgentChat:
         history = await memory.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
         history = _drop_orphans(history)
         state = await memory.get_working_memory_state(resource_id=resource_id)
-        prompt = [*self.system_blocks(state), *history]
+        notebook = self.notebook_for(resource_id)
+        prompt = [*self.system_blocks(state, notebook), *history]
         turn: list[Message] = list(new)
         records: list[ToolCallRecord] = []
         pending_wm = state.data if state else None
@@ -196,7 +219,7 @@ class AgentChat:
             if not reply.tool_calls:
                 break
             for call in reply.tool_calls:
-                record, patched = await self._call(call, pending_wm, resource_id)
+                record, patched = await self._call(call, pending_wm, resource_id, notebook)
                 if patched is not None:
                     pending_wm = patched
                     patches.append(record.args["patch"])
@@ -221,10 +244,12 @@ class AgentChat:
         return ChatResult(reply=stored[-1], tool_calls=records, messages=stored, working_memory=final_state)
 
     async def _call(
-        self, call: ToolCall, pending_wm: dict[str, Any] | None, resource_id: str
+        self, call: ToolCall, pending_wm: dict[str, Any] | None, resource_id: str, notebook: Notebook | None
     ) -> tuple[ToolCallRecord, dict[str, Any] | None]:
         """Run one tool call; errors become text for the model, never exceptions."""
         args = call.arguments
+        if call.name == MEMORY_TOOL_SPEC.name and notebook is not None:
+            return _notebook_call(notebook, call), None
         if call.name == UPDATE_WM_SPEC.name:
             try:
                 if isinstance(args, str):
@@ -257,11 +282,38 @@ class AgentChat:
             return ToolCallRecord(name=call.name, args=args, result=None, error=error), None
         return ToolCallRecord(name=call.name, args=args, result=result), None
 
-    def system_blocks(self, state: WorkingMemory | None) -> list[Message]:
+    def system_blocks(self, state: WorkingMemory | None, notebook: Notebook | None = None) -> list[Message]:
         """The system messages that open every prompt."""
         blocks = [Message.system(self.instructions)] if self.instructions else []
         blocks.append(Message.system(working_memory_block(state, self.memory.working_memory_json_schema)))
+        if notebook is not None:
+            for target in ("memory", "user"):
+                snap = notebook.snapshot(target)
+                if snap:
+                    blocks.append(Message.system(snap))
         return blocks
+
+
+def _notebook_call(notebook: Notebook, call: ToolCall) -> ToolCallRecord:
+    """The ``memory`` tool: written to the notebook files at once.
+
+    Notebook writes are file writes, outside the database transaction: they
+    stay even if the rest of the turn fails, like a note taken on paper.
+    """
+    args = call.arguments
+    if not isinstance(args, dict):
+        error = f"Error: arguments are not valid JSON: {str(args)[:200]!r}"
+        return ToolCallRecord(name=call.name, args=args, result=None, error=error)
+    unknown = set(args) - {"action", "target", "content", "old_text"}
+    if unknown or "action" not in args or "target" not in args:
+        error = "Error: the memory tool takes action, target, content and old_text" + (
+            f" (unknown: {', '.join(sorted(unknown))})" if unknown else " (action and target are required)"
+        )
+        return ToolCallRecord(name=call.name, args=args, result=None, error=error)
+    result = json.loads(notebook.tool(**args))
+    if result.get("success"):
+        return ToolCallRecord(name=call.name, args=args, result=result)
+    return ToolCallRecord(name=call.name, args=args, result=None, error=json.dumps(result, ensure_ascii=False))
 
 
 WM_HEADER = "WORKING MEMORY"

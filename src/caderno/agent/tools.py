@@ -12,32 +12,14 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
 from ..errors import InvalidToolArguments, UsageError
+from ..messages import ToolSpec
 
 __all__ = ["Tool", "ToolSpec", "collect_tools", "tool"]
 
 _MARK = "__caderno_tool__"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolSpec:
-    """What a model is told about a tool."""
-
-    name: str
-    """Unique tool name."""
-    description: str
-    """What the tool does and when to use it."""
-    parameters: dict[str, Any] = field(default_factory=dict)
-    """JSON Schema of the arguments object."""
-
-    def to_openai(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-        }
 
 
 def _doc_parts(doc: str) -> tuple[str, dict[str, str]]:

@@ -208,7 +208,9 @@ class PostgresStore:
         # (per thread) is joined into the insert's source rows, so it is held
         # before any sequence value is drawn: writers of one thread queue and
         # each turn gets consecutive places in the thread.
-        rows_sql = ", ".join(["(%s, %s, %s, %s, %s, %s, %s::double precision, %s::timestamptz, %s, %s::int)"] * len(messages))
+        rows_sql = ", ".join(
+            ["(%s, %s, %s, %s, %s, %s, %s::double precision, %s::timestamptz, %s, %s::int)"] * len(messages)
+        )
         sql = (
             "WITH r AS (INSERT INTO resources (resource_id, created_at, updated_at) VALUES (%s, %s, %s) "
             "  ON CONFLICT (resource_id) DO NOTHING), "
@@ -457,7 +459,9 @@ class PostgresStore:
                 if t["_parsed"]:
                     async with conn.cursor() as cur:
                         try:
-                            await cur.executemany(_INSERT_EVENT, [_params(m, resource_id, t["id"]) for m in t["_parsed"]])
+                            await cur.executemany(
+                                _INSERT_EVENT, [_params(m, resource_id, t["id"]) for m in t["_parsed"]]
+                            )
                         except psycopg.errors.UniqueViolation as exc:
                             raise UsageError("export holds a message id twice") from exc
 
