@@ -11,6 +11,7 @@ The tree::
     ├── NotebookError                  carries the message the model will read
     ├── ModelError                     a model adapter failed or ran out of steps
     ├── MissingExtra (ImportError)     an optional dependency is not installed
+    ├── EmbeddingUnavailable           the embedding model is missing or corrupt
     └── StorageError                   a database problem, wrapping the driver error
         └── SchemaTooNew               the database was written by a newer caderno
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 __all__ = [
     "CadernoError",
     "Conflict",
+    "EmbeddingUnavailable",
     "InvalidPatch",
     "InvalidToolArguments",
     "MissingExtra",
@@ -100,6 +102,10 @@ class MissingExtra(CadernoError, ImportError):
         super().__init__(f"{package} is not installed; run: pip install 'caderno[{extra}]'")
         self.extra = extra
         self.package = package
+
+
+class EmbeddingUnavailable(CadernoError):
+    """The embedding model cannot be loaded; recall falls back to lexical search."""
 
 
 class StorageError(CadernoError):

@@ -11,14 +11,33 @@ from collections.abc import Generator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import asyncio
+import logging
+
 from . import _dump
+from ._text import tokenize
 from ._time import new_id, utcnow
 from .errors import NotFound, UsageError
+from .importance import SALIENT
+from .importance import score as importance_score
+from .indexer import Indexer
 from .messages import Message, Thread, WorkingMemory, check_text
+from .recall import DEFAULT_MIN_SIMILARITY, RRF_K, Recalled, VectorIndex
 from .stores.base import ResourceDump, Store
 from .working_memory import check_patch, make_validator, merge_patch, schema_of
 
-__all__ = ["MAX_ID_LENGTH", "Memory", "connect", "open_store"]
+__all__ = ["DEFAULT", "MAX_ID_LENGTH", "Memory", "connect", "open_store"]
+
+log = logging.getLogger("caderno.memory")
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: "Not given": use caderno's default (for ``embedder``, the local MiniLM).
+DEFAULT: Any = _Default()
 
 MAX_ID_LENGTH = 256
 
@@ -40,12 +59,30 @@ class Memory:
         store: the backend (see ``connect`` to build one from a URL).
         working_memory_schema: optional pydantic model class or JSON Schema
             dict; every merged working memory must validate against it.
+        embedder: turns messages into vectors for recall. Default: the local
+            all-MiniLM-L6-v2 (loaded on first use); ``None`` turns embedding
+            off (recall then uses its other legs).
+        vector_cache_bytes: bound of the in-process vector cache.
     """
 
-    def __init__(self, store: Store, *, working_memory_schema: Any = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        working_memory_schema: Any = None,
+        embedder: Any = DEFAULT,
+        vector_cache_bytes: int = 512 * 1024 * 1024,
+    ) -> None:
         self.store = store
         self.working_memory_schema = working_memory_schema
         self._validate = make_validator(working_memory_schema)
+        if embedder is DEFAULT:
+            from .embeddings import default_embedder
+
+            embedder = default_embedder()
+        self.embedder = embedder
+        self.indexer = Indexer(store, embedder)
+        self.vectors = VectorIndex(vector_cache_bytes)
 
     async def open(self) -> Memory:
         """Create or migrate the schema (done on first use too)."""
@@ -53,8 +90,17 @@ class Memory:
         return self
 
     async def close(self) -> None:
-        """Release the store's connections."""
+        """Let the embedding batch in flight finish, then release the store.
+
+        Messages still waiting for vectors stay queued in the database for
+        the next process.
+        """
+        await self.indexer.close()
         await self.store.close()
+
+    async def flush(self) -> None:
+        """Wait until every message waiting for a vector is embedded (tests, CLI)."""
+        await self.indexer.flush()
 
     async def __aenter__(self) -> Memory:
         return await self.open()
@@ -96,10 +142,14 @@ class Memory:
                     json.dumps(m.metadata, ensure_ascii=False).encode("utf-8")
                 except (TypeError, ValueError, UnicodeEncodeError) as exc:
                     raise UsageError(f"tool call arguments and metadata must be JSON: {exc}") from None
-            ready.append(m._stamped(id=m.id or new_id(), created_at=m.created_at or utcnow()))
+            ready.append(
+                m._stamped(id=m.id or new_id(), created_at=m.created_at or utcnow(), importance=importance_score(m))
+            )
         if not ready:
             return []
-        return await self.store.append(resource_id, thread_id, ready)
+        stored = await self.store.append(resource_id, thread_id, ready)
+        self.indexer.notify()
+        return stored
 
     async def get_messages(self, *, resource_id: str, thread_id: str, limit: int | None = None) -> list[Message]:
         """The thread's messages, oldest first; ``limit`` keeps the newest N.
@@ -128,7 +178,9 @@ class Memory:
         """
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
-        if not await self.store.delete_thread(resource_id, thread_id):
+        deleted = await self.store.delete_thread(resource_id, thread_id)
+        self.vectors.forget(resource_id)
+        if not deleted:
             raise NotFound(
                 f"resource {resource_id!r} has no thread {thread_id!r}", resource_id=resource_id, thread_id=thread_id
             )
@@ -191,6 +243,7 @@ class Memory:
         """Delete everything of the resource, in one transaction."""
         check_id(resource_id, "resource_id")
         await self.store.erase_resource(resource_id)
+        self.vectors.forget(resource_id)
 
     async def export_resource(self, *, resource_id: str) -> ResourceDump:
         """Everything of the resource as a JSON-able dict."""
@@ -210,6 +263,166 @@ class Memory:
             for m in thread["_parsed"]:
                 check_text(m.content, "message content")
         await self.store.import_resource(dump)
+        self.indexer.notify()
+
+    # -- recall -----------------------------------------------------------------------
+
+    async def set_importance(self, *, resource_id: str, message_id: str, value: float) -> None:
+        """Change a message's importance (salient means >= 0.8).
+
+        Raises:
+            NotFound: the resource has no such message.
+        """
+        check_id(resource_id, "resource_id")
+        if not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+            raise UsageError(f"importance must be a number within [0, 1], got {value!r}")
+        if not await self.store.set_importance(resource_id, message_id, float(value)):
+            raise NotFound(f"resource {resource_id!r} has no message {message_id!r}", resource_id=resource_id)
+
+    async def reindex(self, *, resource_id: str | None = None) -> int:
+        """Drop the vectors of one resource (or all) and embed its messages again.
+
+        Use it after changing the embedding model. Returns how many messages
+        were queued; ``flush()`` waits for them.
+        """
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        queued = await self.store.reindex(resource_id)
+        self.vectors.forget(resource_id)
+        self.indexer.notify()
+        return queued
+
+    async def recall(
+        self,
+        *,
+        resource_id: str,
+        query: str,
+        thread_id: str | None = None,
+        scope: str = "resource",
+        recent: int = 10,
+        salient: int = 5,
+        relevant: int = 5,
+        lexical: int = 5,
+        min_similarity: float = DEFAULT_MIN_SIMILARITY,
+        message_range: tuple[int, int] | int | None = None,
+        top: int | None = None,
+    ) -> list[Recalled]:
+        """Find past messages: recent + salient + relevant + lexical, fused.
+
+        Args:
+            resource_id: whose messages.
+            query: what to look for (relevant and lexical legs).
+            thread_id: the current thread (the recent leg needs it).
+            scope: ``"resource"`` (all the resource's threads) or ``"thread"``.
+            recent, salient, relevant, lexical: how many each leg may return;
+                0 switches a leg off.
+            min_similarity: cosine threshold of the relevant leg.
+            message_range: neighbours to add around each hit, ``(before,
+                after)`` or one number for both (reason ``context``).
+            top: keep only the best ``top`` hits by fused score.
+
+        Returns:
+            Deduplicated hits in conversation order (thread, then sequence).
+        """
+        check_id(resource_id, "resource_id")
+        if scope not in ("resource", "thread"):
+            raise UsageError(f"scope must be 'resource' or 'thread', not {scope!r}")
+        if thread_id is not None:
+            check_id(thread_id, "thread_id")
+        if scope == "thread" and thread_id is None:
+            raise UsageError("scope='thread' needs a thread_id")
+        for name, value in (("recent", recent), ("salient", salient), ("relevant", relevant), ("lexical", lexical)):
+            if not isinstance(value, int) or value < 0:
+                raise UsageError(f"{name} must be a non-negative integer, not {value!r}")
+        within = thread_id if scope == "thread" else None
+        legs = await asyncio.gather(
+            self._recent(resource_id, thread_id, recent),
+            self._salient(resource_id, within, salient),
+            self._relevant(resource_id, within, query, relevant, min_similarity),
+            self._lexical(resource_id, within, query, lexical),
+        )
+        found: dict[int, tuple[str, Message]] = {}
+        ranked: dict[int, dict[str, tuple[int, float]]] = {}
+        pending: list[int] = []
+        for name, hits in zip(("recent", "salient", "relevant", "lexical"), legs, strict=True):
+            for rank, (seq, value, pair) in enumerate(hits):
+                ranked.setdefault(seq, {})[name] = (rank, value)
+                if pair is not None:
+                    found[seq] = pair
+                elif seq not in found:
+                    pending.append(seq)
+        missing = [s for s in dict.fromkeys(pending) if s not in found]
+        for tid, m in await self.store.get_by_seq(resource_id, missing):
+            found[m.seq] = (tid, m)
+        results = [
+            Recalled(
+                message=found[seq][1],
+                thread_id=found[seq][0],
+                reasons=frozenset(legs_of),
+                score=sum(1.0 / (RRF_K + rank + 1) for rank, _ in legs_of.values()),
+                scores={leg: value for leg, (_, value) in legs_of.items()},
+            )
+            for seq, legs_of in ranked.items()
+            if seq in found  # a message deleted since its vector was cached
+        ]
+        if top is not None:
+            results = sorted(results, key=lambda r: -r.score)[:top]
+        if message_range:
+            results += await self._context(resource_id, results, message_range)
+        return _conversation_order(results)
+
+    async def _recent(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
+        if not n or thread_id is None:
+            return []
+        window = await self.store.read(resource_id, thread_id, max(4 * n, 50))
+        replies = [m for m in window if m.role == "user" or (m.role == "assistant" and not m.tool_calls)][-n:]
+        return [(m.seq, 1.0, (thread_id, m)) for m in reversed(replies)]
+
+    async def _salient(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
+        if not n:
+            return []
+        hits = await self.store.salient(resource_id, SALIENT, n, thread_id)
+        return [(m.seq, m.importance or 0.0, (tid, m)) for tid, m in hits]
+
+    async def _relevant(
+        self, resource_id: str, thread_id: str | None, query: str, n: int, min_similarity: float
+    ) -> list[tuple[int, float, Any]]:
+        if not n or not query.strip() or not self.indexer.active:
+            return []
+        try:
+            (vector,) = await asyncio.to_thread(self.embedder.embed, [query])
+        except Exception as exc:  # noqa: BLE001 - the model may be missing; recall goes on without this leg
+            from .errors import EmbeddingUnavailable
+
+            if isinstance(exc, EmbeddingUnavailable) and self.indexer.unavailable is None:
+                self.indexer.unavailable = str(exc)
+                log.warning("embeddings are off: %s; recall falls back to lexical and salient search", exc)
+            elif not isinstance(exc, EmbeddingUnavailable):
+                log.warning("query embedding failed: %s", exc)
+            return []
+        hits = await self.vectors.search(
+            self.store, resource_id, self.embedder.name, self.embedder.dim, vector, n, min_similarity, thread_id
+        )
+        return [(seq, sim, None) for seq, sim in hits]
+
+    async def _lexical(self, resource_id: str, thread_id: str | None, query: str, n: int) -> list[tuple[int, float, Any]]:
+        terms = list(dict.fromkeys(tokenize(query)))[:32]
+        if not n or not terms:
+            return []
+        return [(seq, score, None) for seq, score in await self.store.lexical_search(resource_id, terms, n, thread_id)]
+
+    async def _context(
+        self, resource_id: str, hits: list[Recalled], message_range: tuple[int, int] | int
+    ) -> list[Recalled]:
+        before, after = (message_range, message_range) if isinstance(message_range, int) else message_range
+        have = {r.message.seq for r in hits}
+        extra: list[Recalled] = []
+        for r in hits:
+            for m in await self.store.neighbours(resource_id, r.thread_id, r.message.seq, before, after):
+                if m.seq not in have:
+                    have.add(m.seq)
+                    extra.append(Recalled(message=m, thread_id=r.thread_id, reasons=frozenset({"context"}), score=0.0))
+        return extra
 
 
 def open_store(url: str | Any, **options: Any) -> Store:
@@ -249,6 +462,14 @@ def open_store(url: str | Any, **options: Any) -> Store:
     return SQLiteStore(path, **{**query, **options})
 
 
+def _conversation_order(hits: list[Recalled]) -> list[Recalled]:
+    """Thread by thread (threads in order of their first hit), then by sequence."""
+    first: dict[str, int] = {}
+    for r in sorted(hits, key=lambda r: r.message.seq or 0):
+        first.setdefault(r.thread_id, r.message.seq or 0)
+    return sorted(hits, key=lambda r: (first[r.thread_id], r.message.seq or 0))
+
+
 class _Connect:
     """Awaitable and async context manager, like ``aiosqlite.connect``."""
 
@@ -265,10 +486,18 @@ class _Connect:
         await self._memory.close()
 
 
-def connect(url: str = "sqlite:///caderno.db", *, working_memory_schema: Any = None, **options: Any) -> _Connect:
+def connect(
+    url: str = "sqlite:///caderno.db",
+    *,
+    working_memory_schema: Any = None,
+    embedder: Any = DEFAULT,
+    **options: Any,
+) -> _Connect:
     """Open a ``Memory`` on the database a URL names.
 
     Use it awaited (``memory = await caderno.connect(url)``, then
     ``await memory.close()``) or as ``async with caderno.connect(url) as memory``.
     """
-    return _Connect(Memory(open_store(url, **options), working_memory_schema=working_memory_schema))
+    return _Connect(
+        Memory(open_store(url, **options), working_memory_schema=working_memory_schema, embedder=embedder)
+    )

@@ -48,9 +48,11 @@ async def test_reader_pool_is_bounded(tmp_path: Path) -> None:
 
 async def test_erase_leaves_no_trace_in_the_file(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
-    marker = "MARCADOR-UNICO-7f3a9c"
+    # Lowercase and one token: exactly what the full-text index would keep.
+    marker = "marcadorunico7f3a9c"
     async with caderno.connect(path) as memory:
         await memory.append_messages(resource_id="keep", thread_id="t", messages=[Message.user("outro texto")])
+        await memory.append_messages(resource_id="gone", thread_id="t", messages=[Message.user(f"o {marker} aqui")])
         await memory.append_messages(resource_id="gone", thread_id="t", messages=[Message.user(marker * 50)])
         await memory.update_working_memory(resource_id="gone", patch={"segredo": marker})
         await memory.erase_resource(resource_id="gone")
@@ -149,7 +151,7 @@ async def test_legacy_migration_after_a_half_finished_run_does_not_duplicate(tmp
     from caderno.stores._sqlite_schema import MIGRATIONS
 
     conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for statement in MIGRATIONS[0][1].split(";"):
+    for statement in MIGRATIONS[0][1]:
         if statement.strip():
             conn.execute(statement)
     conn.execute("INSERT INTO schema_migrations VALUES ('0001_core', 'x')")

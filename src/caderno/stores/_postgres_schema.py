@@ -58,6 +58,48 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0002_recall",
+        """
+        ALTER TABLE events ADD COLUMN content_tsv tsvector
+            GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED;
+        CREATE INDEX events_fts ON events USING gin (content_tsv);
+        CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= 0.8;
+        CREATE TABLE embedding_queue (
+            resource_id text NOT NULL,
+            seq         bigint NOT NULL,
+            attempts    integer NOT NULL DEFAULT 0,
+            not_before  timestamptz NOT NULL DEFAULT '-infinity',
+            error       text,
+            PRIMARY KEY (resource_id, seq),
+            FOREIGN KEY (resource_id, seq) REFERENCES events (resource_id, seq) ON DELETE CASCADE
+        );
+        CREATE INDEX embedding_queue_due ON embedding_queue (not_before);
+        CREATE TABLE embeddings (
+            resource_id text NOT NULL,
+            id          bigint GENERATED ALWAYS AS IDENTITY,
+            seq         bigint NOT NULL,
+            model       text NOT NULL,
+            dim         integer NOT NULL,
+            vector      bytea NOT NULL,
+            PRIMARY KEY (resource_id, id),
+            UNIQUE (resource_id, seq, model),
+            FOREIGN KEY (resource_id, seq) REFERENCES events (resource_id, seq) ON DELETE CASCADE
+        );
+        CREATE INDEX embeddings_resource ON embeddings (resource_id, model, id);
+        CREATE FUNCTION caderno_enqueue_embedding() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.kind = 'message' AND NEW.role IN ('user', 'assistant') AND NEW.content <> '' THEN
+                INSERT INTO embedding_queue (resource_id, seq) VALUES (NEW.resource_id, NEW.seq);
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER events_enqueue_embedding AFTER INSERT ON events
+            FOR EACH ROW EXECUTE FUNCTION caderno_enqueue_embedding();
+        INSERT INTO embedding_queue (resource_id, seq) SELECT resource_id, seq FROM events
+            WHERE kind = 'message' AND role IN ('user', 'assistant') AND content <> '';
+        """,
+    ),
 ]
 
 #: Key of the advisory lock that serialises migrations (any constant works).

