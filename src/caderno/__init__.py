@@ -7,7 +7,7 @@ database (SQLite embedded, PostgreSQL to scale out).
 from __future__ import annotations
 
 from . import errors
-from .agent.chat import AgentChat, ChatResult, ToolCallRecord
+from .agent.chat import AgentChat, ChatResult, RecallSettings, ToolCallRecord
 from .agent.models import Model, ModelRequest, OpenAIChatModel, ScriptedModel
 from .agent.tools import Tool, ToolSpec, tool
 from .errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, UsageError
@@ -15,6 +15,7 @@ from .journal import Journal
 from .memory import Memory, connect
 from .messages import Message, Thread, ToolCall, WorkingMemory
 from .notebook import Notebook
+from .recall import Recalled
 from .stores.base import Store
 from .stores.memory import InMemoryStore
 from .stores.sqlite import SQLiteStore
@@ -36,6 +37,8 @@ __all__ = [
     "NotFound",
     "Notebook",
     "OpenAIChatModel",
+    "RecallSettings",
+    "Recalled",
     "SQLiteStore",
     "ScriptedModel",
     "StorageError",

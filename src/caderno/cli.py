@@ -260,6 +260,80 @@ async def erase_cmd(ctx: click.Context, resource: str, yes: bool) -> None:
     click.echo(f"erased {resource}")
 
 
+# -- recall ------------------------------------------------------------------------
+
+
+@main.command("recall")
+@click.argument("resource")
+@click.argument("query")
+@click.option("--thread", default=None, help="The current thread (recent leg; required with --scope thread).")
+@click.option("--scope", type=click.Choice(["resource", "thread"]), default="resource", show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Keep the best N hits.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@run_async
+async def recall_cmd(
+    ctx: click.Context, resource: str, query: str, thread: str | None, scope: str, top: int | None, as_json: bool
+) -> None:
+    """Find RESOURCE's past messages about QUERY (embeds pending messages first)."""
+    memory = await _memory(ctx)
+    try:
+        pending = await memory.store.pending_embeddings()
+        if pending and not as_json:
+            click.echo(f"embedding {pending} pending message(s)…", err=True)
+        await memory.flush()
+        hits = await memory.recall(resource_id=resource, query=query, thread_id=thread, scope=scope, top=top)
+    finally:
+        await memory.close()
+    if as_json:
+        _emit_json(
+            [
+                {
+                    "thread_id": h.thread_id,
+                    "message": h.message.to_dict(),
+                    "reasons": sorted(h.reasons),
+                    "score": h.score,
+                    "scores": h.scores,
+                }
+                for h in hits
+            ]
+        )
+        return
+    if not hits:
+        click.echo("(nothing found)")
+        return
+    from rich.table import Table
+
+    table = Table("thread", "when", "role", "message", "found by", title=f"recall: {query}")
+    for h in hits:
+        when = f"{h.message.created_at:%Y-%m-%d %H:%M}" if h.message.created_at else ""
+        table.add_row(h.thread_id, when, h.message.role, h.message.content, ", ".join(sorted(h.reasons)))
+    _console().print(table)
+
+
+@main.command("reindex")
+@click.argument("resource", required=False)
+@click.pass_context
+@run_async
+async def reindex_cmd(ctx: click.Context, resource: str | None) -> None:
+    """Embed RESOURCE's messages again (all resources when omitted), e.g. after a model change."""
+    memory = await _memory(ctx)
+    try:
+        queued = await memory.reindex(resource_id=resource)
+        from rich.progress import Progress
+
+        with Progress(transient=True) as progress:
+            task = progress.add_task("embedding", total=queued)
+            while handled := await memory.indexer.run_once():
+                progress.advance(task, handled)
+        left = await memory.store.pending_embeddings()
+    finally:
+        await memory.close()
+    if memory.indexer.unavailable:
+        _fail(f"cannot embed: {memory.indexer.unavailable}")
+    click.echo(f"re-embedded {queued - left} message(s)" + (f"; {left} failed and will be retried" if left else ""))
+
+
 # -- notebook -------------------------------------------------------------------
 
 

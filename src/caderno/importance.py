@@ -29,20 +29,74 @@ def _rx(*words: str) -> re.Pattern[str]:
 
 
 MEMORY_CUES = _rx(
-    r"remember", r"don'?t forget", r"do not forget", r"never forget", r"important", r"keep in mind", r"note that",
-    r"lembr[ae]\w*", r"n[ãa]o esque[çc]a\w*", r"importante", r"anot[ae]\w*", r"guarde isso", r"grave isso",
+    r"remember",
+    r"don'?t forget",
+    r"do not forget",
+    r"never forget",
+    r"important",
+    r"keep in mind",
+    r"note that",
+    r"lembr[ae]\w*",
+    r"n[ãa]o esque[çc]a\w*",
+    r"importante",
+    r"anot[ae]\w*",
+    r"guarde isso",
+    r"grave isso",
 )
 DECISIONS = _rx(
-    r"decided", r"we decided", r"let'?s go with", r"we will", r"we'll", r"agreed", r"the plan is", r"from now on",
-    r"decidi\w*", r"vamos", r"combinad[oa]", r"fechad[oa]", r"o plano [ée]", r"a partir de agora",
+    r"decided",
+    r"we decided",
+    r"let'?s go with",
+    r"we will",
+    r"we'll",
+    r"agreed",
+    r"the plan is",
+    r"from now on",
+    r"decidi\w*",
+    r"vamos",
+    r"combinad[oa]",
+    r"fechad[oa]",
+    r"o plano [ée]",
+    r"a partir de agora",
 )
 CORRECTIONS = _rx(
-    r"actually", r"correction", r"i meant", r"not anymore", r"i prefer", r"we prefer", r"i (don'?t|do not) like",
-    r"always", r"never", r"na verdade", r"corrigindo", r"prefer[eio]\w*", r"n[ãa]o gost\w+", r"sempre", r"nunca",
-    r"errad[oa]", r"mudou", r"mudamos",
+    r"actually",
+    r"correction",
+    r"i meant",
+    r"not anymore",
+    r"i prefer",
+    r"we prefer",
+    r"i (don'?t|do not) like",
+    r"always",
+    r"never",
+    r"na verdade",
+    r"corrigindo",
+    r"prefer[eio]\w*",
+    r"n[ãa]o gost\w+",
+    r"sempre",
+    r"nunca",
+    r"errad[oa]",
+    r"mudou",
+    r"mudamos",
 )
-CONCRETE = re.compile(r"(R\$|US\$|EUR|USD|€|\$)\s?\d|\d{4}-\d{2}-\d{2}|\b\d{1,3}([.,]\d{3})+\b|\b\d+([.,]\d+)?\s?%", re.I)
-CHITCHAT = _rx(r"ok(ay)?", r"thanks?", r"thank you", r"hi", r"hello", r"bye", r"obrigad[oa]", r"valeu", r"oi", r"ol[áa]", r"tchau", r"beleza", r"legal")
+CONCRETE = re.compile(
+    r"(R\$|US\$|EUR|USD|€|\$)\s?\d|\d{4}-\d{2}-\d{2}|\b\d{1,3}([.,]\d{3})+\b|\b\d+([.,]\d+)?\s?%", re.I
+)
+CHITCHAT = _rx(
+    r"ok(ay)?",
+    r"thanks?",
+    r"thank you",
+    r"hi",
+    r"hello",
+    r"bye",
+    r"obrigad[oa]",
+    r"valeu",
+    r"oi",
+    r"ol[áa]",
+    r"tchau",
+    r"beleza",
+    r"legal",
+)
 
 
 def score(message: Message) -> float:

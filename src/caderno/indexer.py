@@ -118,7 +118,9 @@ class Indexer:
         self._loaded = True
         return True
 
-    def _embed(self, jobs: list[EmbeddingJob]) -> tuple[list[tuple[str, int, bytes]], list[tuple[str, int, str, float]]]:
+    def _embed(
+        self, jobs: list[EmbeddingJob]
+    ) -> tuple[list[tuple[str, int, bytes]], list[tuple[str, int, str, float]]]:
         try:
             vectors = self.embedder.embed([j.content for j in jobs])
             return [(j.resource_id, j.seq, v.tobytes()) for j, v in zip(jobs, vectors, strict=True)], []

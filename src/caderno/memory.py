@@ -6,13 +6,12 @@ backend behaves the same. ``connect(url)`` picks the backend.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Generator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
-
-import asyncio
-import logging
 
 from . import _dump
 from ._text import tokenize
@@ -405,7 +404,9 @@ class Memory:
         )
         return [(seq, sim, None) for seq, sim in hits]
 
-    async def _lexical(self, resource_id: str, thread_id: str | None, query: str, n: int) -> list[tuple[int, float, Any]]:
+    async def _lexical(
+        self, resource_id: str, thread_id: str | None, query: str, n: int
+    ) -> list[tuple[int, float, Any]]:
         terms = list(dict.fromkeys(tokenize(query)))[:32]
         if not n or not terms:
             return []
@@ -498,6 +499,4 @@ def connect(
     Use it awaited (``memory = await caderno.connect(url)``, then
     ``await memory.close()``) or as ``async with caderno.connect(url) as memory``.
     """
-    return _Connect(
-        Memory(open_store(url, **options), working_memory_schema=working_memory_schema, embedder=embedder)
-    )
+    return _Connect(Memory(open_store(url, **options), working_memory_schema=working_memory_schema, embedder=embedder))

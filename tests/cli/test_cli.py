@@ -106,3 +106,30 @@ def test_not_a_database_is_one_clear_line(tmp_path: Path) -> None:
     out = cli("threads", "list", "casa", db=path)
     assert out.returncode == 1 and "is not a SQLite database" in out.stderr and "Traceback" not in out.stderr
     assert path.read_text() == "hello"
+
+
+def test_recall_and_reindex(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+
+    async def seed() -> None:
+        async with caderno.connect(db, embedder=None) as memory:  # leaves the embedding to the CLI
+            await memory.append_messages(
+                resource_id="casa",
+                thread_id="viagem",
+                messages=[Message.user("We decided the Lisbon trip is in May, budget EUR 3000.")],
+            )
+            await memory.append_messages(
+                resource_id="casa", thread_id="jantar", messages=[Message.user("Risotto for dinner tonight.")]
+            )
+
+    asyncio.run(seed())
+    out = cli("recall", "casa", "money for the Portugal holiday", "--json", db=db)
+    assert out.returncode == 0, out.stderr
+    hits = json.loads(out.stdout)
+    assert hits[0]["message"]["content"].startswith("We decided the Lisbon trip") and "relevant" in hits[0]["reasons"]
+    human = cli("recall", "casa", "Lisbon", "--thread", "jantar", db=db)
+    assert "Lisbon" in human.stdout and "lexical" in human.stdout
+    bad = cli("recall", "casa", "x", "--scope", "thread", db=db)
+    assert bad.returncode == 1 and "needs a thread_id" in bad.stderr
+    again = cli("reindex", "casa", db=db)
+    assert again.returncode == 0 and "re-embedded 2 message(s)" in again.stdout

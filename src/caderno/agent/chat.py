@@ -32,7 +32,7 @@ from ..notebook import MEMORY_TOOL_SPEC, Notebook
 from .models import Model
 from .tools import Tool, ToolSpec, collect_tools
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "ToolCallRecord"]
+__all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "RecallSettings", "ToolCallRecord"]
 
 log = logging.getLogger("caderno.agent")
 
@@ -61,6 +61,39 @@ UPDATE_WM_SPEC = ToolSpec(
         "additionalProperties": False,
     },
 )
+
+
+RECALL_SPEC = ToolSpec(
+    name="recall",
+    description=(
+        "Search everything said in earlier conversations with this user (all threads), by meaning and by "
+        "words. Use it when the user refers to something from before that is not in this conversation."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "What to look for, in a few words."}},
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+)
+
+RECALL_HEADER = "Remembered from earlier conversations"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecallSettings:
+    """Automatic recall: what ``AgentChat`` looks up before each turn."""
+
+    salient: int = 3
+    """Salient messages of the resource to consider."""
+    relevant: int = 5
+    """Semantically closest messages to consider."""
+    lexical: int = 5
+    """Best full-text matches to consider."""
+    min_similarity: float | None = None
+    """Cosine threshold (default: ``caderno.recall.DEFAULT_MIN_SIMILARITY``)."""
+    top: int = 8
+    """Most messages injected into the prompt."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,6 +138,10 @@ class AgentChat:
             ``resource_id -> Notebook`` (e.g. ``Notebook.for_resource``). Each
             is loaded once per ``AgentChat`` (the session): its frozen
             snapshot opens every prompt, and the ``memory`` tool edits it.
+        recall: automatic recall before each turn (``True`` for the default
+            ``RecallSettings``): hits from earlier conversations that are not
+            in the history window are shown in a system block.
+        recall_tool: offer the model the ``recall(query)`` tool.
     """
 
     def __init__(
@@ -117,6 +154,8 @@ class AgentChat:
         history_limit: int = 40,
         max_steps: int = 8,
         notebook: Notebook | Callable[[str], Notebook] | None = None,
+        recall: RecallSettings | bool | None = None,
+        recall_tool: bool = True,
     ) -> None:
         if history_limit < 2:
             raise UsageError("history_limit must be at least 2 (one exchange)")
@@ -129,7 +168,9 @@ class AgentChat:
         self.model = model
         self.memory = memory
         self.tools: dict[str, Tool] = {t.name: t for t in collect_tools(tools)}
-        for reserved in (UPDATE_WM_SPEC.name, MEMORY_TOOL_SPEC.name):
+        self.recall = RecallSettings() if recall is True else (recall or None)
+        self.recall_tool = recall_tool
+        for reserved in (UPDATE_WM_SPEC.name, MEMORY_TOOL_SPEC.name, RECALL_SPEC.name):
             if reserved in self.tools:
                 raise UsageError(f"the tool name {reserved} is reserved")
         self.notebook = notebook
@@ -141,7 +182,11 @@ class AgentChat:
 
     @property
     def tool_specs(self) -> list[ToolSpec]:
-        builtin = [UPDATE_WM_SPEC, MEMORY_TOOL_SPEC] if self.notebook is not None else [UPDATE_WM_SPEC]
+        builtin = [UPDATE_WM_SPEC]
+        if self.notebook is not None:
+            builtin.append(MEMORY_TOOL_SPEC)
+        if self.recall_tool:
+            builtin.append(RECALL_SPEC)
         return [*builtin, *(t.spec for t in self.tools.values())]
 
     def notebook_for(self, resource_id: str) -> Notebook | None:
@@ -198,7 +243,12 @@ class AgentChat:
         history = _drop_orphans(history)
         state = await memory.get_working_memory_state(resource_id=resource_id)
         notebook = self.notebook_for(resource_id)
-        prompt = [*self.system_blocks(state, notebook), *history]
+        prompt = [*self.system_blocks(state, notebook)]
+        if self.recall is not None:
+            remembered = await self._auto_recall(new, history, resource_id, thread_id)
+            if remembered:
+                prompt.append(remembered)
+        prompt += history
         turn: list[Message] = list(new)
         records: list[ToolCallRecord] = []
         pending_wm = state.data if state else None
@@ -219,7 +269,7 @@ class AgentChat:
             if not reply.tool_calls:
                 break
             for call in reply.tool_calls:
-                record, patched = await self._call(call, pending_wm, resource_id, notebook)
+                record, patched = await self._call(call, pending_wm, resource_id, thread_id, notebook)
                 if patched is not None:
                     pending_wm = patched
                     patches.append(record.args["patch"])
@@ -244,12 +294,19 @@ class AgentChat:
         return ChatResult(reply=stored[-1], tool_calls=records, messages=stored, working_memory=final_state)
 
     async def _call(
-        self, call: ToolCall, pending_wm: dict[str, Any] | None, resource_id: str, notebook: Notebook | None
+        self,
+        call: ToolCall,
+        pending_wm: dict[str, Any] | None,
+        resource_id: str,
+        thread_id: str,
+        notebook: Notebook | None,
     ) -> tuple[ToolCallRecord, dict[str, Any] | None]:
         """Run one tool call; errors become text for the model, never exceptions."""
         args = call.arguments
         if call.name == MEMORY_TOOL_SPEC.name and notebook is not None:
             return _notebook_call(notebook, call), None
+        if call.name == RECALL_SPEC.name and self.recall_tool:
+            return await self._recall_call(call, resource_id, thread_id), None
         if call.name == UPDATE_WM_SPEC.name:
             try:
                 if isinstance(args, str):
@@ -281,6 +338,65 @@ class AgentChat:
             error = f"Error: tool {call.name} raised {type(exc).__name__}: {exc}"
             return ToolCallRecord(name=call.name, args=args, result=None, error=error), None
         return ToolCallRecord(name=call.name, args=args, result=result), None
+
+    async def _recall_call(self, call: ToolCall, resource_id: str, thread_id: str) -> ToolCallRecord:
+        args = call.arguments
+        query = args.get("query") if isinstance(args, dict) else None
+        if not isinstance(query, str) or not query.strip() or set(args) != {"query"}:
+            error = "Error: recall takes one argument, 'query' (non-empty text)"
+            return ToolCallRecord(name=call.name, args=args, result=None, error=error)
+        hits = await self.memory.recall(resource_id=resource_id, query=query, thread_id=thread_id, recent=0, top=8)
+        titles = await self._titles(resource_id, hits)
+        result = [
+            {
+                "thread": titles.get(h.thread_id, h.thread_id),
+                "date": f"{h.message.created_at:%Y-%m-%d}" if h.message.created_at else None,
+                "role": h.message.role,
+                "content": h.message.content,
+                "found_by": sorted(h.reasons),
+            }
+            for h in hits
+        ]
+        return ToolCallRecord(name=call.name, args=args, result=result or "Nothing found.")
+
+    async def _auto_recall(
+        self, new: list[Message], history: list[Message], resource_id: str, thread_id: str
+    ) -> Message | None:
+        """The "Remembered from earlier conversations" block, or None."""
+        from ..recall import DEFAULT_MIN_SIMILARITY
+
+        settings = self.recall
+        query = "\n".join(m.content for m in new if m.role == "user" and m.content)
+        if settings is None or not query:
+            return None
+        shown = {m.id for m in history}
+        hits = await self.memory.recall(
+            resource_id=resource_id,
+            query=query,
+            thread_id=thread_id,
+            recent=0,
+            salient=settings.salient,
+            relevant=settings.relevant,
+            lexical=settings.lexical,
+            min_similarity=DEFAULT_MIN_SIMILARITY if settings.min_similarity is None else settings.min_similarity,
+            top=settings.top + len(shown),
+        )
+        hits = [h for h in hits if h.message.id not in shown][: settings.top]
+        if not hits:
+            return None
+        titles = await self._titles(resource_id, hits)
+        lines = [f"{RECALL_HEADER} (not in the messages below; use them if they help):"]
+        for h in hits:
+            when = f"{h.message.created_at:%Y-%m-%d}" if h.message.created_at else "?"
+            title = titles.get(h.thread_id, h.thread_id)
+            text = " ".join(h.message.content.split())
+            lines.append(f"- [{when}, thread {title!r}] {h.message.role}: {text[:500]}")
+        return Message.system("\n".join(lines))
+
+    async def _titles(self, resource_id: str, hits: list[Any]) -> dict[str, str]:
+        if not hits:
+            return {}
+        return {t.id: t.title or t.id for t in await self.memory.list_threads(resource_id=resource_id)}
 
     def system_blocks(self, state: WorkingMemory | None, notebook: Notebook | None = None) -> list[Message]:
         """The system messages that open every prompt."""

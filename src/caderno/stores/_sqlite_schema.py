@@ -18,51 +18,15 @@ from ..errors import SchemaTooNew
 MIGRATIONS: list[tuple[str, list[str]]] = [
     (
         "0001_core",
-        """
-        CREATE TABLE resources (
-            resource_id    TEXT PRIMARY KEY,
-            working_memory TEXT,
-            version        INTEGER NOT NULL DEFAULT 0,
-            created_at     TEXT NOT NULL,
-            updated_at     TEXT NOT NULL
-        );
-        CREATE TABLE threads (
-            resource_id TEXT NOT NULL,
-            thread_id   TEXT NOT NULL,
-            title       TEXT,
-            metadata    TEXT,
-            created_at  TEXT NOT NULL,
-            PRIMARY KEY (resource_id, thread_id)
-        ) WITHOUT ROWID;
-        CREATE TABLE events (
-            seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-            id              TEXT NOT NULL,
-            resource_id     TEXT NOT NULL,
-            thread_id       TEXT NOT NULL,
-            kind            TEXT NOT NULL DEFAULT 'message',
-            role            TEXT NOT NULL,
-            content         TEXT NOT NULL,
-            tool_calls      TEXT,
-            tool_call_id    TEXT,
-            name            TEXT,
-            importance      REAL,
-            created_at      TEXT NOT NULL,
-            consolidated_at TEXT,
-            metadata        TEXT,
-            UNIQUE (resource_id, id),
-            FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, thread_id) ON DELETE CASCADE
-        );
-        CREATE INDEX events_thread ON events (resource_id, thread_id, seq);
-        CREATE TABLE working_memory_log (
-            id          INTEGER PRIMARY KEY AUTOINCREMENT,
-            resource_id TEXT NOT NULL,
-            version     INTEGER NOT NULL,
-            patch       TEXT NOT NULL,
-            source      TEXT NOT NULL,
-            created_at  TEXT NOT NULL
-        );
-        CREATE INDEX working_memory_log_resource ON working_memory_log (resource_id, version);
-        """.split(";"),
+        [
+            "\n        CREATE TABLE resources (\n            resource_id    TEXT PRIMARY KEY,\n            working_memory TEXT,\n            version        INTEGER NOT NULL DEFAULT 0,\n            created_at     TEXT NOT NULL,\n            updated_at     TEXT NOT NULL\n        )",
+            "\n        CREATE TABLE threads (\n            resource_id TEXT NOT NULL,\n            thread_id   TEXT NOT NULL,\n            title       TEXT,\n            metadata    TEXT,\n            created_at  TEXT NOT NULL,\n            PRIMARY KEY (resource_id, thread_id)\n        ) WITHOUT ROWID",
+            "\n        CREATE TABLE events (\n            seq             INTEGER PRIMARY KEY AUTOINCREMENT,\n            id              TEXT NOT NULL,\n            resource_id     TEXT NOT NULL,\n            thread_id       TEXT NOT NULL,\n            kind            TEXT NOT NULL DEFAULT 'message',\n            role            TEXT NOT NULL,\n            content         TEXT NOT NULL,\n            tool_calls      TEXT,\n            tool_call_id    TEXT,\n            name            TEXT,\n            importance      REAL,\n            created_at      TEXT NOT NULL,\n            consolidated_at TEXT,\n            metadata        TEXT,\n            UNIQUE (resource_id, id),\n            FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, thread_id) ON DELETE CASCADE\n        )",
+            "\n        CREATE INDEX events_thread ON events (resource_id, thread_id, seq)",
+            "\n        CREATE TABLE working_memory_log (\n            id          INTEGER PRIMARY KEY AUTOINCREMENT,\n            resource_id TEXT NOT NULL,\n            version     INTEGER NOT NULL,\n            patch       TEXT NOT NULL,\n            source      TEXT NOT NULL,\n            created_at  TEXT NOT NULL\n        )",
+            "\n        CREATE INDEX working_memory_log_resource ON working_memory_log (resource_id, version)",
+            "\n        ",
+        ],
     ),
     (
         "0002_recall",

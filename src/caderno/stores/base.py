@@ -139,9 +139,7 @@ class Store(Protocol):
     async def get_by_seq(self, resource_id: str, seqs: list[int]) -> list[tuple[str, Message]]:
         """``(thread_id, message)`` for the given sequence numbers of the resource."""
 
-    async def neighbours(
-        self, resource_id: str, thread_id: str, seq: int, before: int, after: int
-    ) -> list[Message]:
+    async def neighbours(self, resource_id: str, thread_id: str, seq: int, before: int, after: int) -> list[Message]:
         """Up to ``before`` messages before ``seq`` and ``after`` after it, in its thread."""
 
     async def set_importance(self, resource_id: str, message_id: str, value: float) -> bool:

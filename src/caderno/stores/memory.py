@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._dump import new_dump
+from .._text import tokenize
 from .._time import from_iso, to_iso, utcnow
 from ..errors import Conflict, UsageError
 from ..messages import Message, Thread, WorkingMemory
-from .._text import tokenize
 from .base import EmbeddingJob, ResourceDump, VectorRows, WorkingMemoryUpdate
 
 
@@ -206,9 +206,7 @@ class InMemoryStore:
         res = self._resources.get(resource_id)
         if res is None:
             return []
-        return [
-            (tid, m) for tid, t in res.threads.items() if thread_id in (None, tid) for m in t.messages
-        ]
+        return [(tid, m) for tid, t in res.threads.items() if thread_id in (None, tid) for m in t.messages]
 
     async def claim_embedding_jobs(self, limit: int, lease_seconds: float) -> list[EmbeddingJob]:
         async with self._lock:
@@ -222,7 +220,9 @@ class InMemoryStore:
             for seq in due:
                 self._queue[seq]["not_before"] = now + lease_seconds
                 rid, m = by_seq[seq]
-                jobs.append(EmbeddingJob(resource_id=rid, seq=seq, content=m.content, attempts=self._queue[seq]["attempts"]))
+                jobs.append(
+                    EmbeddingJob(resource_id=rid, seq=seq, content=m.content, attempts=self._queue[seq]["attempts"])
+                )
             return jobs
 
     async def finish_embedding_jobs(

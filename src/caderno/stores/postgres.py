@@ -574,7 +574,9 @@ class PostgresStore:
             if thread_id is not None:
                 sql += " AND thread_id = %s"
                 params.append(thread_id)
-            rows = await (await conn.execute(sql + " ORDER BY score DESC, seq DESC LIMIT %s", (*params, limit))).fetchall()
+            rows = await (
+                await conn.execute(sql + " ORDER BY score DESC, seq DESC LIMIT %s", (*params, limit))
+            ).fetchall()
             return [(r[0], float(r[1])) for r in rows]
 
         return await self._tx(run, write=False, transaction=False)
@@ -615,7 +617,9 @@ class PostgresStore:
         async def run(conn: Any) -> list[Message]:
             base = f"SELECT {EVENT_COLUMNS} FROM events WHERE resource_id = %s AND thread_id = %s AND kind = 'message'"
             older = await (
-                await conn.execute(base + " AND seq < %s ORDER BY seq DESC LIMIT %s", (resource_id, thread_id, seq, before))
+                await conn.execute(
+                    base + " AND seq < %s ORDER BY seq DESC LIMIT %s", (resource_id, thread_id, seq, before)
+                )
             ).fetchall()
             newer = await (
                 await conn.execute(base + " AND seq > %s ORDER BY seq LIMIT %s", (resource_id, thread_id, seq, after))

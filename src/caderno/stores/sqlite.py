@@ -27,8 +27,8 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 

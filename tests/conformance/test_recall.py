@@ -1,0 +1,154 @@
+"""Recall on every backend, with the real embedding model."""
+
+from __future__ import annotations
+
+import pytest
+
+import caderno
+from caderno import Message
+from caderno.errors import NotFound, UsageError
+
+R = "casa"
+
+THREADS = {
+    "viagem": [
+        Message.user("We decided the Lisbon trip happens in May, with a budget of EUR 3000."),
+        Message.assistant("Noted: Lisbon in May, EUR 3000."),
+    ],
+    "jantar": [
+        Message.user("What should we cook for dinner tonight?"),
+        Message.assistant("A mushroom risotto would be nice."),
+    ],
+    "carro": [
+        Message.user("The car needs new tyres before winter."),
+        Message.assistant("I will remind you in October."),
+    ],
+    "pets": [
+        Message.user("ok"),
+        Message.user("Remember: the dog's vet appointment is on 2026-12-03."),
+        Message.assistant("Got it."),
+    ],
+}
+
+
+@pytest.fixture
+async def seeded(memory: caderno.Memory) -> caderno.Memory:
+    for tid, msgs in THREADS.items():
+        await memory.append_messages(resource_id=R, thread_id=tid, messages=msgs)
+    await memory.append_messages(
+        resource_id="other", thread_id="viagem", messages=[Message.user("Our Lisbon trip budget is EUR 9999.")]
+    )
+    await memory.flush()
+    return memory
+
+
+def contents(hits: list) -> list[str]:
+    return [h.message.content for h in hits]
+
+
+async def test_relevant_leg_finds_meaning_not_words(seeded: caderno.Memory) -> None:
+    hits = await seeded.recall(
+        resource_id=R, query="how much money for the Portugal holiday?", recent=0, salient=0, lexical=0, relevant=2
+    )
+    assert hits and hits[0].message.content.startswith("We decided the Lisbon trip")
+    assert "relevant" in hits[0].reasons and 0 < hits[0].scores["relevant"] <= 1
+    assert all("9999" not in c for c in contents(hits))  # never another resource's data
+
+
+async def test_lexical_leg(seeded: caderno.Memory) -> None:
+    hits = await seeded.recall(resource_id=R, query="tyres", recent=0, salient=0, relevant=0)
+    assert contents(hits) == ["The car needs new tyres before winter."]
+    assert hits[0].reasons == {"lexical"}
+
+
+async def test_salient_leg_and_importance(seeded: caderno.Memory) -> None:
+    hits = await seeded.recall(resource_id=R, query="x", recent=0, relevant=0, lexical=0)
+    assert "Remember: the dog's vet appointment is on 2026-12-03." in contents(hits)
+    assert "ok" not in contents(hits)
+    assert all(h.message.importance >= 0.8 for h in hits)
+    stored = await seeded.get_messages(resource_id=R, thread_id="pets")
+    assert stored[0].importance < 0.5 < stored[1].importance  # chit-chat down, memory cue up
+    await seeded.set_importance(resource_id=R, message_id=stored[0].id, value=0.95)
+    again = await seeded.recall(resource_id=R, query="x", recent=0, relevant=0, lexical=0)
+    assert "ok" in contents(again)
+    assert (await seeded.get_messages(resource_id=R, thread_id="pets"))[0].importance == 0.95
+    with pytest.raises(NotFound):
+        await seeded.set_importance(resource_id="other", message_id=stored[0].id, value=0.1)
+    with pytest.raises(UsageError, match="within"):
+        await seeded.set_importance(resource_id=R, message_id=stored[0].id, value=2)
+
+
+async def test_recent_leg_skips_tool_traffic(memory: caderno.Memory) -> None:
+    from caderno import ToolCall
+
+    await memory.append_messages(
+        resource_id=R,
+        thread_id="t",
+        messages=[
+            Message.user("quanto gastamos?"),
+            Message.assistant(tool_calls=[ToolCall(id="c", name="budget_total", arguments={})]),
+            Message.tool("42", tool_call_id="c"),
+            Message.assistant("R$ 42"),
+        ],
+    )
+    hits = await memory.recall(resource_id=R, query="", thread_id="t", salient=0, relevant=0, lexical=0)
+    assert contents(hits) == ["quanto gastamos?", "R$ 42"] and all(h.reasons == {"recent"} for h in hits)
+
+
+async def test_fused_results_are_deduplicated_and_in_conversation_order(seeded: caderno.Memory) -> None:
+    hits = await seeded.recall(resource_id=R, query="Lisbon trip budget", thread_id="carro")
+    ids = [h.message.id for h in hits]
+    assert len(ids) == len(set(ids))
+    lisbon = next(h for h in hits if h.message.content.startswith("We decided"))
+    assert {"relevant", "lexical"} <= lisbon.reasons
+    order = [(h.thread_id, h.message.seq) for h in hits]
+    firsts: dict[str, int] = {}
+    for tid, seq in order:
+        firsts.setdefault(tid, seq)
+    assert order == sorted(order, key=lambda x: (min(s for t, s in order if t == x[0]), x[1]))
+    top = await seeded.recall(resource_id=R, query="Lisbon trip budget", thread_id="carro", top=1)
+    assert contents(top) == ["We decided the Lisbon trip happens in May, with a budget of EUR 3000."]
+
+
+async def test_thread_scope_and_message_range(seeded: caderno.Memory) -> None:
+    hits = await seeded.recall(resource_id=R, query="Lisbon budget", thread_id="jantar", scope="thread", recent=0)
+    assert all(h.thread_id == "jantar" for h in hits)
+    around = await seeded.recall(resource_id=R, query="tyres", recent=0, salient=0, relevant=0, message_range=(0, 1))
+    assert contents(around) == ["The car needs new tyres before winter.", "I will remind you in October."]
+    assert around[1].reasons == {"context"}
+
+
+async def test_legs_switch_off_and_bad_arguments(seeded: caderno.Memory) -> None:
+    assert await seeded.recall(resource_id=R, query="Lisbon", recent=0, salient=0, relevant=0, lexical=0) == []
+    with pytest.raises(UsageError, match="scope"):
+        await seeded.recall(resource_id=R, query="x", scope="everything")
+    with pytest.raises(UsageError, match="needs a thread_id"):
+        await seeded.recall(resource_id=R, query="x", scope="thread")
+    with pytest.raises(UsageError, match="non-negative"):
+        await seeded.recall(resource_id=R, query="x", relevant=-1)
+
+
+async def test_deleted_and_erased_messages_are_never_recalled(seeded: caderno.Memory) -> None:
+    assert await seeded.recall(resource_id=R, query="tyres", recent=0, salient=0)
+    await seeded.delete_thread(resource_id=R, thread_id="carro")
+    assert "The car needs new tyres before winter." not in contents(
+        await seeded.recall(resource_id=R, query="car tyres winter", recent=0, salient=0)
+    )
+    await seeded.erase_resource(resource_id=R)
+    assert await seeded.recall(resource_id=R, query="Lisbon trip budget") == []
+    assert await seeded.store.pending_embeddings() == 0
+
+
+async def test_reindex_embeds_again(seeded: caderno.Memory) -> None:
+    queued = await seeded.reindex(resource_id=R)
+    assert queued == 9  # every user and assistant message with text
+    assert (
+        await seeded.recall(
+            resource_id=R, query="how much money for the Portugal holiday?", recent=0, salient=0, lexical=0
+        )
+        == []
+    )
+    await seeded.flush()
+    assert await seeded.recall(
+        resource_id=R, query="how much money for the Portugal holiday?", recent=0, salient=0, lexical=0
+    )

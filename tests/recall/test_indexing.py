@@ -1,0 +1,143 @@
+"""Background embedding: failures recorded and retried, durable work, degraded recall."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import caderno
+from caderno import Message
+from caderno.embeddings import HashingEmbedder, MiniLMEmbedder
+from caderno.recall import VectorIndex
+from conftest import python_env
+
+
+class FlakyEmbedder(HashingEmbedder):
+    """Fails on any text containing BOOM while ``broken`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(32)
+        self.broken = True
+
+    def embed(self, texts: list[str]):
+        if self.broken and any("BOOM" in t for t in texts):
+            raise RuntimeError("cannot embed this text")
+        return super().embed(texts)
+
+
+async def test_a_failing_text_is_recorded_and_retried_with_backoff(db_url: str) -> None:
+    emb = FlakyEmbedder()
+    async with caderno.connect(db_url, embedder=emb) as memory:
+        await memory.append_messages(
+            resource_id="r",
+            thread_id="t",
+            messages=[Message.user("fine one"), Message.user("BOOM here"), Message.user("fine two")],
+        )
+        await memory.flush()
+        assert await memory.store.pending_embeddings() == 1  # the two others are embedded
+        rows = await memory.store.load_vectors("r", emb.name, 0)
+        assert len(rows.seqs) == 2
+        if db_url.startswith("sqlite"):
+            error, attempts = memory.store._writer.execute("SELECT error, attempts FROM embedding_queue").fetchone()
+            assert error == "RuntimeError: cannot embed this text" and attempts == 1
+        # Not due yet: a flush does nothing; after the backoff (1 s) it succeeds.
+        emb.broken = False
+        await memory.flush()
+        assert await memory.store.pending_embeddings() == 1
+        await asyncio.sleep(1.2)
+        await memory.flush()
+        assert await memory.store.pending_embeddings() == 0
+        assert len((await memory.store.load_vectors("r", emb.name, 0)).seqs) == 3
+
+
+async def test_append_never_waits_for_or_fails_on_embedding(tmp_path: Path) -> None:
+    class Slow(HashingEmbedder):
+        def embed(self, texts):
+            time.sleep(0.5)
+            raise RuntimeError("always fails")
+
+    async with caderno.connect(tmp_path / "c.db", embedder=Slow()) as memory:
+        t0 = time.perf_counter()
+        for i in range(5):
+            await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user(f"m{i}")])
+        assert time.perf_counter() - t0 < 0.5
+        assert len(await memory.get_messages(resource_id="r", thread_id="t")) == 5
+
+
+async def test_pending_work_survives_the_process(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    code = textwrap.dedent(
+        f"""
+        import asyncio, caderno
+        async def main():
+            async with caderno.connect({str(db)!r}, embedder=None) as m:
+                await m.append_messages(resource_id="r", thread_id="t", messages=[
+                    caderno.Message.user("We are saving for a trip to Amsterdam.")])
+        asyncio.run(main())
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    async with caderno.connect(db) as memory:
+        assert await memory.store.pending_embeddings() == 1
+        await memory.flush()
+        hits = await memory.recall(resource_id="r", query="our Amsterdam travel fund", recent=0, salient=0, lexical=0)
+        assert [h.message.content for h in hits] == ["We are saving for a trip to Amsterdam."]
+
+
+async def test_without_the_model_recall_degrades_to_lexical_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="caderno")
+    broken = MiniLMEmbedder(tmp_path / "missing.onnx")
+    async with caderno.connect(tmp_path / "c.db", embedder=broken) as memory:
+        await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("Lisbon trip in May")])
+        await memory.flush()
+        for _ in range(3):
+            hits = await memory.recall(resource_id="r", query="Lisbon", recent=0)
+            assert [h.reasons for h in hits] == [{"lexical"}]
+        assert len(await memory.get_messages(resource_id="r", thread_id="t")) == 1
+        assert await memory.store.pending_embeddings() == 1  # kept for a process that has the model
+    warnings = [r for r in caplog.records if "embeddings are off" in r.getMessage()]
+    assert len(warnings) == 1 and "missing.onnx" in warnings[0].getMessage()
+
+
+async def test_vector_cache_is_bounded_in_bytes(tmp_path: Path) -> None:
+    emb = HashingEmbedder(32)
+    async with caderno.connect(tmp_path / "c.db", embedder=emb) as memory:
+        for rid in ("a", "b"):
+            await memory.append_messages(
+                resource_id=rid, thread_id="t", messages=[Message.user(f"note {i} of {rid}") for i in range(50)]
+            )
+        await memory.flush()
+        memory.vectors = VectorIndex(max_bytes=20_000)
+        q = emb.embed(["note of a"])[0]
+        hits_a = await memory.vectors.search(memory.store, "a", emb.name, emb.dim, q, 3, 0.0, None)
+        one = memory.vectors.nbytes
+        await memory.vectors.search(memory.store, "b", emb.name, emb.dim, q, 3, 0.0, None)
+        assert len(memory.vectors._entries) == 1 and memory.vectors.nbytes <= max(one, 20_000) + one
+        again = await memory.vectors.search(memory.store, "a", emb.name, emb.dim, q, 3, 0.0, None)
+        assert again == hits_a  # reloaded after eviction, same answer
+
+
+async def test_vector_cache_refreshes_incrementally(tmp_path: Path) -> None:
+    emb = HashingEmbedder(32)
+    async with caderno.connect(tmp_path / "c.db", embedder=emb) as memory:
+        await memory.append_messages(resource_id="a", thread_id="t", messages=[Message.user("first note")])
+        await memory.flush()
+        q = emb.embed(["second note"])[0]
+        await memory.vectors.search(memory.store, "a", emb.name, emb.dim, q, 5, -1.0, None)
+        entry = memory.vectors._entries[("a", emb.name)]
+        first_id = entry.last_id
+        await memory.append_messages(resource_id="a", thread_id="t", messages=[Message.user("second note")])
+        await memory.flush()
+        hits = await memory.vectors.search(memory.store, "a", emb.name, emb.dim, q, 5, -1.0, None)
+        assert entry.n == 2 and entry.last_id > first_id and np.isclose(hits[0][1], 1.0)
