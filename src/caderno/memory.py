@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from . import _dump
+from . import recall as _recall
 from ._text import tokenize
 from ._time import new_id, utcnow
 from .errors import NotFound, UsageError
@@ -21,7 +22,7 @@ from .importance import SALIENT
 from .importance import score as importance_score
 from .indexer import Indexer
 from .messages import Message, Thread, WorkingMemory, check_text
-from .recall import DEFAULT_MIN_SIMILARITY, RRF_K, Recalled, VectorIndex
+from .recall import DEFAULT_MIN_SIMILARITY, Recalled, VectorIndex
 from .stores.base import ResourceDump, Store
 from .working_memory import check_patch, make_validator, merge_patch, schema_of
 
@@ -358,7 +359,7 @@ class Memory:
                 message=found[seq][1],
                 thread_id=found[seq][0],
                 reasons=frozenset(legs_of),
-                score=sum(1.0 / (RRF_K + rank + 1) for rank, _ in legs_of.values()),
+                score=sum(_recall.LEG_WEIGHTS[leg] / (_recall.RRF_K + rank + 1) for leg, (rank, _) in legs_of.items()),
                 scores={leg: value for leg, (_, value) in legs_of.items()},
             )
             for seq, legs_of in ranked.items()

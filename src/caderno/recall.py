@@ -8,7 +8,8 @@ Four legs, each switchable off with 0:
   exact brute force over the resource's vectors (numpy);
 * **lexical** — full-text rank (SQLite FTS5 BM25, PostgreSQL ts_rank_cd).
 
-Results are fused by reciprocal rank (each leg contributes 1/(60 + rank)),
+Results are fused by weighted reciprocal rank (each leg contributes
+weight/(60 + rank); the query legs weigh 1, recent and salient 0.5),
 deduplicated by message, and returned in conversation order: thread by
 thread, then by sequence.
 
@@ -28,11 +29,18 @@ from typing import Any
 from .messages import Message
 from .stores.base import Store
 
-__all__ = ["DEFAULT_MIN_SIMILARITY", "RRF_K", "Recalled", "VectorIndex"]
+__all__ = ["DEFAULT_MIN_SIMILARITY", "LEG_WEIGHTS", "RRF_K", "Recalled", "VectorIndex"]
 
-#: Cosine threshold of the relevant leg; chosen on bench/data (see README).
-DEFAULT_MIN_SIMILARITY = 0.35
+#: Cosine threshold of the relevant leg. Questions and the statements that
+#: answer them are far apart for this model (median 0.47, p10 0.32 on
+#: bench/data); 0.25 keeps ~95 % of true answers and still drops unrelated
+#: text (~0.0). The 0.65 of the reference design would lose most answers.
+DEFAULT_MIN_SIMILARITY = 0.25
 RRF_K = 60
+#: Weight of each leg in the fused score. The query legs decide; recent and
+#: salient are not about the query, so they add a small bonus instead of
+#: competing rank for rank (measured in bench/recall_quality.py).
+LEG_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,7 +54,7 @@ class Recalled:
     reasons: frozenset[str]
     """Which legs found it: recent, salient, relevant, lexical (context for neighbours)."""
     score: float
-    """Fused score: the sum over legs of 1 / (60 + rank); higher is better."""
+    """Fused score: the sum over legs of weight / (60 + rank); higher is better."""
     scores: dict[str, float] = field(default_factory=dict)
     """Each leg's own score (similarity, text rank, importance)."""
 

@@ -1,0 +1,273 @@
+"""Recall speed: embedding throughput, query latency, and recall at 1k/10k/100k
+messages in one resource of a database holding 1M messages.
+
+Measured in one run on this machine:
+
+* embedding throughput of the local model, batch 1 and batch 64, and the
+  background worker end to end (append → queue → vectors stored);
+* query-embedding latency;
+* ``memory.recall`` (all four legs, query embedding included) p50/p99 in a
+  resource of 1k, 10k and 100k messages, inside a SQLite database of 1M
+  messages over ~900 resources;
+* the same vector search with LangGraph's ``InMemoryStore`` (vector index,
+  same embedding function, same vectors) and raw numpy brute force over the
+  same matrix as the floor.
+
+The 1M stored messages carry synthetic text (words drawn from a Zipf
+vocabulary, for a realistic full-text index) and random unit vectors:
+embedding a million texts with the real model would take ~50 minutes here,
+and search time does not depend on the vectors' values. Queries are real
+questions embedded by the real model. The database is built once under
+bench/results/ and reused (--rebuild to start over).
+
+Run:  .venv/bin/python bench/recall_speed.py [--queries 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import caderno
+from caderno import Message
+from caderno.embeddings import default_embedder
+
+HERE = Path(__file__).parent
+DB = HERE / "results" / "recall_1m.db"
+SIZES = {"r-1k": 1_000, "r-10k": 10_000, "r-100k": 100_000}
+TOTAL = 1_000_000
+OTHER = 1_000  # messages per background resource
+DIM = 384
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(20_000)]
+
+
+def build(path: Path, model: str) -> None:
+    """Fill a caderno SQLite database with TOTAL messages straight through sqlite3."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for p in path.parent.glob(path.name + "*"):
+        p.unlink()
+
+    async def create() -> None:
+        async with caderno.connect(path, embedder=None):
+            pass
+
+    asyncio.run(create())
+    rng = random.Random(1)
+    words = vocabulary(rng)
+    weights = [1 / (i + 1) for i in range(len(words))]
+    vec_rng = np.random.default_rng(2)
+    resources = dict(SIZES)
+    rest = TOTAL - sum(SIZES.values())
+    for i in range(rest // OTHER):
+        resources[f"bg-{i:04d}"] = OTHER
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA journal_mode = WAL")
+    t0 = time.perf_counter()
+    done = 0
+    for rid, count in resources.items():
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO resources VALUES (?, NULL, 0, '2026-01-01', '2026-01-01')", (rid,))
+        threads = max(1, count // 50)
+        for t in range(threads):
+            conn.execute("INSERT INTO threads VALUES (?, ?, NULL, NULL, '2026-01-01')", (rid, f"t{t}"))
+        rows = []
+        for n in range(count):
+            text = " ".join(rng.choices(words, weights=weights, k=rng.randint(6, 18)))
+            importance = 0.9 if rng.random() < 0.05 else 0.5
+            rows.append((f"{rid}-{n}", rid, f"t{n % threads}", "user" if n % 2 == 0 else "assistant", text, importance))
+        conn.executemany(
+            "INSERT INTO events (id, resource_id, thread_id, role, content, importance, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, '2026-01-01T00:00:00.000000+00:00')",
+            rows,
+        )
+        conn.execute("DELETE FROM embedding_queue WHERE resource_id = ?", (rid,))
+        vecs = vec_rng.standard_normal((count, DIM), dtype=np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        seqs = [r[0] for r in conn.execute("SELECT seq FROM events WHERE resource_id = ? ORDER BY seq", (rid,))]
+        conn.executemany(
+            "INSERT INTO embeddings (seq, resource_id, model, dim, vector) VALUES (?, ?, ?, ?, ?)",
+            [(s, rid, model, DIM, vecs[i].tobytes()) for i, s in enumerate(seqs)],
+        )
+        conn.execute("COMMIT")
+        done += count
+        if done % 100_000 < count:
+            print(f"  built {done:,} messages ({time.perf_counter() - t0:.0f} s)", flush=True)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+async def embedding_throughput(texts: list[str]) -> dict[str, float]:
+    emb = default_embedder().load()
+    emb.embed(texts[:64])
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), 64):
+        emb.embed(texts[i : i + 64])
+    batch64 = len(texts) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for t in texts[:200]:
+        emb.embed([t])
+    batch1 = 200 / (time.perf_counter() - t0)
+    with tempfile.TemporaryDirectory() as tmp:
+        async with caderno.connect(Path(tmp) / "w.db") as memory:
+            t0 = time.perf_counter()
+            for i in range(0, len(texts), 2):
+                await memory.append_messages(
+                    resource_id="w",
+                    thread_id=f"t{i % 20}",
+                    messages=[Message.user(texts[i]), Message.assistant(texts[i + 1])],
+                )
+            await memory.flush()
+            background = len(texts) / (time.perf_counter() - t0)
+    return {"batch1": batch1, "batch64": batch64, "background": background}
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    data = json.loads((HERE / "data" / "recall_eval.json").read_text())
+    texts = [m["content"] for c in data["conversations"] for s in c["sessions"] for m in s["messages"]][:640]
+    questions = [q["question"] for q in data["questions"]]
+
+    thr = await embedding_throughput(texts)
+    emb = default_embedder()
+    lat = []
+    for q in questions[: args.queries]:
+        t0 = time.perf_counter()
+        emb.embed([q])
+        lat.append(time.perf_counter() - t0)
+
+    if args.rebuild or not DB.exists():
+        print(f"building {DB} ({TOTAL:,} messages; once)…", flush=True)
+        build(DB, emb.name)
+
+    rng = random.Random(3)
+    queries = [rng.choice(questions) for _ in range(args.queries)]
+    rows = []
+    async with caderno.connect(DB) as memory:
+        for rid, size in SIZES.items():
+            t0 = time.perf_counter()
+            await memory.recall(resource_id=rid, query="warm up", thread_id="t0")
+            cold = time.perf_counter() - t0
+            times = []
+            for q in queries:
+                t0 = time.perf_counter()
+                hits = await memory.recall(resource_id=rid, query=q, thread_id="t0")
+                times.append(time.perf_counter() - t0)
+            assert hits
+            entry = memory.vectors._entries[(rid, emb.name)]
+            matrix = entry.mat[: entry.n].copy()
+            # Floor: numpy brute force over the same matrix (query vectors precomputed).
+            qvecs = emb.embed(queries)
+            floor = []
+            for qv in qvecs:
+                t0 = time.perf_counter()
+                sims = matrix @ qv
+                top = np.argpartition(-sims, 5)[:5]
+                top[np.argsort(-sims[top])]
+                floor.append(time.perf_counter() - t0)
+            # The relevant leg alone, query embedding included (what the peer does).
+            rel = []
+            for q in queries:
+                t0 = time.perf_counter()
+                await memory.recall(
+                    resource_id=rid, query=q, recent=0, salient=0, lexical=0, relevant=5, min_similarity=-1
+                )
+                rel.append(time.perf_counter() - t0)
+            peer = await langgraph_search(matrix, queries, size)
+            rows.append(
+                {
+                    "size": size,
+                    "cold_load_ms": cold * 1e3,
+                    "recall_p50_ms": pct(times, 0.5) * 1e3,
+                    "recall_p99_ms": pct(times, 0.99) * 1e3,
+                    "relevant_p50_ms": pct(rel, 0.5) * 1e3,
+                    "relevant_p99_ms": pct(rel, 0.99) * 1e3,
+                    "langgraph_p50_ms": peer[0] * 1e3 if peer else None,
+                    "langgraph_p99_ms": peer[1] * 1e3 if peer else None,
+                    "numpy_p50_ms": pct(floor, 0.5) * 1e3,
+                    "numpy_p99_ms": pct(floor, 0.99) * 1e3,
+                }
+            )
+            print(f"  measured {size:,} ({rows[-1]['recall_p50_ms']:.1f} ms p50)", flush=True)
+
+    print()
+    print(
+        f"embedding ({emb.name}, 2 cores): batch 1 {thr['batch1']:.0f} msg/s, batch 64 {thr['batch64']:.0f} msg/s, "
+        f"background worker end to end {thr['background']:.0f} msg/s; query embedding "
+        f"p50 {pct(lat, 0.5) * 1e3:.1f} ms, p99 {pct(lat, 0.99) * 1e3:.1f} ms"
+    )
+    print()
+    print(f"database: {TOTAL:,} messages over {len(SIZES) + (TOTAL - sum(SIZES.values())) // OTHER} resources (SQLite)")
+    print()
+    print(
+        "| messages in resource | caderno recall, 4 legs p50 / p99 ms | caderno relevant leg p50 / p99 ms "
+        "| LangGraph InMemoryStore p50 / p99 ms | numpy brute force p50 / p99 ms | first recall (cache load) ms |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        lg = (
+            f"{r['langgraph_p50_ms']:.1f} / {r['langgraph_p99_ms']:.1f}" if r["langgraph_p50_ms"] is not None else "n/a"
+        )
+        print(
+            f"| {r['size']:,} | {r['recall_p50_ms']:.1f} / {r['recall_p99_ms']:.1f} "
+            f"| {r['relevant_p50_ms']:.1f} / {r['relevant_p99_ms']:.1f} | {lg} "
+            f"| {r['numpy_p50_ms']:.2f} / {r['numpy_p99_ms']:.2f} | {r['cold_load_ms']:.0f} |"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"embedding": thr, "rows": rows}, indent=2))
+
+
+async def langgraph_search(matrix: np.ndarray, queries: list[str], size: int) -> tuple[float, float] | None:
+    """LangGraph InMemoryStore with a vector index over the same vectors, same embedder."""
+    try:
+        from langgraph.store.base import PutOp
+        from langgraph.store.memory import InMemoryStore
+    except ImportError:
+        print("langgraph is not installed (pip install 'caderno[bench]'); its column is skipped")
+        return None
+    emb = default_embedder()
+    known = {f"doc {i}": matrix[i] for i in range(len(matrix))}
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        # Stored texts map to the vectors caderno holds; anything else (the
+        # queries) goes through the same model caderno uses.
+        out = [known.get(t) for t in texts]
+        fresh = [t for t, v in zip(texts, out, strict=True) if v is None]
+        vecs = iter(emb.embed(fresh)) if fresh else iter(())
+        return [(v if v is not None else next(vecs)).tolist() for v in out]
+
+    store = InMemoryStore(index={"dims": DIM, "embed": embed, "fields": ["text"]})
+    ops = [PutOp(("household",), f"k{i}", {"text": f"doc {i}"}) for i in range(size)]
+    for i in range(0, size, 5_000):
+        store.batch(ops[i : i + 5_000])
+    times = []
+    for q in queries[: min(len(queries), 50 if size >= 100_000 else len(queries))]:
+        t0 = time.perf_counter()
+        await store.asearch(("household",), query=q, limit=5)
+        times.append(time.perf_counter() - t0)
+    return pct(times, 0.5), pct(times, 0.99)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
