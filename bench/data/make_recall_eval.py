@@ -34,7 +34,7 @@ for ci, (name, facts) in enumerate(PERSONAS.items()):
     for si, items in enumerate(sessions):
         rng.shuffle(items)
         msgs = []
-        for kind, fi, payload in items:
+        for kind, _fi, payload in items:
             if kind == "fact":
                 statement, questions = payload
                 mid = f"{name}-s{si + 1}-m{len(msgs) + 1}"
@@ -55,7 +55,8 @@ for ci, (name, facts) in enumerate(PERSONAS.items()):
             {"thread_id": f"session-{si + 1}", "date": f"2026-0{ci % 9 + 1}-{10 + si * 7:02d}", "messages": msgs}
         )
     out["conversations"].append(convo)
-json.dump(out, open(sys.argv[1], "w"), ensure_ascii=False, indent=1)
+with open(sys.argv[1], "w") as fh:
+    json.dump(out, fh, ensure_ascii=False, indent=1)
 print(
     len(out["conversations"]),
     "conversations,",
