@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import sqlite3
@@ -58,20 +59,20 @@ def vocabulary(rng: random.Random) -> list[str]:
     return ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(20_000)]
 
 
-def build(path: Path, model: str) -> None:
+async def build(path: Path, model: str) -> None:
     """Fill a caderno SQLite database with TOTAL messages straight through sqlite3."""
     path.parent.mkdir(parents=True, exist_ok=True)
     for p in path.parent.glob(path.name + "*"):
         p.unlink()
+    async with caderno.connect(path, embedder=None):
+        pass  # caderno creates its schema; the rows go in below, in bulk
+    await asyncio.to_thread(_fill, path, model)
 
-    async def create() -> None:
-        async with caderno.connect(path, embedder=None):
-            pass
 
-    asyncio.run(create())
+def _fill(path: Path, model: str) -> None:
     rng = random.Random(1)
     words = vocabulary(rng)
-    weights = [1 / (i + 1) for i in range(len(words))]
+    cum = list(itertools.accumulate(1 / (i + 1) for i in range(len(words))))
     vec_rng = np.random.default_rng(2)
     resources = dict(SIZES)
     rest = TOTAL - sum(SIZES.values())
@@ -90,7 +91,7 @@ def build(path: Path, model: str) -> None:
             conn.execute("INSERT INTO threads VALUES (?, ?, NULL, NULL, '2026-01-01')", (rid, f"t{t}"))
         rows = []
         for n in range(count):
-            text = " ".join(rng.choices(words, weights=weights, k=rng.randint(6, 18)))
+            text = " ".join(rng.choices(words, cum_weights=cum, k=rng.randint(6, 18)))
             importance = 0.9 if rng.random() < 0.05 else 0.5
             rows.append((f"{rid}-{n}", rid, f"t{n % threads}", "user" if n % 2 == 0 else "assistant", text, importance))
         conn.executemany(
@@ -159,7 +160,7 @@ async def main() -> None:
 
     if args.rebuild or not DB.exists():
         print(f"building {DB} ({TOTAL:,} messages; once)…", flush=True)
-        build(DB, emb.name)
+        await build(DB, emb.name)
 
     rng = random.Random(3)
     queries = [rng.choice(questions) for _ in range(args.queries)]
@@ -176,13 +177,15 @@ async def main() -> None:
                 times.append(time.perf_counter() - t0)
             assert hits
             entry = memory.vectors._entries[(rid, emb.name)]
-            matrix = entry.mat[: entry.n].copy()
-            # Floor: numpy brute force over the same matrix (query vectors precomputed).
+            matrix = np.ascontiguousarray(entry.mat[:, : entry.n].T)  # one vector per row
+            # Floor: numpy brute force over the same vectors, laid out as
+            # caderno keeps them (column-major), query vectors precomputed.
             qvecs = emb.embed(queries)
+            columns = np.ascontiguousarray(matrix.T)
             floor = []
             for qv in qvecs:
                 t0 = time.perf_counter()
-                sims = matrix @ qv
+                sims = qv @ columns
                 top = np.argpartition(-sims, 5)[:5]
                 top[np.argsort(-sims[top])]
                 floor.append(time.perf_counter() - t0)

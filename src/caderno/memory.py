@@ -17,11 +17,23 @@ from . import _dump
 from . import recall as _recall
 from ._text import tokenize
 from ._time import new_id, utcnow
+from .consolidation import (
+    FACTS_PROMPT,
+    SUMMARY_PROMPT,
+    ConsolidationSettings,
+    ask_model,
+    extractive_summary,
+    parse_facts,
+    split_for_summary,
+    summary_message,
+    transcript,
+)
+from .context import message_tokens
 from .errors import NotFound, UsageError
 from .importance import SALIENT
 from .importance import score as importance_score
 from .indexer import Indexer
-from .messages import Message, Thread, WorkingMemory, check_text
+from .messages import Fact, Message, Thread, WorkingMemory, check_text
 from .recall import DEFAULT_MIN_SIMILARITY, Recalled, VectorIndex
 from .stores.base import ResourceDump, Store
 from .working_memory import check_patch, make_validator, merge_patch, schema_of
@@ -63,6 +75,8 @@ class Memory:
             all-MiniLM-L6-v2 (loaded on first use); ``None`` turns embedding
             off (recall then uses its other legs).
         vector_cache_bytes: bound of the in-process vector cache.
+        consolidation: summaries and fact extraction settings (fast model,
+            thresholds, interval); see ``ConsolidationSettings``.
     """
 
     def __init__(
@@ -72,6 +86,7 @@ class Memory:
         working_memory_schema: Any = None,
         embedder: Any = DEFAULT,
         vector_cache_bytes: int = 512 * 1024 * 1024,
+        consolidation: ConsolidationSettings | None = None,
     ) -> None:
         self.store = store
         self.working_memory_schema = working_memory_schema
@@ -83,6 +98,10 @@ class Memory:
         self.embedder = embedder
         self.indexer = Indexer(store, embedder)
         self.vectors = VectorIndex(vector_cache_bytes)
+        self.consolidation = consolidation or ConsolidationSettings()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._scheduled: set[tuple[str, str]] = set()
+        self._fact_vectors: dict[str, Any] = {}
 
     async def open(self) -> Memory:
         """Create or migrate the schema (done on first use too)."""
@@ -95,11 +114,16 @@ class Memory:
         Messages still waiting for vectors stay queued in the database for
         the next process.
         """
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         await self.indexer.close()
         await self.store.close()
 
     async def flush(self) -> None:
-        """Wait until every message waiting for a vector is embedded (tests, CLI)."""
+        """Wait for pending background work: embeddings and scheduled consolidation (tests, CLI)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
         await self.indexer.flush()
 
     async def __aenter__(self) -> Memory:
@@ -264,6 +288,216 @@ class Memory:
                 check_text(m.content, "message content")
         await self.store.import_resource(dump)
         self.indexer.notify()
+
+    # -- facts -------------------------------------------------------------------------
+
+    async def remember_fact(
+        self, *, resource_id: str, category: str, key: str, value: str, source: str = "agent"
+    ) -> Fact:
+        """Upsert a fact on (resource, category, key); the previous value goes to its history."""
+        check_id(resource_id, "resource_id")
+        if source not in ("agent", "user", "consolidation"):
+            raise UsageError(f"source must be agent, user or consolidation, not {source!r}")
+        for name, text in (("category", category), ("key", key), ("value", value)):
+            if not isinstance(text, str) or not text.strip():
+                raise UsageError(f"fact {name} must be non-empty text")
+            check_text(text, f"fact {name}")
+        if len(category) > 64 or len(key) > 256 or len(value) > 4000:
+            raise UsageError("fact too long: category <= 64, key <= 256, value <= 4000 characters")
+        return await self.store.upsert_fact(resource_id, category.strip().lower(), key.strip(), value.strip(), source)
+
+    async def get_facts(self, *, resource_id: str, category: str | None = None) -> list[Fact]:
+        """The resource's facts, most recently updated first."""
+        check_id(resource_id, "resource_id")
+        return await self.store.get_facts(resource_id, category.lower() if category else None)
+
+    async def fact_history(self, *, resource_id: str, category: str, key: str) -> list[dict[str, Any]]:
+        """Earlier values of one fact, oldest first."""
+        check_id(resource_id, "resource_id")
+        return await self.store.fact_history(resource_id, category.lower(), key)
+
+    async def forget_fact(self, *, resource_id: str, category: str, key: str) -> None:
+        """Delete a fact (its history stays).
+
+        Raises:
+            NotFound: the resource has no such fact.
+        """
+        check_id(resource_id, "resource_id")
+        if not await self.store.forget_fact(resource_id, category.lower(), key):
+            raise NotFound(f"resource {resource_id!r} has no fact {category}/{key}", resource_id=resource_id)
+
+    async def relevant_facts(self, *, resource_id: str, query: str, limit: int = 8, recent: int = 3) -> list[Fact]:
+        """Facts for a turn: the closest to ``query`` by embedding, plus the most recent."""
+        facts = await self.get_facts(resource_id=resource_id)
+        if len(facts) <= limit:
+            return facts
+        chosen = facts[:recent]
+        if self.indexer.active and query.strip():
+            texts = [f"{f.category} {f.key}: {f.value}" for f in facts]
+            missing = [t for t in texts if t not in self._fact_vectors]
+            try:
+                if missing:
+                    for t, v in zip(missing, await asyncio.to_thread(self.embedder.embed, missing), strict=True):
+                        self._fact_vectors[t] = v
+                (q,) = await asyncio.to_thread(self.embedder.embed, [query])
+                ranked = sorted(range(len(facts)), key=lambda i: -float(self._fact_vectors[texts[i]] @ q))
+                chosen += [facts[i] for i in ranked if facts[i] not in chosen]
+            except Exception as exc:  # noqa: BLE001 - facts still come, by recency
+                log.warning("fact ranking by embedding failed: %s", exc)
+        chosen += [f for f in facts if f not in chosen]
+        return chosen[:limit]
+
+    # -- summaries and consolidation ---------------------------------------------------------
+
+    async def summaries(self, *, resource_id: str, thread_id: str) -> list[tuple[Message, bool]]:
+        """The thread's summary events, oldest first, each with ``merged`` (folded into a later one)."""
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        return await self.store.summaries(resource_id, thread_id)
+
+    async def consolidate(self, *, resource_id: str | None = None) -> dict[str, int]:
+        """One consolidation pass: summarise long threads, merge summaries, extract facts.
+
+        Returns counts: ``summaries``, ``merges``, ``facts``, ``failures``.
+        Failures are recorded in ``consolidation_log`` and retried next pass.
+        """
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        report = {"summaries": 0, "merges": 0, "facts": 0, "failures": 0}
+        settings = self.consolidation
+        # Characters are a cheap upper bound to find candidates (>= 2 chars a token).
+        for rid, tid in await self.store.consolidation_candidates(resource_id, settings.summarize_after_tokens * 2):
+            await self._consolidate_thread(rid, tid, report)
+        if settings.fast_model is not None:
+            await self._extract_facts(resource_id, report)
+        return report
+
+    def schedule_consolidation(self, *, resource_id: str, thread_id: str) -> None:
+        """Consolidate one thread in the background (after a turn); never delays the caller."""
+        key = (resource_id, thread_id)
+        if key in self._scheduled:
+            return
+        self._scheduled.add(key)
+
+        async def run() -> None:
+            try:
+                report = {"summaries": 0, "merges": 0, "facts": 0, "failures": 0}
+                await self._consolidate_thread(resource_id, thread_id, report)
+                if self.consolidation.fast_model is not None:
+                    await self._extract_facts(resource_id, report)
+            except Exception:  # the store failed; the next pass will retry
+                log.warning("background consolidation of %s/%s failed", resource_id, thread_id, exc_info=True)
+            finally:
+                self._scheduled.discard(key)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def run_background(self, *, interval_hours: float | None = None) -> None:
+        """Embed and consolidate forever, a pass every ``interval_hours`` (default 6): for workers."""
+        period = 3600 * (interval_hours if interval_hours is not None else self.consolidation.interval_hours)
+        while True:
+            await self.indexer.flush()
+            report = await self.consolidate()
+            log.info("consolidation pass: %s", report)
+            await asyncio.sleep(period)
+
+    async def _consolidate_thread(self, resource_id: str, thread_id: str, report: dict[str, int]) -> None:
+        settings = self.consolidation
+        count = settings.token_counter
+        if not await self._needs_consolidation(resource_id, thread_id):
+            return  # checked before claiming: most turns need nothing, and a claim is a write
+        if not await self.store.claim_consolidation(resource_id, thread_id, settings.lease_seconds):
+            return  # another worker has it
+        try:
+            free = await self.store.unconsolidated(resource_id, thread_id)
+            if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
+                old, _recent = split_for_summary(free, settings.keep_recent_tokens, count)
+                if old:
+                    text, how = await self._summarize(old)
+                    seqs = [m.seq for m in old]
+                    summary = summary_message(text, (min(seqs), max(seqs)), how, covered=len(seqs))
+                    if await self.store.write_summary(resource_id, thread_id, summary, seqs):
+                        report["summaries"] += 1
+            open_summaries = [m for m, merged in await self.store.summaries(resource_id, thread_id) if not merged]
+            if (
+                len(open_summaries) > 1
+                and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
+            ):
+                text, how = await self._summarize(open_summaries, merging=True)
+                spans = [m.metadata["covers"] for m in open_summaries]
+                summary = summary_message(
+                    text,
+                    (min(a for a, _ in spans), max(b for _, b in spans)),
+                    how,
+                    covered=sum(m.metadata.get("count", 0) for m in open_summaries),
+                    merged=len(open_summaries),
+                )
+                if await self.store.write_summary(resource_id, thread_id, summary, [m.seq for m in open_summaries]):
+                    report["merges"] += 1
+        except Exception as exc:  # noqa: BLE001 - recorded; the next pass retries
+            report["failures"] += 1
+            await self.store.log_consolidation(
+                resource_id, thread_id, "summary", "failed", f"{type(exc).__name__}: {exc}"
+            )
+            log.warning("summary of %s/%s failed: %s", resource_id, thread_id, exc)
+        finally:
+            await self.store.release_consolidation(resource_id, thread_id)
+
+    async def _needs_consolidation(self, resource_id: str, thread_id: str) -> bool:
+        settings = self.consolidation
+        count = settings.token_counter
+        free = await self.store.unconsolidated(resource_id, thread_id)
+        if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
+            return True
+        open_summaries = [m for m, merged in await self.store.summaries(resource_id, thread_id) if not merged]
+        return (
+            len(open_summaries) > 1
+            and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
+        )
+
+    async def _summarize(self, messages: list[Message], *, merging: bool = False) -> tuple[str, str]:
+        settings = self.consolidation
+        if settings.fast_model is not None:
+            text = await ask_model(
+                settings.fast_model, SUMMARY_PROMPT, transcript(messages), settings.model_timeout_seconds
+            )
+            return text, "model"
+        if merging:  # the bullets of the summaries are the sentences to choose from
+            lines = [
+                Message.assistant(line.lstrip("- ").split(": ", 1)[-1], importance=0.6)
+                for m in messages
+                for line in m.content.splitlines()
+                if line.strip()
+            ]
+            return extractive_summary(lines), "extractive"
+        return extractive_summary(messages), "extractive"
+
+    async def _extract_facts(self, resource_id: str | None, report: dict[str, int]) -> None:
+        settings = self.consolidation
+        candidates = await self.store.fact_candidates(resource_id, settings.fact_min_importance, 50)
+        by_resource: dict[str, list[Message]] = {}
+        for rid, m in candidates:
+            by_resource.setdefault(rid, []).append(m)
+        for rid, msgs in by_resource.items():
+            text = "\n".join(f"- {m.content}" for m in msgs)
+            try:
+                answer = await ask_model(settings.fast_model, FACTS_PROMPT, text, settings.model_timeout_seconds)
+                facts = parse_facts(answer)
+                if facts is None:
+                    raise ValueError(f"not a JSON array of facts: {answer[:200]!r}")
+            except Exception as exc:  # noqa: BLE001 - recorded; nothing marked, so retried next pass
+                report["failures"] += 1
+                await self.store.log_consolidation(rid, None, "facts", "failed", f"{type(exc).__name__}: {exc}")
+                continue
+            for fact in facts:
+                try:
+                    await self.remember_fact(resource_id=rid, source="consolidation", **fact)
+                    report["facts"] += 1
+                except UsageError as exc:
+                    log.info("skipped an extracted fact: %s", exc)
+            await self.store.mark_facts_extracted(rid, [m.seq for m in msgs])
 
     # -- recall -----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ._time import from_iso, to_iso
 from .errors import UsageError
 
-__all__ = ["ROLES", "Message", "Role", "Thread", "ToolCall", "ToolSpec", "WorkingMemory", "check_text"]
+__all__ = ["ROLES", "Fact", "Message", "Role", "Thread", "ToolCall", "ToolSpec", "WorkingMemory", "check_text"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -184,6 +184,26 @@ class Thread:
     """When the last message arrived."""
     message_count: int = 0
     """Number of stored messages (summaries excluded)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fact:
+    """A durable fact about a resource, keyed by (category, key)."""
+
+    resource_id: str
+    """The owner."""
+    category: str
+    """A grouping such as ``finance`` or ``family``."""
+    key: str
+    """What the fact is about, unique within its category."""
+    value: str
+    """The fact itself."""
+    source: str
+    """Who said so: ``agent``, ``user`` or ``consolidation``."""
+    created_at: datetime | None = None
+    """When the key was first recorded."""
+    updated_at: datetime | None = None
+    """When the value last changed."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

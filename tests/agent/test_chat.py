@@ -35,7 +35,7 @@ async def scenario_1(memory: caderno.Memory) -> None:
     result = await chat.ask(messages=[Message.user("Quanto gastamos em junho?")], resource_id=R, thread_id="thread-1")
     first = model.requests[0]
     assert [m.role for m in first.messages] == ["system", "system", "user"]  # no history yet
-    assert {t.name for t in first.tools} == {"budget_total", "update_working_memory", "recall"}
+    assert {t.name for t in first.tools} == {"budget_total", "update_working_memory", "recall", "remember_fact"}
     assert result.tool_calls[0].name == "budget_total" and result.tool_calls[0].result["total"] == 6778.3
     stored = await memory.get_messages(resource_id=R, thread_id="thread-1")
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]

@@ -89,7 +89,7 @@ async def test_round_trip_with_tool_calling(server: str, memory: caderno.Memory)
     assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test"
     assert first["body"]["model"] == "local-model"
     names = [t["function"]["name"] for t in first["body"]["tools"]]
-    assert names == ["update_working_memory", "recall", "budget_total"]
+    assert names == ["update_working_memory", "recall", "remember_fact", "budget_total"]
     wire = second["body"]["messages"]
     assert wire[-2]["tool_calls"][0]["function"] == {"name": "budget_total", "arguments": '{"month": "2026-06"}'}
     assert wire[-1] == {"role": "tool", "content": wire[-1]["content"], "tool_call_id": "call_a"}

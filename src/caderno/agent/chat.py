@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..context import TokenCounter, build_prompt, estimate_tokens
 from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, UsageError
 from ..memory import Memory
 from ..messages import Message, ToolCall, WorkingMemory
@@ -79,6 +80,26 @@ RECALL_SPEC = ToolSpec(
 
 RECALL_HEADER = "Remembered from earlier conversations"
 
+REMEMBER_FACT_SPEC = ToolSpec(
+    name="remember_fact",
+    description=(
+        "Record a durable fact about the user (it is shown to you in later conversations). Use a short "
+        "lowercase category (finance, family, health, travel, preferences, work, home) and a key naming "
+        "what it is about; saving the same category and key again replaces the value (the old one is kept "
+        "in history)."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "category": {"type": "string", "description": "e.g. finance"},
+            "key": {"type": "string", "description": "e.g. monthly_income"},
+            "value": {"type": "string", "description": "e.g. R$ 14,000"},
+        },
+        "required": ["category", "key", "value"],
+        "additionalProperties": False,
+    },
+)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RecallSettings:
@@ -122,6 +143,10 @@ class ChatResult:
     """The whole turn as stored: user message(s), tool calls, results, reply."""
     working_memory: WorkingMemory | None = None
     """Working memory after the turn's patches (``None`` if never set)."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """Tokens per prompt block in the last model call (see ``caderno.context.Prompt.usage``)."""
+    cut: list[dict[str, Any]] = field(default_factory=list)
+    """Blocks dropped or shortened to fit the budget in the last model call."""
 
 
 class AgentChat:
@@ -142,6 +167,14 @@ class AgentChat:
             ``RecallSettings``): hits from earlier conversations that are not
             in the history window are shown in a system block.
         recall_tool: offer the model the ``recall(query)`` tool.
+        max_context_tokens: the model's context size; the prompt is fitted
+            into it minus ``reply_reserve`` (``None``: no budget).
+        reply_reserve: tokens kept free for the model's answer.
+        token_counter: counts tokens (default: ``caderno.context.estimate_tokens``).
+        facts: most known facts shown per turn (0: none, and no
+            ``remember_fact`` tool).
+        consolidate: after each turn, summarise the thread in the background
+            when it has grown past the memory's threshold.
     """
 
     def __init__(
@@ -156,6 +189,11 @@ class AgentChat:
         notebook: Notebook | Callable[[str], Notebook] | None = None,
         recall: RecallSettings | bool | None = None,
         recall_tool: bool = True,
+        max_context_tokens: int | None = None,
+        reply_reserve: int = 1024,
+        token_counter: TokenCounter = estimate_tokens,
+        facts: int = 8,
+        consolidate: bool = True,
     ) -> None:
         if history_limit < 2:
             raise UsageError("history_limit must be at least 2 (one exchange)")
@@ -168,9 +206,14 @@ class AgentChat:
         self.model = model
         self.memory = memory
         self.tools: dict[str, Tool] = {t.name: t for t in collect_tools(tools)}
+        self.max_context_tokens = max_context_tokens
+        self.reply_reserve = reply_reserve
+        self.token_counter = token_counter
+        self.facts = facts
+        self.consolidate = consolidate
         self.recall = RecallSettings() if recall is True else (recall or None)
         self.recall_tool = recall_tool
-        for reserved in (UPDATE_WM_SPEC.name, MEMORY_TOOL_SPEC.name, RECALL_SPEC.name):
+        for reserved in (UPDATE_WM_SPEC.name, MEMORY_TOOL_SPEC.name, RECALL_SPEC.name, REMEMBER_FACT_SPEC.name):
             if reserved in self.tools:
                 raise UsageError(f"the tool name {reserved} is reserved")
         self.notebook = notebook
@@ -187,6 +230,8 @@ class AgentChat:
             builtin.append(MEMORY_TOOL_SPEC)
         if self.recall_tool:
             builtin.append(RECALL_SPEC)
+        if self.facts:
+            builtin.append(REMEMBER_FACT_SPEC)
         return [*builtin, *(t.spec for t in self.tools.values())]
 
     def notebook_for(self, resource_id: str) -> Notebook | None:
@@ -240,23 +285,34 @@ class AgentChat:
     async def _turn(self, new: list[Message], resource_id: str, thread_id: str) -> ChatResult:
         memory = self.memory
         history = await memory.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
-        history = _drop_orphans(history)
+        summaries = await memory.summaries(resource_id=resource_id, thread_id=thread_id)
+        covered_to = max((m.metadata["covers"][1] for m, _ in summaries), default=0)
+        history = [m for m in history if (m.seq or 0) > covered_to]  # summarised turns show as their summary
         state = await memory.get_working_memory_state(resource_id=resource_id)
         notebook = self.notebook_for(resource_id)
-        prompt = [*self.system_blocks(state, notebook)]
+        query = "\n".join(m.content for m in new if m.role == "user" and m.content)
+        blocks = self.blocks(state, notebook)
+        blocks["facts"] = await self._facts_block(resource_id, query)
+        blocks["summary"] = _summary_block([m for m, merged in summaries if not merged])
         if self.recall is not None:
             remembered = await self._auto_recall(new, history, resource_id, thread_id)
-            if remembered:
-                prompt.append(remembered)
-        prompt += history
+            blocks["recalled"] = remembered.content if remembered else None
         turn: list[Message] = list(new)
         records: list[ToolCallRecord] = []
         pending_wm = state.data if state else None
         patches: list[dict[str, Any]] = []
         specs = self.tool_specs
         for _ in range(self.max_steps):
+            prompt = build_prompt(
+                blocks=blocks,
+                history=history,
+                turn=turn,
+                max_tokens=self.max_context_tokens,
+                reply_reserve=self.reply_reserve,
+                count=self.token_counter,
+            )
             try:
-                reply = await self.model.complete([*prompt, *turn], specs)
+                reply = await self.model.complete(prompt.messages, specs)
             except CadernoError:
                 raise
             except Exception as exc:
@@ -291,7 +347,25 @@ class AgentChat:
                 # The patch validated a moment ago; another writer changed the
                 # memory since. The turn is stored; report and go on.
                 log.warning("working-memory patch for %s not applied after the turn: %s", resource_id, exc)
-        return ChatResult(reply=stored[-1], tool_calls=records, messages=stored, working_memory=final_state)
+        if self.consolidate:
+            memory.schedule_consolidation(resource_id=resource_id, thread_id=thread_id)
+        return ChatResult(
+            reply=stored[-1],
+            tool_calls=records,
+            messages=stored,
+            working_memory=final_state,
+            usage=prompt.usage,
+            cut=prompt.cut,
+        )
+
+    async def _facts_block(self, resource_id: str, query: str) -> str | None:
+        if not self.facts:
+            return None
+        facts = await self.memory.relevant_facts(resource_id=resource_id, query=query, limit=self.facts)
+        if not facts:
+            return None
+        lines = [f"- {f.category}/{f.key}: {f.value}" for f in facts]
+        return "KNOWN FACTS about this user (kept across conversations):\n" + "\n".join(lines)
 
     async def _call(
         self,
@@ -307,6 +381,8 @@ class AgentChat:
             return _notebook_call(notebook, call), None
         if call.name == RECALL_SPEC.name and self.recall_tool:
             return await self._recall_call(call, resource_id, thread_id), None
+        if call.name == REMEMBER_FACT_SPEC.name and self.facts:
+            return await self._remember_fact_call(call, resource_id), None
         if call.name == UPDATE_WM_SPEC.name:
             try:
                 if isinstance(args, str):
@@ -338,6 +414,23 @@ class AgentChat:
             error = f"Error: tool {call.name} raised {type(exc).__name__}: {exc}"
             return ToolCallRecord(name=call.name, args=args, result=None, error=error), None
         return ToolCallRecord(name=call.name, args=args, result=result), None
+
+    async def _remember_fact_call(self, call: ToolCall, resource_id: str) -> ToolCallRecord:
+        args = call.arguments
+        if not isinstance(args, dict) or set(args) != {"category", "key", "value"}:
+            error = "Error: remember_fact takes exactly category, key and value (text)"
+            return ToolCallRecord(name=call.name, args=args, result=None, error=error)
+        try:
+            fact = await self.memory.remember_fact(
+                resource_id=resource_id,
+                category=str(args["category"]),
+                key=str(args["key"]),
+                value=str(args["value"]),
+                source="agent",
+            )
+        except CadernoError as exc:
+            return ToolCallRecord(name=call.name, args=args, result=None, error=f"Error: {exc}")
+        return ToolCallRecord(name=call.name, args=args, result={"ok": True, "fact": f"{fact.category}/{fact.key}"})
 
     async def _recall_call(self, call: ToolCall, resource_id: str, thread_id: str) -> ToolCallRecord:
         args = call.arguments
@@ -398,16 +491,14 @@ class AgentChat:
             return {}
         return {t.id: t.title or t.id for t in await self.memory.list_threads(resource_id=resource_id)}
 
-    def system_blocks(self, state: WorkingMemory | None, notebook: Notebook | None = None) -> list[Message]:
-        """The system messages that open every prompt."""
-        blocks = [Message.system(self.instructions)] if self.instructions else []
-        blocks.append(Message.system(working_memory_block(state, self.memory.working_memory_json_schema)))
-        if notebook is not None:
-            for target in ("memory", "user"):
-                snap = notebook.snapshot(target)
-                if snap:
-                    blocks.append(Message.system(snap))
-        return blocks
+    def blocks(self, state: WorkingMemory | None, notebook: Notebook | None = None) -> dict[str, Any]:
+        """The fixed prompt blocks that do not depend on the query."""
+        snaps = [notebook.snapshot(t) for t in ("memory", "user")] if notebook is not None else []
+        return {
+            "instructions": self.instructions or None,
+            "working_memory": working_memory_block(state, self.memory.working_memory_json_schema),
+            "notebook": [s for s in snaps if s],
+        }
 
 
 def _notebook_call(notebook: Notebook, call: ToolCall) -> ToolCallRecord:
@@ -447,12 +538,15 @@ def working_memory_block(state: WorkingMemory | None, schema: dict[str, Any] | N
     return body
 
 
-def _drop_orphans(history: list[Message]) -> list[Message]:
-    """A window cut by a limit must not start inside a tool exchange."""
-    start = 0
-    while start < len(history) and history[start].role == "tool":
-        start += 1
-    return history[start:]
+def _summary_block(summaries: list[Message]) -> str | None:
+    if not summaries:
+        return None
+    parts = []
+    for m in summaries:
+        first, last = m.metadata["covers"]
+        how = m.metadata.get("summarizer", "?")
+        parts.append(f"(messages {first}–{last}, {how} summary)\n{m.content}")
+    return "SUMMARY OF EARLIER TURNS in this conversation (the originals are stored):\n" + "\n\n".join(parts)
 
 
 def _as_text(result: Any) -> str:

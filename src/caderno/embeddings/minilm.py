@@ -81,6 +81,9 @@ class MiniLMEmbedder:
             options = ort.SessionOptions()
             options.intra_op_num_threads = self._threads or max(1, os.cpu_count() or 1)
             options.log_severity_level = 3
+            # Idle ORT threads otherwise spin on the cores after each run and
+            # slow whatever comes next (the vector search of the same recall).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
             tokenizer = Tokenizer.from_file(str(TOKENIZER))
             tokenizer.no_padding()

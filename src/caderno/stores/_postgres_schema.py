@@ -100,6 +100,48 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE kind = 'message' AND role IN ('user', 'assistant') AND content <> '';
         """,
     ),
+    (
+        "0003_consolidation",
+        """
+        CREATE TABLE facts (
+            resource_id text NOT NULL,
+            category    text NOT NULL,
+            key         text NOT NULL,
+            value       text NOT NULL,
+            source      text NOT NULL,
+            created_at  timestamptz NOT NULL,
+            updated_at  timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, category, key)
+        );
+        CREATE TABLE facts_history (
+            resource_id text NOT NULL,
+            id          bigint GENERATED ALWAYS AS IDENTITY,
+            category    text NOT NULL,
+            key         text NOT NULL,
+            value       text NOT NULL,
+            source      text NOT NULL,
+            valid_from  timestamptz NOT NULL,
+            replaced_at timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, id)
+        );
+        CREATE INDEX facts_history_key ON facts_history (resource_id, category, key, id);
+        ALTER TABLE threads ADD COLUMN consolidating_until timestamptz;
+        ALTER TABLE events ADD COLUMN facts_extracted_at timestamptz;
+        CREATE TABLE consolidation_log (
+            resource_id text NOT NULL,
+            id          bigint GENERATED ALWAYS AS IDENTITY,
+            thread_id   text,
+            step        text NOT NULL,
+            outcome     text NOT NULL,
+            detail      text,
+            created_at  timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, id)
+        );
+        CREATE INDEX events_unconsolidated ON events (resource_id, thread_id, seq) WHERE consolidated_at IS NULL;
+        CREATE INDEX events_fact_candidates ON events (resource_id, seq)
+            WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7;
+        """,
+    ),
 ]
 
 #: Key of the advisory lock that serialises migrations (any constant works).

@@ -72,6 +72,47 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "WHERE kind = 'message' AND role IN ('user', 'assistant') AND content <> ''",
         ],
     ),
+    (
+        "0003_consolidation",
+        [
+            """CREATE TABLE facts (
+                resource_id TEXT NOT NULL,
+                category    TEXT NOT NULL,
+                key         TEXT NOT NULL,
+                value       TEXT NOT NULL,
+                source      TEXT NOT NULL,
+                created_at  TEXT NOT NULL,
+                updated_at  TEXT NOT NULL,
+                PRIMARY KEY (resource_id, category, key)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE facts_history (
+                id          INTEGER PRIMARY KEY AUTOINCREMENT,
+                resource_id TEXT NOT NULL,
+                category    TEXT NOT NULL,
+                key         TEXT NOT NULL,
+                value       TEXT NOT NULL,
+                source      TEXT NOT NULL,
+                valid_from  TEXT NOT NULL,
+                replaced_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX facts_history_key ON facts_history (resource_id, category, key, id)",
+            "ALTER TABLE threads ADD COLUMN consolidating_until TEXT",
+            "ALTER TABLE events ADD COLUMN facts_extracted_at TEXT",
+            """CREATE TABLE consolidation_log (
+                id          INTEGER PRIMARY KEY AUTOINCREMENT,
+                resource_id TEXT NOT NULL,
+                thread_id   TEXT,
+                step        TEXT NOT NULL,
+                outcome     TEXT NOT NULL,
+                detail      TEXT,
+                created_at  TEXT NOT NULL
+            )""",
+            "CREATE INDEX consolidation_log_resource ON consolidation_log (resource_id, id)",
+            "CREATE INDEX events_unconsolidated ON events (resource_id, thread_id, seq) WHERE consolidated_at IS NULL",
+            "CREATE INDEX events_fact_candidates ON events (resource_id, seq) "
+            "WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7",
+        ],
+    ),
 ]
 
 _LEGACY_COLUMNS = {"id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at"}

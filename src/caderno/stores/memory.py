@@ -18,7 +18,7 @@ from .._dump import new_dump
 from .._text import tokenize
 from .._time import from_iso, to_iso, utcnow
 from ..errors import Conflict, UsageError
-from ..messages import Message, Thread, WorkingMemory
+from ..messages import Fact, Message, Thread, WorkingMemory
 from .base import EmbeddingJob, ResourceDump, VectorRows, WorkingMemoryUpdate
 
 
@@ -29,6 +29,8 @@ class _Thread:
     created_at: Any = None
     updated_at: Any = None
     messages: list[Message] = field(default_factory=list)
+    summaries: list[tuple[Message, Any]] = field(default_factory=list)
+    claimed_until: float = 0.0
 
 
 @dataclass
@@ -38,6 +40,11 @@ class _Resource:
     wm_updated_at: Any = None
     log: list[dict[str, Any]] = field(default_factory=list)
     threads: dict[str, _Thread] = field(default_factory=dict)
+    consolidated: set[int] = field(default_factory=set)  # seqs covered by a summary
+    facts: dict[tuple[str, str], Fact] = field(default_factory=dict)
+    fact_history: list[dict[str, Any]] = field(default_factory=list)
+    facts_done: set[int] = field(default_factory=set)
+    consolidation_log: list[dict[str, Any]] = field(default_factory=list)
 
 
 class InMemoryStore:
@@ -265,7 +272,7 @@ class InMemoryStore:
     async def lexical_search(
         self, resource_id: str, terms: list[str], limit: int, thread_id: str | None
     ) -> list[tuple[int, float]]:
-        docs = [(m.seq, _tokens(m.content)) for _, m in self._messages(resource_id)]
+        docs = [(m.seq, tokenize(m.content)) for _, m in self._messages(resource_id)]
         if not docs or not terms:
             return []
         avg = sum(len(t) for _, t in docs) / len(docs)
@@ -322,6 +329,135 @@ class InMemoryStore:
                         self._queue[m.seq] = {"attempts": 0, "not_before": 0.0, "error": None}
             return sum(1 for rid in rids for _, m in self._messages(rid) if m.seq in self._queue)
 
+    # -- facts ------------------------------------------------------------------------
 
-def _tokens(text: str) -> list[str]:
-    return tokenize(text)
+    async def upsert_fact(self, resource_id: str, category: str, key: str, value: str, source: str) -> Fact:
+        async with self._lock:
+            res = self._resources.setdefault(resource_id, _Resource())
+            now = utcnow()
+            old = res.facts.get((category, key))
+            if old is not None and old.value != value:
+                res.fact_history.append(
+                    {
+                        "category": category,
+                        "key": key,
+                        "value": old.value,
+                        "source": old.source,
+                        "valid_from": to_iso(old.updated_at),
+                        "replaced_at": to_iso(now),
+                    }
+                )
+            if old is not None and old.value == value and old.source == source:
+                return old
+            fact = Fact(
+                resource_id=resource_id,
+                category=category,
+                key=key,
+                value=value,
+                source=source,
+                created_at=old.created_at if old else now,
+                updated_at=now,
+            )
+            res.facts[(category, key)] = fact
+            return fact
+
+    async def get_facts(self, resource_id: str, category: str | None) -> list[Fact]:
+        res = self._resources.get(resource_id)
+        facts = [f for f in (res.facts.values() if res else ()) if category in (None, f.category)]
+        return sorted(facts, key=lambda f: (-f.updated_at.timestamp(), f.category, f.key))
+
+    async def fact_history(self, resource_id: str, category: str, key: str) -> list[dict[str, Any]]:
+        res = self._resources.get(resource_id)
+        return [
+            {k: v for k, v in h.items() if k not in ("category", "key")}
+            for h in (res.fact_history if res else [])
+            if h["category"] == category and h["key"] == key
+        ]
+
+    async def forget_fact(self, resource_id: str, category: str, key: str) -> bool:
+        async with self._lock:
+            res = self._resources.get(resource_id)
+            return bool(res and res.facts.pop((category, key), None))
+
+    # -- consolidation ------------------------------------------------------------------
+
+    async def consolidation_candidates(self, resource_id: str | None, min_chars: int) -> list[tuple[str, str]]:
+        out = []
+        for rid, res in self._resources.items():
+            if resource_id not in (None, rid):
+                continue
+            for tid, t in res.threads.items():
+                free = [m for m in t.messages if m.seq not in res.consolidated]
+                free += [s for s, _ in t.summaries if s.seq not in res.consolidated]
+                if sum(len(m.content) for m in free) > min_chars:
+                    out.append((rid, tid))
+        return out
+
+    async def claim_consolidation(self, resource_id: str, thread_id: str, lease_seconds: float) -> bool:
+        async with self._lock:
+            res = self._resources.get(resource_id)
+            thread = res.threads.get(thread_id) if res else None
+            now = time.monotonic()
+            if thread is None or thread.claimed_until > now:
+                return False
+            thread.claimed_until = now + lease_seconds
+            return True
+
+    async def release_consolidation(self, resource_id: str, thread_id: str) -> None:
+        res = self._resources.get(resource_id)
+        thread = res.threads.get(thread_id) if res else None
+        if thread is not None:
+            thread.claimed_until = 0.0
+
+    async def unconsolidated(self, resource_id: str, thread_id: str) -> list[Message]:
+        res = self._resources.get(resource_id)
+        thread = res.threads.get(thread_id) if res else None
+        return [m for m in thread.messages if m.seq not in res.consolidated] if thread else []
+
+    async def summaries(self, resource_id: str, thread_id: str) -> list[tuple[Message, bool]]:
+        res = self._resources.get(resource_id)
+        thread = res.threads.get(thread_id) if res else None
+        return [(s, s.seq in res.consolidated) for s, _ in thread.summaries] if thread else []
+
+    async def write_summary(self, resource_id: str, thread_id: str, summary: Message, covered: list[int]) -> bool:
+        async with self._lock:
+            res = self._resources.get(resource_id)
+            thread = res.threads.get(thread_id) if res else None
+            if thread is None:
+                return False
+            known = {m.seq for m in thread.messages} | {s.seq for s, _ in thread.summaries}
+            if any(seq in res.consolidated or seq not in known for seq in covered):
+                return False
+            self._seq += 1
+            thread.summaries.append((summary._stamped(seq=self._seq), utcnow()))
+            res.consolidated.update(covered)
+            return True
+
+    async def fact_candidates(
+        self, resource_id: str | None, min_importance: float, limit: int
+    ) -> list[tuple[str, Message]]:
+        out = [
+            (rid, m)
+            for rid, res in self._resources.items()
+            if resource_id in (None, rid)
+            for _, m in self._messages(rid)
+            if m.role == "user" and (m.importance or 0) >= min_importance and m.seq not in res.facts_done
+        ]
+        return sorted(out, key=lambda x: x[1].seq or 0)[:limit]
+
+    async def mark_facts_extracted(self, resource_id: str, seqs: list[int]) -> None:
+        res = self._resources.get(resource_id)
+        if res is not None:
+            res.facts_done.update(seqs)
+
+    async def log_consolidation(
+        self, resource_id: str, thread_id: str | None, step: str, outcome: str, detail: str | None
+    ) -> None:
+        res = self._resources.setdefault(resource_id, _Resource())
+        res.consolidation_log.append(
+            {"thread_id": thread_id, "step": step, "outcome": outcome, "detail": detail, "created_at": to_iso(utcnow())}
+        )
+
+    async def consolidation_log(self, resource_id: str) -> list[dict[str, Any]]:
+        res = self._resources.get(resource_id)
+        return list(res.consolidation_log) if res else []

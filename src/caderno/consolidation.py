@@ -1,0 +1,212 @@
+"""Consolidation: summaries of old turns and facts drawn from them.
+
+A thread grows without end; the model's context does not. When the
+messages of a thread not yet covered by a summary pass
+``summarize_after_tokens``, the oldest of them — outside the recent window,
+never splitting a tool call from its results — are summarised, by the fast
+model when one is configured, else by a deterministic extractive
+summariser. The summary is stored as an event of kind ``summary`` with the
+range of sequence numbers it covers; the originals get ``consolidated_at``
+and are never deleted. When the summaries themselves pass
+``merge_after_tokens`` they are merged into one new summary (the older ones
+stay stored, marked as merged).
+
+Facts: user messages with importance >= 0.7 are sent to the fast model,
+which answers with a JSON array of ``{category, key, value}``; the facts are
+upserted with source ``consolidation``. Output that is not such an array
+marks nothing, so the next pass retries.
+
+Every write is one transaction, and a thread is summarised by one worker at
+a time (a lease on the thread row; PostgreSQL takes it with
+``FOR UPDATE SKIP LOCKED``), so two workers never summarise the same range
+and a crash never leaves half a summary. A failing model (error, timeout,
+garbage) is recorded in ``consolidation_log``; nothing changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._time import new_id, utcnow
+from .context import TokenCounter, estimate_tokens, message_tokens
+from .messages import Message
+
+__all__ = [
+    "FACTS_PROMPT",
+    "SUMMARY_PROMPT",
+    "ConsolidationSettings",
+    "extractive_summary",
+    "parse_facts",
+]
+
+SUMMARY_PROMPT = """You compress an old part of a conversation so it can leave the context window.
+Write a faithful summary, in the conversation's language, that keeps:
+- decisions and commitments (who will do what, by when);
+- names of people, places, products and organisations;
+- every number, amount, currency and date, exactly as written;
+- preferences and corrections the user stated;
+- questions still open.
+Drop greetings and small talk. Use short bullet points. Do not invent anything."""
+
+FACTS_PROMPT = """Extract durable facts about the user from these messages.
+Answer with a JSON array only, each item {"category": ..., "key": ..., "value": ...}:
+category is a short lowercase word (finance, family, health, travel, preferences, work, home…),
+key names what the fact is about (snake_case), value states it in a few words, with exact numbers and dates.
+Only facts that stay true for weeks or more. If there are none, answer []."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConsolidationSettings:
+    """How and when consolidation runs (``Memory(consolidation=...)``)."""
+
+    fast_model: Any = None
+    """Any ``caderno.Model`` (a cheaper one than the chat's); ``None`` = extractive summaries, no facts."""
+    summarize_after_tokens: int = 2000
+    """Unsummarised tokens in a thread that trigger a summary."""
+    keep_recent_tokens: int = 800
+    """The newest messages of this many tokens are never summarised."""
+    merge_after_tokens: int = 1200
+    """When a thread's unmerged summaries pass this, they are merged into one."""
+    fact_min_importance: float = 0.7
+    """User messages at or above this importance are read for facts."""
+    interval_hours: float = 6.0
+    """Period of the background pass in a long-running process."""
+    model_timeout_seconds: float = 60.0
+    """A fast-model call slower than this is a failure (retried next pass)."""
+    lease_seconds: float = 300.0
+    """How long a worker holds a thread while summarising it."""
+    token_counter: TokenCounter = estimate_tokens
+    """How tokens are counted."""
+
+
+# -- extractive summaries ------------------------------------------------------------------
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_NUMBERISH = re.compile(r"\d")
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Ý][\wÀ-ÿ'-]+")
+
+
+def extractive_summary(messages: Sequence[Message], *, max_chars: int = 1200) -> str:
+    """A deterministic summary: the most salient sentences, with names and numbers.
+
+    Sentences are scored by the message's importance, plus numbers, dates
+    and capitalised names they carry; the best are kept, in conversation
+    order, within ``max_chars``.
+    """
+    candidates: list[tuple[float, int, str]] = []
+    order = 0
+    for m in messages:
+        if m.role not in ("user", "assistant") or not m.content.strip():
+            continue
+        for raw in _SENTENCE.findall(m.content):
+            sentence = " ".join(raw.split())
+            if len(sentence) < 12:
+                continue
+            score = (m.importance or 0.5) * 2
+            score += 0.6 * min(3, len(_NUMBERISH.findall(sentence)) // 2 + (1 if _NUMBERISH.search(sentence) else 0))
+            score += 0.3 * min(3, len(_NAME.findall(sentence)))
+            score += 0.2 if m.role == "user" else 0.0
+            candidates.append((score, order, f"{m.role}: {sentence}"))
+            order += 1
+    chosen: list[tuple[int, str]] = []
+    used = 0
+    for score, pos, text in sorted(candidates, key=lambda c: (-c[0], c[1])):
+        if used + len(text) + 3 > max_chars:
+            continue
+        chosen.append((pos, text))
+        used += len(text) + 3
+    return "\n".join(f"- {text}" for _, text in sorted(chosen))
+
+
+def parse_facts(text: str) -> list[dict[str, str]] | None:
+    """The model's JSON array of facts (code fences tolerated), or None when it is not one."""
+    body = text.strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", body, re.S)
+    if fenced:
+        body = fenced.group(1).strip()
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        start, end = body.find("["), body.rfind("]")
+        if start < 0 or end <= start:
+            return None
+        try:
+            data = json.loads(body[start : end + 1])
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(data, list):
+        return None
+    facts = []
+    for item in data:
+        if not isinstance(item, dict):
+            return None
+        try:
+            category, key, value = (str(item[k]).strip() for k in ("category", "key", "value"))
+        except KeyError:
+            return None
+        if category and key and value:
+            facts.append({"category": category.lower(), "key": key, "value": value})
+    return facts
+
+
+def split_for_summary(
+    messages: Sequence[Message], keep_recent_tokens: int, count: TokenCounter
+) -> tuple[list[Message], list[Message]]:
+    """(old, recent): the newest units within ``keep_recent_tokens`` stay; never splits a tool pair."""
+    units = _all_units(messages)
+    kept: list[list[Message]] = []
+    room = keep_recent_tokens
+    for unit in reversed(units):
+        tokens = sum(message_tokens(m, count) for m in unit)
+        if tokens > room and kept:
+            break
+        kept.append(unit)
+        room -= tokens
+    cut = len(units) - len(kept)
+    return [m for u in units[:cut] for m in u], [m for u in units[cut:] for m in u]
+
+
+def _all_units(messages: Sequence[Message]) -> list[list[Message]]:
+    """Like ``history_units`` but keeps everything: a call and its results stay together."""
+    units: list[list[Message]] = []
+    for m in messages:
+        if m.role == "tool" and units and units[-1][0].tool_calls:
+            units[-1].append(m)
+        else:
+            units.append([m])
+    return units
+
+
+def summary_message(text: str, covers: tuple[int, int], summarizer: str, *, covered: int, merged: int = 0) -> Message:
+    """The summary event: ``metadata.covers`` is the [first, last] sequence range it stands for."""
+    meta: dict[str, Any] = {"covers": [covers[0], covers[1]], "count": covered, "summarizer": summarizer}
+    if merged:
+        meta["merged_summaries"] = merged
+    return Message.system(text, id=new_id(), created_at=utcnow(), importance=0.5, metadata=meta)
+
+
+def transcript(messages: Sequence[Message]) -> str:
+    lines = []
+    for m in messages:
+        if m.role == "system" and (m.metadata or {}).get("covers"):
+            lines.append(f"[earlier summary]\n{m.content}")
+        elif m.tool_calls:
+            lines.append(
+                "assistant called "
+                + ", ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in m.tool_calls)
+            )
+        elif m.content:
+            lines.append(f"{m.role}: {m.content}")
+    return "\n".join(lines)
+
+
+async def ask_model(model: Any, system: str, user: str, timeout: float) -> str:
+    reply = await asyncio.wait_for(model.complete([Message.system(system), Message.user(user)], []), timeout)
+    if not isinstance(reply, Message) or not reply.content.strip():
+        raise ValueError("the fast model returned an empty answer")
+    return reply.content.strip()
