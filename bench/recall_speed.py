@@ -265,7 +265,7 @@ async def langgraph_search(matrix: np.ndarray, queries: list[str], size: int) ->
     for i in range(0, size, 5_000):
         store.batch(ops[i : i + 5_000])
     times = []
-    for q in queries[: min(len(queries), 50 if size >= 100_000 else len(queries))]:
+    for q in queries[: min(len(queries), 20 if size >= 100_000 else len(queries))]:
         t0 = time.perf_counter()
         await store.asearch(("household",), query=q, limit=5)
         times.append(time.perf_counter() - t0)

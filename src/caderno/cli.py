@@ -118,29 +118,55 @@ async def threads_list(ctx: click.Context, resource: str, as_json: bool) -> None
 @click.argument("resource")
 @click.argument("thread")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Show only the newest N messages.")
+@click.option("--raw", is_flag=True, help="Every original message in full, summaries left out.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @run_async
-async def threads_show(ctx: click.Context, resource: str, thread: str, limit: int | None, as_json: bool) -> None:
-    """Show the messages of THREAD of RESOURCE, oldest first."""
+async def threads_show(
+    ctx: click.Context, resource: str, thread: str, limit: int | None, raw: bool, as_json: bool
+) -> None:
+    """Show THREAD of RESOURCE, oldest first: summaries stand in for the turns they cover."""
     memory = await _memory(ctx)
     try:
         messages = await memory.get_messages(resource_id=resource, thread_id=thread, limit=limit)
+        summaries = [] if raw else await memory.summaries(resource_id=resource, thread_id=thread)
     finally:
         await memory.close()
+    live = [s for s, merged in summaries if not merged]
+    covered = [tuple(s.metadata["covers"]) for s, _ in summaries]
+
+    def is_covered(m: Any) -> bool:
+        return any(a <= (m.seq or 0) <= b for a, b in covered)
+
     if as_json:
-        _emit_json([m.to_dict() for m in messages])
+        items = [{**m.to_dict(), "seq": m.seq, "consolidated": is_covered(m)} for m in messages]
+        items += [{**s.to_dict(), "seq": s.seq, "summary": True} for s in live]
+        _emit_json(sorted(items, key=lambda i: i["seq"] or 0))
         return
     console = _console()
     if not messages:
         console.print(f"(no messages in {resource}/{thread})")
-    for m in messages:
+    entries = [("message", m) for m in messages] + [("summary", s) for s in live]
+    for kind, m in sorted(entries, key=lambda e: e[1].seq or 0):
         when = f"{m.created_at:%Y-%m-%d %H:%M}" if m.created_at else ""
-        console.print(f"[bold]{m.role}[/bold] [dim]{when}[/dim]", markup=True)
-        if m.content:
+        if kind == "summary":
+            first, last = m.metadata["covers"]
+            how = m.metadata.get("summarizer", "?")
+            console.print(f"[bold magenta]summary[/] of #{first}–#{last} ({how}) [dim]{when}[/dim]", markup=True)
             console.print("  " + m.content.replace("\n", "\n  "), markup=False)
+            continue
+        mark = " [yellow](summarised)[/]" if is_covered(m) else ""
+        console.print(f"[bold]{m.role}[/bold] #{m.seq} [dim]{when}[/dim]{mark}", markup=True)
+        if m.content:
+            text = m.content if raw or not is_covered(m) else _clip(m.content)
+            console.print("  " + text.replace("\n", "\n  "), markup=False)
         for call in m.tool_calls or ():
             console.print(f"  → {call.name}({json.dumps(call.arguments, ensure_ascii=False)})", markup=False)
+
+
+def _clip(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 # -- working memory ------------------------------------------------------------
@@ -309,6 +335,41 @@ async def recall_cmd(
         when = f"{h.message.created_at:%Y-%m-%d %H:%M}" if h.message.created_at else ""
         table.add_row(h.thread_id, when, h.message.role, h.message.content, ", ".join(sorted(h.reasons)))
     _console().print(table)
+
+
+@main.command("consolidate")
+@click.argument("resource", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@run_async
+async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: bool) -> None:
+    """Run one consolidation pass: summarise long threads (all resources when RESOURCE is omitted)."""
+    memory = await _memory(ctx)
+    try:
+        report = await memory.consolidate(resource_id=resource)
+    finally:
+        await memory.close()
+    if as_json:
+        _emit_json(report)
+        return
+    click.echo(
+        f"consolidated: {report['summaries']} summaries, {report['merges']} merges, "
+        f"{report['facts']} facts, {report['failures']} failures"
+    )
+
+
+@main.command("worker")
+@click.option("--interval-hours", type=float, default=6.0, show_default=True, help="Time between consolidation passes.")
+@click.pass_context
+@run_async
+async def worker_cmd(ctx: click.Context, interval_hours: float) -> None:
+    """Run forever: embed pending messages and consolidate every INTERVAL (for a long-running host)."""
+    memory = await _memory(ctx)
+    click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {interval_hours:g} h (Ctrl-C to stop)", err=True)
+    try:
+        await memory.run_background(interval_hours=interval_hours)
+    finally:
+        await memory.close()
 
 
 @main.command("reindex")

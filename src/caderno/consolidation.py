@@ -115,7 +115,7 @@ def extractive_summary(messages: Sequence[Message], *, max_chars: int = 1200) ->
             order += 1
     chosen: list[tuple[int, str]] = []
     used = 0
-    for score, pos, text in sorted(candidates, key=lambda c: (-c[0], c[1])):
+    for _score, pos, text in sorted(candidates, key=lambda c: (-c[0], c[1])):
         if used + len(text) + 3 > max_chars:
             continue
         chosen.append((pos, text))

@@ -672,6 +672,8 @@ def open_store(url: str | Any, **options: Any) -> Store:
     if url == "memory://" or url == "memory:":
         from .stores.memory import InMemoryStore
 
+        if options:
+            raise UsageError(f"memory:// takes no store options, got {', '.join(sorted(options))}")
         return InMemoryStore()
     if url.startswith(("postgresql://", "postgres://")):
         from .stores.postgres import PostgresStore
@@ -727,11 +729,24 @@ def connect(
     *,
     working_memory_schema: Any = None,
     embedder: Any = DEFAULT,
+    consolidation: ConsolidationSettings | None = None,
+    vector_cache_bytes: int = 512 * 1024 * 1024,
     **options: Any,
 ) -> _Connect:
     """Open a ``Memory`` on the database a URL names.
 
     Use it awaited (``memory = await caderno.connect(url)``, then
     ``await memory.close()``) or as ``async with caderno.connect(url) as memory``.
+    Keyword options beyond ``Memory``'s own go to the store (SQLite:
+    ``synchronous``, ``cache_messages``, ``readers``…; PostgreSQL:
+    ``schema``, ``pool_size``).
     """
-    return _Connect(Memory(open_store(url, **options), working_memory_schema=working_memory_schema, embedder=embedder))
+    return _Connect(
+        Memory(
+            open_store(url, **options),
+            working_memory_schema=working_memory_schema,
+            embedder=embedder,
+            consolidation=consolidation,
+            vector_cache_bytes=vector_cache_bytes,
+        )
+    )

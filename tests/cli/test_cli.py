@@ -133,3 +133,31 @@ def test_recall_and_reindex(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "needs a thread_id" in bad.stderr
     again = cli("reindex", "casa", db=db)
     assert again.returncode == 0 and "re-embedded 2 message(s)" in again.stdout
+
+
+def test_consolidate_and_threads_show_marks(tmp_path: Path) -> None:
+    db = tmp_path / "long.db"
+
+    async def seed() -> None:
+        async with caderno.connect(db, embedder=None) as memory:
+            for i in range(60):
+                await memory.append_messages(
+                    resource_id="casa",
+                    thread_id="t",
+                    messages=[
+                        Message.user(f"Item {i}: we paid R$ {i}0,00 at Mercado Central for the weekly groceries."),
+                        Message.assistant(f"Logged item {i}; the running total for the month is updated."),
+                    ],
+                )
+
+    asyncio.run(seed())
+    out = cli("consolidate", "casa", "--json", db=db)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["summaries"] == 1
+    shown = cli("threads", "show", "casa", "t", db=db).stdout
+    assert "summary of #1–#" in shown and "(extractive)" in shown and "(summarised)" in shown
+    raw = cli("threads", "show", "casa", "t", "--raw", db=db).stdout
+    assert "summary of" not in raw and "(summarised)" not in raw and raw.count("Mercado Central") == 60
+    items = json.loads(cli("threads", "show", "casa", "t", "--json", db=db).stdout)
+    assert sum(1 for i in items if i.get("summary")) == 1
+    assert any(i.get("consolidated") for i in items) and not all(i.get("consolidated", True) for i in items)

@@ -610,9 +610,11 @@ class SQLiteStore:
 
         def run(conn: sqlite3.Connection) -> list[tuple[str, Message]]:
             marks = ",".join("?" * len(seqs))
+            # "+resource_id" keeps SQLite on the rowid lookup; the index on
+            # resource_id would scan the whole resource (measured: 25 ms at 100k).
             rows = conn.execute(
-                f"SELECT thread_id, {EVENT_COLUMNS} FROM events WHERE resource_id = ? AND seq IN ({marks})",
-                (resource_id, *seqs),
+                f"SELECT thread_id, {EVENT_COLUMNS} FROM events WHERE seq IN ({marks}) AND +resource_id = ?",
+                (*seqs, resource_id),
             ).fetchall()
             return [(r[0], row_to_message(r[1:])) for r in rows]
 

@@ -1,0 +1,74 @@
+"""A process killed in the middle of a consolidation pass leaves no half summary."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _pg import pg_schema
+
+import caderno
+from caderno import Message
+from caderno.consolidation import ConsolidationSettings
+from conftest import python_env
+
+CRASH = textwrap.dedent(
+    """
+    import asyncio, os, sys, caderno
+    from caderno import Message, ScriptedModel
+    from caderno.consolidation import ConsolidationSettings
+
+    async def dies(messages, tools):
+        os._exit(17)  # the process dies while the summary is being written
+
+    async def main():
+        settings = ConsolidationSettings(fast_model=ScriptedModel([dies]), summarize_after_tokens=200,
+                                         keep_recent_tokens=60, lease_seconds=1)
+        async with caderno.connect(sys.argv[1], embedder=None, consolidation=settings) as m:
+            await m.consolidate(resource_id="casa")
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "c.db")
+    else:
+        with pg_schema() as u:
+            yield u
+
+
+def test_crash_mid_pass_leaves_no_half_summary(url: str) -> None:
+    async def seed() -> list[Message]:
+        async with caderno.connect(url, embedder=None) as m:
+            return await m.append_messages(
+                resource_id="casa",
+                thread_id="t",
+                messages=[Message.user(f"message {i} about the budget of May, R$ {i}00") for i in range(40)],
+            )
+
+    stored = asyncio.run(seed())
+    out = subprocess.run(
+        [sys.executable, "-c", CRASH, url], env=python_env(), capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 17, out.stderr
+
+    async def check() -> None:
+        settings = ConsolidationSettings(summarize_after_tokens=200, keep_recent_tokens=60)
+        async with caderno.connect(url, embedder=None, consolidation=settings) as m:
+            assert await m.summaries(resource_id="casa", thread_id="t") == []
+            assert await m.get_messages(resource_id="casa", thread_id="t") == stored
+            await asyncio.sleep(1.1)  # the dead worker's lease runs out
+            report = await m.consolidate(resource_id="casa")
+            assert report["summaries"] == 1
+            (summary, _), *_ = await m.summaries(resource_id="casa", thread_id="t")
+            assert summary.metadata["covers"][0] == stored[0].seq
+
+    asyncio.run(check())
