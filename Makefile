@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,9 +24,27 @@ test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+## Every benchmark of the README (about 20 minutes on 2 cores).
+bench: bench-history bench-recall-quality bench-recall-speed bench-context
+
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+bench-history: $(BENCH_STAMP)
+	bash scripts/ensure-postgres.sh
 	$(BIN)/python bench/history.py
+
+bench-recall-quality: $(BENCH_STAMP)
+	$(BIN)/python bench/recall_quality.py
+
+bench-recall-speed: $(BENCH_STAMP)
+	$(BIN)/python bench/recall_speed.py
+
+bench-context: $(BENCH_STAMP)
+	$(BIN)/python bench/context_growth.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -17,7 +17,6 @@ WORDS = st.text(alphabet="abcdefghij klmno", min_size=1, max_size=120)
 def conversations(draw: st.DrawFn) -> list[Message]:
     """Turns of user / assistant / assistant-with-tools (+ results), with seqs; sometimes cut at the front."""
     msgs: list[Message] = []
-    n = 0
     for t in range(draw(st.integers(0, 25))):
         msgs.append(Message.user(draw(WORDS)))
         for k in range(draw(st.integers(0, 2))):
