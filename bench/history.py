@@ -10,6 +10,10 @@ Contenders:
   * raw sqlite3: plain INSERT/SELECT, synchronous calls (the floor);
 
 All SQLite files use WAL with synchronous=FULL (every commit fsynced).
+caderno runs as deployed — full-text index and embedding queue written in
+the append's transaction — but with the background embedding worker off:
+it is not on the request path, and it would eat the CPU the contenders
+share (its own throughput is measured by bench/recall_speed.py).
 
 A second table runs the same workload with 1, 4 and 16 concurrent writers
 (asyncio tasks in one process, each owning a share of the threads), then as
@@ -55,7 +59,7 @@ async def timed_reads(read: Callable[[str], Awaitable[object]], thread_ids: list
 
 
 async def bench_caderno(path: Path, threads: int, turns: int, reads: int, cache: int) -> dict:
-    memory = await caderno.connect(path, cache_messages=cache)
+    memory = await caderno.connect(path, cache_messages=cache, embedder=None)
     ids = [f"thread-{i}" for i in range(threads)]
     t0 = time.perf_counter()
     for turn in range(turns):
@@ -136,7 +140,7 @@ async def bench_raw(path: Path, threads: int, turns: int, reads: int) -> dict:
 
 
 async def bench_concurrent(url: str, threads: int, turns: int, reads: int, writers: int) -> dict:
-    memory = await caderno.connect(url)
+    memory = await caderno.connect(url, embedder=None)
     ids = [f"thread-{i}" for i in range(threads)]
     shares = [ids[w::writers] for w in range(writers)]
 

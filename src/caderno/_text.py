@@ -171,10 +171,21 @@ _STOPWORDS = [
 ]
 
 
+def _strip_accents(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+# Latin letters with accents map straight to their base letter (one
+# str.translate, no per-character Python loop); anything rarer goes through
+# full Unicode decomposition.
+_LATIN = {cp: _strip_accents(chr(cp)) for cp in range(0xC0, 0x250) if _strip_accents(chr(cp)) != chr(cp)}
+
+
 def fold(text: str) -> str:
     """Lowercase and strip accents ("São" -> "sao")."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    folded = text.lower().translate(_LATIN)
+    return folded if folded.isascii() else _strip_accents(folded)
 
 
 STOPWORDS = frozenset(fold(w) for w in _STOPWORDS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from ._text import fold
 from .messages import Message
 
 __all__ = ["BASELINES", "SALIENT", "score"]
@@ -24,79 +25,114 @@ SALIENT = 0.8
 BASELINES = {"user": 0.5, "assistant": 0.5, "tool": 0.3, "system": 0.1}
 
 
-def _rx(*words: str) -> re.Pattern[str]:
-    return re.compile(r"(?<!\w)(" + "|".join(words) + r")(?!\w)", re.IGNORECASE)
+def _cues(*phrases: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """Single words go in a set (one lookup per word); phrases are matched on the padded text."""
+    folded = [fold(p) for p in phrases]
+    return frozenset(p for p in folded if " " not in p), tuple(f" {p} " for p in folded if " " in p)
 
 
-MEMORY_CUES = _rx(
-    r"remember",
-    r"don'?t forget",
-    r"do not forget",
-    r"never forget",
-    r"important",
-    r"keep in mind",
-    r"note that",
-    r"lembr[ae]\w*",
-    r"n[ãa]o esque[çc]a\w*",
-    r"importante",
-    r"anot[ae]\w*",
-    r"guarde isso",
-    r"grave isso",
+# Cues are matched on folded text (lowercase, accents stripped, punctuation
+# turned into spaces): one pass over the words, no regex backtracking, so
+# scoring costs microseconds on the append path.
+MEMORY_CUES = _cues(
+    "remember",
+    "don't forget",
+    "dont forget",
+    "do not forget",
+    "never forget",
+    "important",
+    "keep in mind",
+    "note that",
+    "lembra",
+    "lembre",
+    "lembrar",
+    "lembrem",
+    "nao esqueca",
+    "nao esquecam",
+    "importante",
+    "anota",
+    "anote",
+    "anotar",
+    "guarde isso",
+    "grave isso",
 )
-DECISIONS = _rx(
-    r"decided",
-    r"we decided",
-    r"let'?s go with",
-    r"we will",
-    r"we'll",
-    r"agreed",
-    r"the plan is",
-    r"from now on",
-    r"decidi\w*",
-    r"vamos",
-    r"combinad[oa]",
-    r"fechad[oa]",
-    r"o plano [ée]",
-    r"a partir de agora",
+DECISIONS = _cues(
+    "decided",
+    "we decided",
+    "let's go with",
+    "lets go with",
+    "we will",
+    "we'll",
+    "agreed",
+    "the plan is",
+    "from now on",
+    "decidimos",
+    "decidi",
+    "decidiu",
+    "vamos",
+    "combinado",
+    "combinada",
+    "fechado",
+    "fechada",
+    "o plano e",
+    "a partir de agora",
 )
-CORRECTIONS = _rx(
-    r"actually",
-    r"correction",
-    r"i meant",
-    r"not anymore",
-    r"i prefer",
-    r"we prefer",
-    r"i (don'?t|do not) like",
-    r"always",
-    r"never",
-    r"na verdade",
-    r"corrigindo",
-    r"prefer[eio]\w*",
-    r"n[ãa]o gost\w+",
-    r"sempre",
-    r"nunca",
-    r"errad[oa]",
-    r"mudou",
-    r"mudamos",
+CORRECTIONS = _cues(
+    "actually",
+    "correction",
+    "i meant",
+    "not anymore",
+    "i prefer",
+    "we prefer",
+    "i don't like",
+    "i do not like",
+    "always",
+    "never",
+    "na verdade",
+    "corrigindo",
+    "prefiro",
+    "preferimos",
+    "prefere",
+    "nao gosto",
+    "nao gostamos",
+    "sempre",
+    "nunca",
+    "errado",
+    "errada",
+    "mudou",
+    "mudamos",
+)
+CHITCHAT = frozenset(
+    fold(w)
+    for w in [
+        "ok",
+        "okay",
+        "thanks",
+        "thank",
+        "you",
+        "hi",
+        "hello",
+        "bye",
+        "obrigado",
+        "obrigada",
+        "valeu",
+        "oi",
+        "ola",
+        "olá",
+        "tchau",
+        "beleza",
+        "legal",
+    ]
 )
 CONCRETE = re.compile(
     r"(R\$|US\$|EUR|USD|€|\$)\s?\d|\d{4}-\d{2}-\d{2}|\b\d{1,3}([.,]\d{3})+\b|\b\d+([.,]\d+)?\s?%", re.I
 )
-CHITCHAT = _rx(
-    r"ok(ay)?",
-    r"thanks?",
-    r"thank you",
-    r"hi",
-    r"hello",
-    r"bye",
-    r"obrigad[oa]",
-    r"valeu",
-    r"oi",
-    r"ol[áa]",
-    r"tchau",
-    r"beleza",
-    r"legal",
-)
+_NON_WORD = re.compile(r"[^\w']+")
+
+
+def _has(cues: tuple[frozenset[str], tuple[str, ...]], words: set[str], padded: str) -> bool:
+    single, phrases = cues
+    return not single.isdisjoint(words) or any(p in padded for p in phrases)
 
 
 def score(message: Message) -> float:
@@ -107,15 +143,17 @@ def score(message: Message) -> float:
     text = message.content or ""
     if message.role in ("user", "assistant") and text:
         weight = 1.0 if message.role == "user" else 0.5  # the user's own words count most
-        if MEMORY_CUES.search(text):
+        padded = " " + _NON_WORD.sub(" ", fold(text)).strip() + " "
+        words = set(padded.split())
+        if _has(MEMORY_CUES, words, padded):
             value += 0.35 * weight
-        if DECISIONS.search(text):
+        if _has(DECISIONS, words, padded):
             value += 0.2 * weight
-        if CORRECTIONS.search(text):
+        if _has(CORRECTIONS, words, padded):
             value += 0.2 * weight
         if CONCRETE.search(text):
             value += 0.1 * weight
         stripped = text.strip()
-        if len(stripped) < 20 and (CHITCHAT.fullmatch(stripped.rstrip("!.?, ")) or len(stripped) < 4):
+        if len(stripped) < 20 and (padded.strip() in CHITCHAT or len(stripped) < 4):
             value -= 0.25
     return round(min(1.0, max(0.0, value)), 3)

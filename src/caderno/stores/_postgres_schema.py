@@ -137,7 +137,6 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at  timestamptz NOT NULL,
             PRIMARY KEY (resource_id, id)
         );
-        CREATE INDEX events_unconsolidated ON events (resource_id, thread_id, seq) WHERE consolidated_at IS NULL;
         CREATE INDEX events_fact_candidates ON events (resource_id, seq)
             WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7;
         """,

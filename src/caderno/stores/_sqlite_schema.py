@@ -108,7 +108,6 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 created_at  TEXT NOT NULL
             )""",
             "CREATE INDEX consolidation_log_resource ON consolidation_log (resource_id, id)",
-            "CREATE INDEX events_unconsolidated ON events (resource_id, thread_id, seq) WHERE consolidated_at IS NULL",
             "CREATE INDEX events_fact_candidates ON events (resource_id, seq) "
             "WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7",
         ],
