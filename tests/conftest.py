@@ -40,6 +40,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
             yield url
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database several OS processes can share: a SQLite file, or PostgreSQL."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "shared.db")
+    else:
+        with pg_schema() as url:
+            yield url
+
+
 @pytest.fixture
 async def memory(db_url: str) -> AsyncIterator[caderno.Memory]:
     mem = await caderno.connect(db_url)

@@ -6,11 +6,6 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-from _pg import pg_schema
 
 import caderno
 from caderno import Message
@@ -36,16 +31,9 @@ CRASH = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "c.db")
-    else:
-        with pg_schema() as u:
-            yield u
+def test_crash_mid_pass_leaves_no_half_summary(shared_url: str) -> None:
+    url = shared_url
 
-
-def test_crash_mid_pass_leaves_no_half_summary(url: str) -> None:
     async def seed() -> list[Message]:
         async with caderno.connect(url, embedder=None) as m:
             return await m.append_messages(
@@ -56,7 +44,7 @@ def test_crash_mid_pass_leaves_no_half_summary(url: str) -> None:
 
     stored = asyncio.run(seed())
     out = subprocess.run(
-        [sys.executable, "-c", CRASH, url], env=python_env(), capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CRASH, shared_url], env=python_env(), capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 17, out.stderr
 

@@ -11,11 +11,6 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-from _pg import pg_schema
 
 import caderno
 from conftest import python_env
@@ -50,15 +45,6 @@ PATCHER = textwrap.dedent(
     asyncio.run(main())
     """
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "shared.db")
-    else:
-        with pg_schema() as url:
-            yield url
 
 
 def test_many_processes_lose_nothing(shared_url: str) -> None:

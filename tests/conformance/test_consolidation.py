@@ -222,27 +222,26 @@ async def test_remember_fact_tool_and_facts_in_the_prompt(memory: caderno.Memory
 
 
 async def test_after_a_turn_consolidation_runs_in_the_background(db_url: str) -> None:
-    started = asyncio.Event()
+    release = asyncio.Event()
 
-    async def slow_summary(messages, tools):
-        started.set()
-        await asyncio.sleep(0.5)
-        return Message.assistant("- slow summary")
+    async def held_summary(messages, tools):
+        await release.wait()  # the summary cannot finish until the test says so
+        return Message.assistant("- held summary")
 
     settings = ConsolidationSettings(
-        fast_model=ScriptedModel([slow_summary] * 3), summarize_after_tokens=300, keep_recent_tokens=120
+        fast_model=ScriptedModel([held_summary] * 3), summarize_after_tokens=300, keep_recent_tokens=120
     )
     async with caderno.connect(db_url, embedder=None, consolidation=settings) as memory:
         await long_thread(memory)
         chat = AgentChat(model=ScriptedModel([Message.assistant("ok")]), memory=memory, facts=0)
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        await chat.ask(messages="mais um", resource_id=R, thread_id=T)
-        assert loop.time() - t0 < 0.4  # the reply did not wait for the summary
+        result = await chat.ask(messages="mais um", resource_id=R, thread_id=T)
+        # ask returned while the summary was still held: the reply never waits for it.
+        assert result.reply.content == "ok" and not release.is_set()
+        assert await memory.summaries(resource_id=R, thread_id=T) == []
+        release.set()
         await memory.flush()
-        assert started.is_set()
         (summary, _), *_ = await memory.summaries(resource_id=R, thread_id=T)
-        assert summary.content == "- slow summary"
+        assert summary.content == "- held summary"
 
 
 def test_parse_facts_is_tolerant_but_strict_about_shape() -> None:

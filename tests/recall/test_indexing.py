@@ -7,7 +7,7 @@ import logging
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -59,16 +59,22 @@ async def test_a_failing_text_is_recorded_and_retried_with_backoff(db_url: str) 
 
 
 async def test_append_never_waits_for_or_fails_on_embedding(tmp_path: Path) -> None:
-    class Slow(HashingEmbedder):
+    gate = threading.Event()
+
+    class Blocked(HashingEmbedder):
         def embed(self, texts):
-            time.sleep(0.5)
+            gate.wait(10)  # holds the worker until the appends are done
             raise RuntimeError("always fails")
 
-    async with caderno.connect(tmp_path / "c.db", embedder=Slow()) as memory:
-        t0 = time.perf_counter()
+    async with caderno.connect(tmp_path / "c.db", embedder=Blocked()) as memory:
         for i in range(5):
             await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user(f"m{i}")])
-        assert time.perf_counter() - t0 < 0.5
+        # Every append returned while the embedder was blocked.
+        assert not gate.is_set()
+        assert len(await memory.get_messages(resource_id="r", thread_id="t")) == 5
+        gate.set()
+        await memory.flush()
+        assert await memory.store.pending_embeddings() == 5  # failures recorded, retried later
         assert len(await memory.get_messages(resource_id="r", thread_id="t")) == 5
 
 

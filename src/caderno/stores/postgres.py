@@ -25,7 +25,7 @@ from .._time import from_iso, to_iso, utcnow
 from ..errors import Conflict, MissingExtra, SchemaTooNew, StorageError, UsageError
 from ..messages import Fact, Message, Thread, WorkingMemory
 from ._postgres_schema import MIGRATION_LOCK, MIGRATIONS
-from ._rows import EVENT_COLUMNS, dumps, loads, row_to_message
+from ._rows import EVENT_COLUMNS, dumps, event_params, loads, row_to_message
 from .base import EmbeddingJob, ResourceDump, VectorRows, WorkingMemoryUpdate
 
 T = TypeVar("T")
@@ -59,20 +59,8 @@ def _scrub(text: str, url: str) -> str:
 
 
 def _params(m: Message, resource_id: str, thread_id: str) -> tuple[Any, ...]:
-    calls = [c.to_dict() for c in m.tool_calls] if m.tool_calls else None
-    return (
-        resource_id,
-        thread_id,
-        m.id,
-        m.role,
-        m.content,
-        dumps(calls),
-        m.tool_call_id,
-        m.name,
-        m.importance,
-        m.created_at,
-        dumps(m.metadata),
-    )
+    """(resource_id, thread_id, *the event columns of ``_rows.event_params``)."""
+    return (resource_id, thread_id, *event_params(m))
 
 
 class PostgresStore:
