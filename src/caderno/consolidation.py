@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,12 +35,16 @@ from typing import Any
 
 from ._time import new_id, utcnow
 from .context import TokenCounter, estimate_tokens, message_tokens
+from .errors import UsageError
 from .messages import Message
+
+log = logging.getLogger("caderno.consolidation")
 
 __all__ = [
     "FACTS_PROMPT",
     "SUMMARY_PROMPT",
     "ConsolidationSettings",
+    "Consolidator",
     "extractive_summary",
     "parse_facts",
 ]
@@ -210,3 +215,112 @@ async def ask_model(model: Any, system: str, user: str, timeout: float) -> str:
     if not isinstance(reply, Message) or not reply.content.strip():
         raise ValueError("the fast model returned an empty answer")
     return reply.content.strip()
+
+
+class Consolidator:
+    """Runs the consolidation rules over a store (used by ``Memory``)."""
+
+    def __init__(self, store: Any, settings: ConsolidationSettings, remember_fact: Any) -> None:
+        self.store = store
+        self.settings = settings
+        self.remember_fact = remember_fact
+
+    async def thread(self, resource_id: str, thread_id: str, report: dict[str, int]) -> None:
+        """Summarise (and merge summaries of) one thread, if it needs it; failures are logged."""
+        settings = self.settings
+        count = settings.token_counter
+        if not await self.needs(resource_id, thread_id):
+            return  # checked before claiming: most turns need nothing, and a claim is a write
+        if not await self.store.claim_consolidation(resource_id, thread_id, settings.lease_seconds):
+            return  # another worker has it
+        try:
+            free = await self.store.unconsolidated(resource_id, thread_id)
+            if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
+                old, _recent = split_for_summary(free, settings.keep_recent_tokens, count)
+                if old:
+                    text, how = await self.summarize(old)
+                    seqs = [m.seq for m in old]
+                    summary = summary_message(text, (min(seqs), max(seqs)), how, covered=len(seqs))
+                    if await self.store.write_summary(resource_id, thread_id, summary, seqs):
+                        report["summaries"] += 1
+            open_summaries = [m for m, merged in await self.store.summaries(resource_id, thread_id) if not merged]
+            if (
+                len(open_summaries) > 1
+                and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
+            ):
+                text, how = await self.summarize(open_summaries, merging=True)
+                spans = [m.metadata["covers"] for m in open_summaries]
+                summary = summary_message(
+                    text,
+                    (min(a for a, _ in spans), max(b for _, b in spans)),
+                    how,
+                    covered=sum(m.metadata.get("count", 0) for m in open_summaries),
+                    merged=len(open_summaries),
+                )
+                if await self.store.write_summary(resource_id, thread_id, summary, [m.seq for m in open_summaries]):
+                    report["merges"] += 1
+        except Exception as exc:  # noqa: BLE001 - recorded; the next pass retries
+            report["failures"] += 1
+            await self.store.log_consolidation(
+                resource_id, thread_id, "summary", "failed", f"{type(exc).__name__}: {exc}"
+            )
+            log.warning("summary of %s/%s failed: %s", resource_id, thread_id, exc)
+        finally:
+            await self.store.release_consolidation(resource_id, thread_id)
+
+    async def needs(self, resource_id: str, thread_id: str) -> bool:
+        """Whether the thread has outgrown its thresholds (a read; no claim)."""
+        settings = self.settings
+        count = settings.token_counter
+        free = await self.store.unconsolidated(resource_id, thread_id)
+        if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
+            return True
+        open_summaries = [m for m, merged in await self.store.summaries(resource_id, thread_id) if not merged]
+        return (
+            len(open_summaries) > 1
+            and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
+        )
+
+    async def summarize(self, messages: list[Message], *, merging: bool = False) -> tuple[str, str]:
+        """(text, \"model\" | \"extractive\")."""
+        settings = self.settings
+        if settings.fast_model is not None:
+            text = await ask_model(
+                settings.fast_model, SUMMARY_PROMPT, transcript(messages), settings.model_timeout_seconds
+            )
+            return text, "model"
+        if merging:  # the bullets of the summaries are the sentences to choose from
+            lines = [
+                Message.assistant(line.lstrip("- ").split(": ", 1)[-1], importance=0.6)
+                for m in messages
+                for line in m.content.splitlines()
+                if line.strip()
+            ]
+            return extractive_summary(lines), "extractive"
+        return extractive_summary(messages), "extractive"
+
+    async def extract_facts(self, resource_id: str | None, report: dict[str, int]) -> None:
+        """Ask the fast model for facts in salient user messages; upsert them."""
+        settings = self.settings
+        candidates = await self.store.fact_candidates(resource_id, settings.fact_min_importance, 50)
+        by_resource: dict[str, list[Message]] = {}
+        for rid, m in candidates:
+            by_resource.setdefault(rid, []).append(m)
+        for rid, msgs in by_resource.items():
+            text = "\n".join(f"- {m.content}" for m in msgs)
+            try:
+                answer = await ask_model(settings.fast_model, FACTS_PROMPT, text, settings.model_timeout_seconds)
+                facts = parse_facts(answer)
+                if facts is None:
+                    raise ValueError(f"not a JSON array of facts: {answer[:200]!r}")
+            except Exception as exc:  # noqa: BLE001 - recorded; nothing marked, so retried next pass
+                report["failures"] += 1
+                await self.store.log_consolidation(rid, None, "facts", "failed", f"{type(exc).__name__}: {exc}")
+                continue
+            for fact in facts:
+                try:
+                    await self.remember_fact(resource_id=rid, source="consolidation", **fact)
+                    report["facts"] += 1
+                except UsageError as exc:
+                    log.info("skipped an extracted fact: %s", exc)
+            await self.store.mark_facts_extracted(rid, [m.seq for m in msgs])

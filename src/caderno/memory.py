@@ -14,27 +14,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from . import _dump
-from . import recall as _recall
-from ._text import tokenize
 from ._time import new_id, utcnow
-from .consolidation import (
-    FACTS_PROMPT,
-    SUMMARY_PROMPT,
-    ConsolidationSettings,
-    ask_model,
-    extractive_summary,
-    parse_facts,
-    split_for_summary,
-    summary_message,
-    transcript,
-)
-from .context import message_tokens
+from .consolidation import ConsolidationSettings, Consolidator
 from .errors import NotFound, UsageError
-from .importance import SALIENT
 from .importance import score as importance_score
 from .indexer import Indexer
 from .messages import Fact, Message, Thread, WorkingMemory, check_text
-from .recall import DEFAULT_MIN_SIMILARITY, Recalled, VectorIndex
+from .recall import DEFAULT_MIN_SIMILARITY, Recalled, Retriever, VectorIndex
 from .stores.base import ResourceDump, Store
 from .working_memory import check_patch, make_validator, merge_patch, schema_of
 
@@ -98,7 +84,9 @@ class Memory:
         self.embedder = embedder
         self.indexer = Indexer(store, embedder)
         self.vectors = VectorIndex(vector_cache_bytes)
+        self.retriever = Retriever(store, self.indexer, self.vectors)
         self.consolidation = consolidation or ConsolidationSettings()
+        self.consolidator = Consolidator(store, self.consolidation, self.remember_fact)
         self._background: set[asyncio.Task[Any]] = set()
         self._scheduled: set[tuple[str, str]] = set()
         self._fact_vectors: dict[str, Any] = {}
@@ -367,9 +355,9 @@ class Memory:
         settings = self.consolidation
         # Characters are a cheap upper bound to find candidates (>= 2 chars a token).
         for rid, tid in await self.store.consolidation_candidates(resource_id, settings.summarize_after_tokens * 2):
-            await self._consolidate_thread(rid, tid, report)
+            await self.consolidator.thread(rid, tid, report)
         if settings.fast_model is not None:
-            await self._extract_facts(resource_id, report)
+            await self.consolidator.extract_facts(resource_id, report)
         return report
 
     def schedule_consolidation(self, *, resource_id: str, thread_id: str) -> None:
@@ -382,9 +370,9 @@ class Memory:
         async def run() -> None:
             try:
                 report = {"summaries": 0, "merges": 0, "facts": 0, "failures": 0}
-                await self._consolidate_thread(resource_id, thread_id, report)
+                await self.consolidator.thread(resource_id, thread_id, report)
                 if self.consolidation.fast_model is not None:
-                    await self._extract_facts(resource_id, report)
+                    await self.consolidator.extract_facts(resource_id, report)
             except Exception:  # the store failed; the next pass will retry
                 log.warning("background consolidation of %s/%s failed", resource_id, thread_id, exc_info=True)
             finally:
@@ -402,102 +390,6 @@ class Memory:
             report = await self.consolidate()
             log.info("consolidation pass: %s", report)
             await asyncio.sleep(period)
-
-    async def _consolidate_thread(self, resource_id: str, thread_id: str, report: dict[str, int]) -> None:
-        settings = self.consolidation
-        count = settings.token_counter
-        if not await self._needs_consolidation(resource_id, thread_id):
-            return  # checked before claiming: most turns need nothing, and a claim is a write
-        if not await self.store.claim_consolidation(resource_id, thread_id, settings.lease_seconds):
-            return  # another worker has it
-        try:
-            free = await self.store.unconsolidated(resource_id, thread_id)
-            if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
-                old, _recent = split_for_summary(free, settings.keep_recent_tokens, count)
-                if old:
-                    text, how = await self._summarize(old)
-                    seqs = [m.seq for m in old]
-                    summary = summary_message(text, (min(seqs), max(seqs)), how, covered=len(seqs))
-                    if await self.store.write_summary(resource_id, thread_id, summary, seqs):
-                        report["summaries"] += 1
-            open_summaries = [m for m, merged in await self.store.summaries(resource_id, thread_id) if not merged]
-            if (
-                len(open_summaries) > 1
-                and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
-            ):
-                text, how = await self._summarize(open_summaries, merging=True)
-                spans = [m.metadata["covers"] for m in open_summaries]
-                summary = summary_message(
-                    text,
-                    (min(a for a, _ in spans), max(b for _, b in spans)),
-                    how,
-                    covered=sum(m.metadata.get("count", 0) for m in open_summaries),
-                    merged=len(open_summaries),
-                )
-                if await self.store.write_summary(resource_id, thread_id, summary, [m.seq for m in open_summaries]):
-                    report["merges"] += 1
-        except Exception as exc:  # noqa: BLE001 - recorded; the next pass retries
-            report["failures"] += 1
-            await self.store.log_consolidation(
-                resource_id, thread_id, "summary", "failed", f"{type(exc).__name__}: {exc}"
-            )
-            log.warning("summary of %s/%s failed: %s", resource_id, thread_id, exc)
-        finally:
-            await self.store.release_consolidation(resource_id, thread_id)
-
-    async def _needs_consolidation(self, resource_id: str, thread_id: str) -> bool:
-        settings = self.consolidation
-        count = settings.token_counter
-        free = await self.store.unconsolidated(resource_id, thread_id)
-        if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
-            return True
-        open_summaries = [m for m, merged in await self.store.summaries(resource_id, thread_id) if not merged]
-        return (
-            len(open_summaries) > 1
-            and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
-        )
-
-    async def _summarize(self, messages: list[Message], *, merging: bool = False) -> tuple[str, str]:
-        settings = self.consolidation
-        if settings.fast_model is not None:
-            text = await ask_model(
-                settings.fast_model, SUMMARY_PROMPT, transcript(messages), settings.model_timeout_seconds
-            )
-            return text, "model"
-        if merging:  # the bullets of the summaries are the sentences to choose from
-            lines = [
-                Message.assistant(line.lstrip("- ").split(": ", 1)[-1], importance=0.6)
-                for m in messages
-                for line in m.content.splitlines()
-                if line.strip()
-            ]
-            return extractive_summary(lines), "extractive"
-        return extractive_summary(messages), "extractive"
-
-    async def _extract_facts(self, resource_id: str | None, report: dict[str, int]) -> None:
-        settings = self.consolidation
-        candidates = await self.store.fact_candidates(resource_id, settings.fact_min_importance, 50)
-        by_resource: dict[str, list[Message]] = {}
-        for rid, m in candidates:
-            by_resource.setdefault(rid, []).append(m)
-        for rid, msgs in by_resource.items():
-            text = "\n".join(f"- {m.content}" for m in msgs)
-            try:
-                answer = await ask_model(settings.fast_model, FACTS_PROMPT, text, settings.model_timeout_seconds)
-                facts = parse_facts(answer)
-                if facts is None:
-                    raise ValueError(f"not a JSON array of facts: {answer[:200]!r}")
-            except Exception as exc:  # noqa: BLE001 - recorded; nothing marked, so retried next pass
-                report["failures"] += 1
-                await self.store.log_consolidation(rid, None, "facts", "failed", f"{type(exc).__name__}: {exc}")
-                continue
-            for fact in facts:
-                try:
-                    await self.remember_fact(resource_id=rid, source="consolidation", **fact)
-                    report["facts"] += 1
-                except UsageError as exc:
-                    log.info("skipped an extracted fact: %s", exc)
-            await self.store.mark_facts_extracted(rid, [m.seq for m in msgs])
 
     # -- recall -----------------------------------------------------------------------
 
@@ -568,97 +460,16 @@ class Memory:
         for name, value in (("recent", recent), ("salient", salient), ("relevant", relevant), ("lexical", lexical)):
             if not isinstance(value, int) or value < 0:
                 raise UsageError(f"{name} must be a non-negative integer, not {value!r}")
-        within = thread_id if scope == "thread" else None
-        legs = await asyncio.gather(
-            self._recent(resource_id, thread_id, recent),
-            self._salient(resource_id, within, salient),
-            self._relevant(resource_id, within, query, relevant, min_similarity),
-            self._lexical(resource_id, within, query, lexical),
+        return await self.retriever.recall(
+            resource_id=resource_id,
+            query=query,
+            thread_id=thread_id,
+            within=thread_id if scope == "thread" else None,
+            limits={"recent": recent, "salient": salient, "relevant": relevant, "lexical": lexical},
+            min_similarity=min_similarity,
+            message_range=message_range,
+            top=top,
         )
-        found: dict[int, tuple[str, Message]] = {}
-        ranked: dict[int, dict[str, tuple[int, float]]] = {}
-        pending: list[int] = []
-        for name, hits in zip(("recent", "salient", "relevant", "lexical"), legs, strict=True):
-            for rank, (seq, value, pair) in enumerate(hits):
-                ranked.setdefault(seq, {})[name] = (rank, value)
-                if pair is not None:
-                    found[seq] = pair
-                elif seq not in found:
-                    pending.append(seq)
-        missing = [s for s in dict.fromkeys(pending) if s not in found]
-        for tid, m in await self.store.get_by_seq(resource_id, missing):
-            found[m.seq] = (tid, m)
-        results = [
-            Recalled(
-                message=found[seq][1],
-                thread_id=found[seq][0],
-                reasons=frozenset(legs_of),
-                score=sum(_recall.LEG_WEIGHTS[leg] / (_recall.RRF_K + rank + 1) for leg, (rank, _) in legs_of.items()),
-                scores={leg: value for leg, (_, value) in legs_of.items()},
-            )
-            for seq, legs_of in ranked.items()
-            if seq in found  # a message deleted since its vector was cached
-        ]
-        if top is not None:
-            results = sorted(results, key=lambda r: -r.score)[:top]
-        if message_range:
-            results += await self._context(resource_id, results, message_range)
-        return _conversation_order(results)
-
-    async def _recent(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
-        if not n or thread_id is None:
-            return []
-        window = await self.store.read(resource_id, thread_id, max(4 * n, 50))
-        replies = [m for m in window if m.role == "user" or (m.role == "assistant" and not m.tool_calls)][-n:]
-        return [(m.seq, 1.0, (thread_id, m)) for m in reversed(replies)]
-
-    async def _salient(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
-        if not n:
-            return []
-        hits = await self.store.salient(resource_id, SALIENT, n, thread_id)
-        return [(m.seq, m.importance or 0.0, (tid, m)) for tid, m in hits]
-
-    async def _relevant(
-        self, resource_id: str, thread_id: str | None, query: str, n: int, min_similarity: float
-    ) -> list[tuple[int, float, Any]]:
-        if not n or not query.strip() or not self.indexer.active:
-            return []
-        try:
-            (vector,) = await asyncio.to_thread(self.embedder.embed, [query])
-        except Exception as exc:  # noqa: BLE001 - the model may be missing; recall goes on without this leg
-            from .errors import EmbeddingUnavailable
-
-            if isinstance(exc, EmbeddingUnavailable) and self.indexer.unavailable is None:
-                self.indexer.unavailable = str(exc)
-                log.warning("embeddings are off: %s; recall falls back to lexical and salient search", exc)
-            elif not isinstance(exc, EmbeddingUnavailable):
-                log.warning("query embedding failed: %s", exc)
-            return []
-        hits = await self.vectors.search(
-            self.store, resource_id, self.embedder.name, self.embedder.dim, vector, n, min_similarity, thread_id
-        )
-        return [(seq, sim, None) for seq, sim in hits]
-
-    async def _lexical(
-        self, resource_id: str, thread_id: str | None, query: str, n: int
-    ) -> list[tuple[int, float, Any]]:
-        terms = list(dict.fromkeys(tokenize(query)))[:32]
-        if not n or not terms:
-            return []
-        return [(seq, score, None) for seq, score in await self.store.lexical_search(resource_id, terms, n, thread_id)]
-
-    async def _context(
-        self, resource_id: str, hits: list[Recalled], message_range: tuple[int, int] | int
-    ) -> list[Recalled]:
-        before, after = (message_range, message_range) if isinstance(message_range, int) else message_range
-        have = {r.message.seq for r in hits}
-        extra: list[Recalled] = []
-        for r in hits:
-            for m in await self.store.neighbours(resource_id, r.thread_id, r.message.seq, before, after):
-                if m.seq not in have:
-                    have.add(m.seq)
-                    extra.append(Recalled(message=m, thread_id=r.thread_id, reasons=frozenset({"context"}), score=0.0))
-        return extra
 
 
 def open_store(url: str | Any, **options: Any) -> Store:
@@ -698,14 +509,6 @@ def open_store(url: str | Any, **options: Any) -> Store:
     from .stores.sqlite import SQLiteStore
 
     return SQLiteStore(path, **{**query, **options})
-
-
-def _conversation_order(hits: list[Recalled]) -> list[Recalled]:
-    """Thread by thread (threads in order of their first hit), then by sequence."""
-    first: dict[str, int] = {}
-    for r in sorted(hits, key=lambda r: r.message.seq or 0):
-        first.setdefault(r.thread_id, r.message.seq or 0)
-    return sorted(hits, key=lambda r: (first[r.thread_id], r.message.seq or 0))
 
 
 class _Connect:

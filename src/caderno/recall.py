@@ -21,15 +21,21 @@ matrix-vector product over that resource alone.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._text import tokenize
+from .importance import SALIENT
 from .messages import Message
 from .stores.base import Store
 
-__all__ = ["DEFAULT_MIN_SIMILARITY", "LEG_WEIGHTS", "RRF_K", "Recalled", "VectorIndex"]
+__all__ = ["DEFAULT_MIN_SIMILARITY", "LEG_WEIGHTS", "RRF_K", "Recalled", "Retriever", "VectorIndex"]
+
+log = logging.getLogger("caderno.recall")
 
 #: Cosine threshold of the relevant leg. Questions and the statements that
 #: answer them are far apart for this model (median 0.47, p10 0.32 on
@@ -171,3 +177,131 @@ class VectorIndex:
                 keep = keep[np.argpartition(-sims[keep], k - 1)[:k]]
             keep = keep[np.argsort(-sims[keep], kind="stable")]
             return [(int(entry.seqs[i]), float(sims[i])) for i in keep]
+
+
+class Retriever:
+    """The four legs and their fusion, over one store (used by ``Memory.recall``)."""
+
+    def __init__(self, store: Store, indexer: Any, vectors: VectorIndex) -> None:
+        self.store = store
+        self.indexer = indexer
+        self.vectors = vectors
+
+    async def recall(
+        self,
+        *,
+        resource_id: str,
+        query: str,
+        thread_id: str | None,
+        within: str | None,
+        limits: dict[str, int],
+        min_similarity: float,
+        message_range: tuple[int, int] | int | None,
+        top: int | None,
+    ) -> list[Recalled]:
+        """Run the legs concurrently, fuse by weighted reciprocal rank, order by conversation."""
+        legs = await asyncio.gather(
+            self._recent(resource_id, thread_id, limits["recent"]),
+            self._salient(resource_id, within, limits["salient"]),
+            self._relevant(resource_id, within, query, limits["relevant"], min_similarity),
+            self._lexical(resource_id, within, query, limits["lexical"]),
+        )
+        found: dict[int, tuple[str, Message]] = {}
+        ranked: dict[int, dict[str, tuple[int, float]]] = {}
+        pending: list[int] = []
+        for name, hits in zip(("recent", "salient", "relevant", "lexical"), legs, strict=True):
+            for rank, (seq, value, pair) in enumerate(hits):
+                ranked.setdefault(seq, {})[name] = (rank, value)
+                if pair is not None:
+                    found[seq] = pair
+                elif seq not in found:
+                    pending.append(seq)
+        missing = [s for s in dict.fromkeys(pending) if s not in found]
+        for tid, m in await self.store.get_by_seq(resource_id, missing):
+            found[m.seq] = (tid, m)
+        results = [
+            Recalled(
+                message=found[seq][1],
+                thread_id=found[seq][0],
+                reasons=frozenset(legs_of),
+                score=sum(LEG_WEIGHTS[leg] / (RRF_K + rank + 1) for leg, (rank, _) in legs_of.items()),
+                scores={leg: value for leg, (_, value) in legs_of.items()},
+            )
+            for seq, legs_of in ranked.items()
+            if seq in found  # a message deleted since its vector was cached
+        ]
+        if top is not None:
+            results = sorted(results, key=lambda r: -r.score)[:top]
+        if message_range:
+            results += await self._context(resource_id, results, message_range)
+        return _conversation_order(results)
+
+    async def _recent(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
+        if not n or thread_id is None:
+            return []
+        window = await self.store.read(resource_id, thread_id, max(4 * n, 50))
+        replies = [m for m in window if m.role == "user" or (m.role == "assistant" and not m.tool_calls)][-n:]
+        return [(m.seq, 1.0, (thread_id, m)) for m in reversed(replies)]
+
+    async def _salient(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
+        if not n:
+            return []
+        hits = await self.store.salient(resource_id, SALIENT, n, thread_id)
+        return [(m.seq, m.importance or 0.0, (tid, m)) for tid, m in hits]
+
+    async def _relevant(
+        self, resource_id: str, thread_id: str | None, query: str, n: int, min_similarity: float
+    ) -> list[tuple[int, float, Any]]:
+        if not n or not query.strip() or not self.indexer.active:
+            return []
+        try:
+            (vector,) = await asyncio.to_thread(self.indexer.embedder.embed, [query])
+        except Exception as exc:  # noqa: BLE001 - the model may be missing; recall goes on without this leg
+            from .errors import EmbeddingUnavailable
+
+            if isinstance(exc, EmbeddingUnavailable) and self.indexer.unavailable is None:
+                self.indexer.unavailable = str(exc)
+                log.warning("embeddings are off: %s; recall falls back to lexical and salient search", exc)
+            elif not isinstance(exc, EmbeddingUnavailable):
+                log.warning("query embedding failed: %s", exc)
+            return []
+        hits = await self.vectors.search(
+            self.store,
+            resource_id,
+            self.indexer.embedder.name,
+            self.indexer.embedder.dim,
+            vector,
+            n,
+            min_similarity,
+            thread_id,
+        )
+        return [(seq, sim, None) for seq, sim in hits]
+
+    async def _lexical(
+        self, resource_id: str, thread_id: str | None, query: str, n: int
+    ) -> list[tuple[int, float, Any]]:
+        terms = list(dict.fromkeys(tokenize(query)))[:32]
+        if not n or not terms:
+            return []
+        return [(seq, score, None) for seq, score in await self.store.lexical_search(resource_id, terms, n, thread_id)]
+
+    async def _context(
+        self, resource_id: str, hits: list[Recalled], message_range: tuple[int, int] | int
+    ) -> list[Recalled]:
+        before, after = (message_range, message_range) if isinstance(message_range, int) else message_range
+        have = {r.message.seq for r in hits}
+        extra: list[Recalled] = []
+        for r in hits:
+            for m in await self.store.neighbours(resource_id, r.thread_id, r.message.seq, before, after):
+                if m.seq not in have:
+                    have.add(m.seq)
+                    extra.append(Recalled(message=m, thread_id=r.thread_id, reasons=frozenset({"context"}), score=0.0))
+        return extra
+
+
+def _conversation_order(hits: list[Recalled]) -> list[Recalled]:
+    """Thread by thread (threads in order of their first hit), then by sequence."""
+    first: dict[str, int] = {}
+    for r in sorted(hits, key=lambda r: r.message.seq or 0):
+        first.setdefault(r.thread_id, r.message.seq or 0)
+    return sorted(hits, key=lambda r: (first[r.thread_id], r.message.seq or 0))
