@@ -4,13 +4,15 @@ Monday a couple tells the agent what they spend, earn and save for; the
 process ends. Wednesday a new process opens the same file and, in a new
 thread, asks "e a meta de Amsterdam, lembra?". The model answers from the
 working-memory block it received — shown on screen — not from a script.
+Then it is asked about June's spending, which only Monday's thread holds:
+automatic recall (local embeddings and full text) brings it into the prompt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .agent.chat import WM_HEADER, AgentChat
+from .agent.chat import RECALL_HEADER, WM_HEADER, AgentChat, RecallSettings
 from .examples.household import BudgetTool, HouseholdModel, WorkingMemory
 from .memory import connect
 
@@ -22,14 +24,16 @@ MONDAY = [
     "EUR 6.000 até 2026-09-01. Já guardamos EUR 500.",
 ]
 WEDNESDAY = "e a meta de Amsterdam, lembra?"
+WEDNESDAY_RECALL = "E quanto foi mesmo o gasto de junho?"
 
 
-def _chat(memory: object, model: HouseholdModel) -> AgentChat:
+def _chat(memory: object, model: HouseholdModel, *, recall: bool = False) -> AgentChat:
     return AgentChat(
         model=model,
         memory=memory,  # type: ignore[arg-type]
         tools=[BudgetTool()],
         instructions="Você é o assistente financeiro da casa. Responda em português.",
+        recall=RecallSettings(top=3) if recall else None,
     )
 
 
@@ -44,6 +48,7 @@ async def monday(db: str, echo: Callable[[str], None]) -> None:
             for call in result.tool_calls:
                 echo(f"  (ferramenta {call.name} {call.args})")
             echo(f"  agente:  {result.reply.content}")
+        await memory.flush()  # embed Monday's messages (local model) before the process ends
 
 
 async def wednesday(db: str, echo: Callable[[str], None]) -> None:
@@ -59,3 +64,13 @@ async def wednesday(db: str, echo: Callable[[str], None]) -> None:
                 echo("    " + block.replace("\n", "\n    "))
         echo(f"  casal:   {WEDNESDAY}")
         echo(f"  agente:  {result.reply.content}")
+        echo("")
+        model2 = HouseholdModel()
+        result2 = await _chat(memory, model2, recall=True).ask(
+            messages=WEDNESDAY_RECALL, resource_id=RESOURCE, thread_id="quarta"
+        )
+        block = next((m.content for m in model2.requests[0] if m.content.startswith(RECALL_HEADER)), None)
+        echo("  o que a memória de longo prazo (busca local por sentido e por palavras) trouxe:")
+        echo("    " + (block or "(nada)").replace("\n", "\n    "))
+        echo(f"  casal:   {WEDNESDAY_RECALL}")
+        echo(f"  agente:  {result2.reply.content}")

@@ -28,6 +28,9 @@ def test_demo_remembers_on_wednesday_from_what_it_received(tmp_path: Path) -> No
     assert '"name": "Amsterdam"' in wednesday  # the block the model received is printed
     assert "Lembro sim! A meta Amsterdam é juntar EUR 6000 até 2026-09-01" in wednesday
     assert "R$ 14.000,00" in wednesday
+    # June's spending lives only in Monday's thread: recall brings it to Wednesday's prompt.
+    assert "Remembered from earlier conversations" in wednesday
+    assert "Pelo que conversamos em" in wednesday and "R$ 6.778,30" in wednesday.split("gasto de junho?")[1]
     # Take the goal out of working memory: Wednesday's answer changes with it.
     assert caderno("wm", "patch", "casa-gabriel", '{"activeGoals": null}', db=db).returncode == 0
     again = caderno("demo", "--day", "wednesday", db=db)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..agent.chat import WM_HEADER
+from ..agent.chat import RECALL_HEADER, WM_HEADER
 from ..agent.tools import ToolSpec, tool
 from ..messages import Message, ToolCall
 
@@ -120,6 +120,8 @@ class HouseholdModel:
         goal = re.search(r"meta (?:de |do |da |para )?([A-ZÀ-Ú][\wÀ-ú]+)", text)
         if goal:
             return Message.assistant(self._about_goal(goal.group(1), read_working_memory(messages)))
+        if re.search(r"gast", text, re.I):
+            return Message.assistant(self._from_recall(messages))
         return Message.assistant("Não entendi. Pode me contar de outro jeito?")
 
     def _patch_from(self, text: str) -> dict[str, Any]:
@@ -160,6 +162,15 @@ class HouseholdModel:
             + (f"Renda de {_brl(income)} por mês. " if income else "")
             + (f"Metas: {goals}." if goals else "")
         )
+
+    def _from_recall(self, messages: list[Message]) -> str:
+        """Answer a spending question from the "Remembered from earlier conversations" block."""
+        block = next((m.content for m in messages if m.role == "system" and m.content.startswith(RECALL_HEADER)), "")
+        for line in block.splitlines():
+            found = re.search(r"\[(\d{4}-\d{2}-\d{2}), thread '([^']+)'\] assistant: (.*gastaram.*)", line)
+            if found:
+                return f"Pelo que conversamos em {found.group(1)} (conversa '{found.group(2)}'): {found.group(3)}"
+        return "Não encontrei esse gasto nas nossas conversas anteriores."
 
     def _about_goal(self, name: str, wm: dict[str, Any] | None) -> str:
         goals = (wm or {}).get("activeGoals") or []
