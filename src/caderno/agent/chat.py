@@ -3,17 +3,22 @@
 ``AgentChat`` keeps no per-conversation state, so one instance serves any
 number of concurrent conversations. Per turn it:
 
-1. loads the thread's recent history;
-2. loads the resource's working memory;
-3. builds the prompt: instructions, the working-memory block (with its JSON
-   shape when a schema is set), history, the new messages;
+1. loads the thread's recent history (turns already summarised show as
+   their summary);
+2. loads the resource's working memory, notebook snapshot, known facts and,
+   when enabled, what recall finds in earlier conversations;
+3. builds the prompt with ``caderno.context.build_prompt``: the blocks in
+   priority order, then the newest history that fits the token budget, then
+   the turn (rebuilt before every model call, as the turn grows);
 4. runs the model <-> tool loop, at most ``max_steps`` model calls;
 5. persists the whole turn in one ``append_messages`` call;
-6. applies the ``update_working_memory`` patches the model made.
+6. applies the ``update_working_memory`` patches the model made, and
+   schedules the thread's consolidation in the background.
 
 A turn that fails before step 5 persists nothing. Patches are validated
 during the loop (so the model hears about a bad one at once) but written
-only after the turn is stored, so a failed turn changes nothing.
+only after the turn is stored, so a failed turn changes nothing. (Notebook
+writes are files and happen at once; see ``_notebook_call``.)
 """
 
 from __future__ import annotations
