@@ -9,7 +9,7 @@ from typing import Any
 
 from .._time import to_iso, utcnow
 from ..messages import Fact, Message
-from ._rows import EVENT_COLUMNS, event_row, row_to_message
+from ._rows import EVENT_COLUMNS, event_row, row_to_fact, row_to_message
 
 
 class _PostgresConsolidation:
@@ -57,18 +57,7 @@ class _PostgresConsolidation:
                 sql += " AND category = %s"
                 params.append(category)
             rows = await (await conn.execute(sql + " ORDER BY updated_at DESC, category, key", params)).fetchall()
-            return [
-                Fact(
-                    resource_id=resource_id,
-                    category=r[0],
-                    key=r[1],
-                    value=r[2],
-                    source=r[3],
-                    created_at=r[4],
-                    updated_at=r[5],
-                )
-                for r in rows
-            ]
+            return [row_to_fact(resource_id, r) for r in rows]
 
         return await self._tx(run, write=False, transaction=False)
 

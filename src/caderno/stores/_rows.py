@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from .._time import from_iso, to_iso
-from ..messages import Message, ToolCall
+from ..messages import Fact, Message, Thread, ToolCall
 
 #: Column order used by every SELECT that builds messages.
 EVENT_COLUMNS = "seq, id, role, content, tool_calls, tool_call_id, name, importance, created_at, metadata"
@@ -44,8 +44,41 @@ def row_to_message(row: Any) -> Message:
         tool_call_id=call_id,
         name=name,
         id=id_,
-        created_at=from_iso(created) if isinstance(created, str) else created,
+        created_at=_when(created),
         importance=importance,
         metadata=loads(metadata),
         seq=seq,
+    )
+
+
+def _when(value: Any) -> Any:
+    """SQLite hands back RFC 3339 text, PostgreSQL datetimes: both become datetimes."""
+    return from_iso(value) if isinstance(value, str) else value
+
+
+def row_to_thread(resource_id: str, row: Any) -> Thread:
+    """(thread_id, title, metadata, created_at, updated_at, message_count) -> Thread."""
+    thread_id, title, metadata, created, updated, count = row
+    return Thread(
+        id=thread_id,
+        resource_id=resource_id,
+        title=title,
+        metadata=loads(metadata),
+        created_at=_when(created),
+        updated_at=_when(updated),
+        message_count=count,
+    )
+
+
+def row_to_fact(resource_id: str, row: Any) -> Fact:
+    """(category, key, value, source, created_at, updated_at) -> Fact."""
+    category, key, value, source, created, updated = row
+    return Fact(
+        resource_id=resource_id,
+        category=category,
+        key=key,
+        value=value,
+        source=source,
+        created_at=_when(created),
+        updated_at=_when(updated),
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._time import from_iso, to_iso, utcnow
 from ..messages import Fact, Message
-from ._rows import EVENT_COLUMNS, event_params, row_to_message
+from ._rows import EVENT_COLUMNS, event_params, row_to_fact, row_to_message
 
 
 class _SQLiteConsolidation:
@@ -58,18 +58,7 @@ class _SQLiteConsolidation:
                 sql += " AND category = ?"
                 params.append(category)
             rows = conn.execute(sql + " ORDER BY updated_at DESC, category, key", params).fetchall()
-            return [
-                Fact(
-                    resource_id=resource_id,
-                    category=r[0],
-                    key=r[1],
-                    value=r[2],
-                    source=r[3],
-                    created_at=from_iso(r[4]),
-                    updated_at=from_iso(r[5]),
-                )
-                for r in rows
-            ]
+            return [row_to_fact(resource_id, r) for r in rows]
 
         return await self._read(run)
 

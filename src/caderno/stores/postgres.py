@@ -27,7 +27,7 @@ from ..messages import Message, Thread, WorkingMemory
 from ._postgres_consolidation import _PostgresConsolidation
 from ._postgres_recall import _PostgresRecall
 from ._postgres_schema import MIGRATION_LOCK, MIGRATIONS
-from ._rows import EVENT_COLUMNS, dumps, event_params, event_row, loads, row_to_message
+from ._rows import EVENT_COLUMNS, dumps, event_params, event_row, loads, row_to_message, row_to_thread
 from .base import ResourceDump, WorkingMemoryUpdate
 
 T = TypeVar("T")
@@ -251,18 +251,7 @@ class PostgresStore(_PostgresRecall, _PostgresConsolidation):
                     (resource_id,),
                 )
             ).fetchall()
-            return [
-                Thread(
-                    id=r[0],
-                    resource_id=resource_id,
-                    title=r[1],
-                    metadata=loads(r[2]),
-                    created_at=r[3],
-                    updated_at=r[4],
-                    message_count=r[5],
-                )
-                for r in rows
-            ]
+            return [row_to_thread(resource_id, r) for r in rows]
 
         return await self._tx(run, write=False)
 

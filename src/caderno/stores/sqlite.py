@@ -36,7 +36,7 @@ from ..errors import Conflict, StorageError, UsageError
 from ..messages import Message, Thread, WorkingMemory
 from . import _sqlite_schema
 from ._cache import RecentCache
-from ._rows import EVENT_COLUMNS, dumps, event_params, loads, row_to_message
+from ._rows import EVENT_COLUMNS, dumps, event_params, loads, row_to_message, row_to_thread
 from ._sqlite_consolidation import _SQLiteConsolidation
 from ._sqlite_recall import _SQLiteRecall
 from .base import ResourceDump, WorkingMemoryUpdate
@@ -321,18 +321,7 @@ class SQLiteStore(_SQLiteRecall, _SQLiteConsolidation):
                 "FROM threads t WHERE t.resource_id = ? ORDER BY updated_at DESC, t.thread_id DESC",
                 (resource_id,),
             ).fetchall()
-            return [
-                Thread(
-                    id=r[0],
-                    resource_id=resource_id,
-                    title=r[1],
-                    metadata=loads(r[2]),
-                    created_at=from_iso(r[3]),
-                    updated_at=from_iso(r[4]),
-                    message_count=r[5],
-                )
-                for r in rows
-            ]
+            return [row_to_thread(resource_id, r) for r in rows]
 
         return await self._read(run)
 
