@@ -37,15 +37,8 @@ class _PostgresConsolidation:
                     "value = excluded.value, source = excluded.source, updated_at = excluded.updated_at",
                     (resource_id, category, key, value, source, old[3] if old else now, now),
                 )
-            return Fact(
-                resource_id=resource_id,
-                category=category,
-                key=key,
-                value=value,
-                source=source,
-                created_at=old[3] if old else now,
-                updated_at=now if changed else old[2],
-            )
+            created, updated = (old[3] if old else now), (now if changed else old[2])
+            return row_to_fact(resource_id, (category, key, value, source, created, updated))
 
         return await self._tx(run)
 

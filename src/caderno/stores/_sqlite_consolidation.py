@@ -10,7 +10,7 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
-from .._time import from_iso, to_iso, utcnow
+from .._time import to_iso, utcnow
 from ..messages import Fact, Message
 from ._rows import EVENT_COLUMNS, event_params, row_to_fact, row_to_message
 
@@ -38,15 +38,7 @@ class _SQLiteConsolidation:
                     (resource_id, category, key, value, source, created, now),
                 )
             updated = now if old is None or old[0] != value or old[1] != source else old[2]
-            return Fact(
-                resource_id=resource_id,
-                category=category,
-                key=key,
-                value=value,
-                source=source,
-                created_at=from_iso(created),
-                updated_at=from_iso(updated),
-            )
+            return row_to_fact(resource_id, (category, key, value, source, created, updated))
 
         return await self._write(run)
 
