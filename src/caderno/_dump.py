@@ -5,10 +5,15 @@
     {"format": "caderno.resource", "version": 1, "resource_id": "...",
      "working_memory": {"data": {...}, "version": 3, "updated_at": "..."} | null,
      "working_memory_log": [{"version": 1, "patch": {...}, "source": "...", "created_at": "..."}],
+     "facts": [{"category", "key", "value", "source", "created_at", "updated_at"}],
+     "fact_history": [{"category", "key", "value", "source", "valid_from", "replaced_at"}],
      "threads": [{"id": "...", "title": null, "metadata": null, "created_at": "...",
                   "updated_at": "...", "messages": [Message.to_dict(), ...]}]}
 
 Messages keep their ids, times and order, so an import is an exact restore.
+``facts`` and ``fact_history`` may be absent (exports made before facts
+existed). Summaries are not exported: they are derived from the messages and
+the next consolidation pass writes them again.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from .errors import UsageError
 from .messages import Message
 
 FORMAT = "caderno.resource"
+FACT_FIELDS = ("category", "key", "value", "source", "created_at", "updated_at")
+FACT_HISTORY_FIELDS = ("category", "key", "value", "source", "valid_from", "replaced_at")
 VERSION = 1
 
 
@@ -29,6 +36,8 @@ def new_dump(resource_id: str) -> dict[str, Any]:
         "resource_id": resource_id,
         "working_memory": None,
         "working_memory_log": [],
+        "facts": [],
+        "fact_history": [],
         "threads": [],
     }
 
@@ -56,6 +65,12 @@ def check_dump(data: Any) -> dict[str, Any]:
             raise UsageError(f"export thread {thread['id']!r} holds a malformed message: {exc}") from None
         if any(m.id is None or m.created_at is None for m in thread["_parsed"]):
             raise UsageError(f"export thread {thread['id']!r} holds a message without id or created_at")
+    for name, fields in (("facts", FACT_FIELDS), ("fact_history", FACT_HISTORY_FIELDS)):
+        items = data.get(name) or []
+        if not isinstance(items, list) or any(
+            not isinstance(i, dict) or any(not isinstance(i.get(f), str) for f in fields) for i in items
+        ):
+            raise UsageError(f"export {name} must be a list of objects with text fields {', '.join(fields)}")
     wm = data.get("working_memory")
     if wm is not None and not (isinstance(wm, dict) and isinstance(wm.get("data"), dict)):
         raise UsageError("export working_memory must be an object with a data object")

@@ -165,6 +165,21 @@ class InMemoryStore:
                 "updated_at": to_iso(res.wm_updated_at),
             }
         dump["working_memory_log"] = [{**e, "created_at": to_iso(e["created_at"])} for e in copy.deepcopy(res.log)]
+        dump["facts"] = [
+            {
+                "category": f.category,
+                "key": f.key,
+                "value": f.value,
+                "source": f.source,
+                "created_at": to_iso(f.created_at),
+                "updated_at": to_iso(f.updated_at),
+            }
+            for f in sorted(res.facts.values(), key=lambda f: (f.category, f.key))
+        ]
+        dump["fact_history"] = [
+            {k: h[k] for k in ("category", "key", "value", "source", "valid_from", "replaced_at")}
+            for h in res.fact_history
+        ]
         for tid, t in sorted(res.threads.items(), key=lambda kv: kv[1].messages[0].seq if kv[1].messages else 0):
             dump["threads"].append(
                 {
@@ -189,6 +204,17 @@ class InMemoryStore:
                 res.wm, res.version = copy.deepcopy(wm["data"]), int(wm["version"])
                 res.wm_updated_at = from_iso(wm["updated_at"]) if wm.get("updated_at") else utcnow()
             res.log = [{**e, "created_at": from_iso(e["created_at"])} for e in dump.get("working_memory_log") or []]
+            for f in dump.get("facts") or []:
+                res.facts[(f["category"], f["key"])] = Fact(
+                    resource_id=resource_id,
+                    category=f["category"],
+                    key=f["key"],
+                    value=f["value"],
+                    source=f["source"],
+                    created_at=from_iso(f["created_at"]),
+                    updated_at=from_iso(f["updated_at"]),
+                )
+            res.fact_history = [dict(h) for h in dump.get("fact_history") or []]
             for t in dump["threads"]:
                 msgs = []
                 for m in t["_parsed"]:

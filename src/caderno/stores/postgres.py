@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._dump import new_dump
+from .._dump import FACT_FIELDS, FACT_HISTORY_FIELDS, new_dump
 from .._time import from_iso, to_iso, utcnow
 from ..errors import Conflict, MissingExtra, SchemaTooNew, StorageError, UsageError
 from ..messages import Message, Thread, WorkingMemory
@@ -361,6 +361,24 @@ class PostgresStore(_PostgresRecall, _PostgresConsolidation):
             dump["working_memory_log"] = [
                 {"version": v, "patch": loads(p), "source": s, "created_at": to_iso(c)} for v, p, s, c in log
             ]
+            facts = await (
+                await conn.execute(
+                    "SELECT category, key, value, source, created_at, updated_at FROM facts "
+                    "WHERE resource_id = %s ORDER BY category, key",
+                    (resource_id,),
+                )
+            ).fetchall()
+            dump["facts"] = [dict(zip(FACT_FIELDS, (*r[:4], to_iso(r[4]), to_iso(r[5])), strict=True)) for r in facts]
+            history = await (
+                await conn.execute(
+                    "SELECT category, key, value, source, valid_from, replaced_at FROM facts_history "
+                    "WHERE resource_id = %s ORDER BY id",
+                    (resource_id,),
+                )
+            ).fetchall()
+            dump["fact_history"] = [
+                dict(zip(FACT_HISTORY_FIELDS, (*r[:4], to_iso(r[4]), to_iso(r[5])), strict=True)) for r in history
+            ]
             threads = await (
                 await conn.execute(
                     "SELECT t.thread_id, t.title, t.metadata, t.created_at, "
@@ -426,6 +444,21 @@ class PostgresStore(_PostgresRecall, _PostgresConsolidation):
                     "VALUES (%s, %s, %s, %s, %s)",
                     (resource_id, e["version"], dumps(e["patch"]), e["source"], from_iso(e["created_at"])),
                 )
+            async with conn.cursor() as cur:
+                facts = dump.get("facts") or []
+                if facts:
+                    await cur.executemany(
+                        "INSERT INTO facts (resource_id, category, key, value, source, created_at, updated_at) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        [(resource_id, *(f[k] for k in FACT_FIELDS)) for f in facts],
+                    )
+                history = dump.get("fact_history") or []
+                if history:
+                    await cur.executemany(
+                        "INSERT INTO facts_history (resource_id, category, key, value, source, valid_from, replaced_at) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        [(resource_id, *(h[k] for k in FACT_HISTORY_FIELDS)) for h in history],
+                    )
             for t in dump["threads"]:
                 await conn.execute(
                     "INSERT INTO threads (resource_id, thread_id, title, metadata, created_at) "

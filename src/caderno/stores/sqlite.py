@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from .._dump import FACT_FIELDS, FACT_HISTORY_FIELDS
 from .._time import from_iso, to_iso, utcnow
 from ..errors import Conflict, StorageError, UsageError
 from ..messages import Message, Thread, WorkingMemory
@@ -423,6 +424,22 @@ class SQLiteStore(_SQLiteRecall, _SQLiteConsolidation):
                     (resource_id,),
                 )
             ]
+            dump["facts"] = [
+                dict(zip(FACT_FIELDS, r, strict=True))
+                for r in conn.execute(
+                    "SELECT category, key, value, source, created_at, updated_at FROM facts "
+                    "WHERE resource_id = ? ORDER BY category, key",
+                    (resource_id,),
+                )
+            ]
+            dump["fact_history"] = [
+                dict(zip(FACT_HISTORY_FIELDS, r, strict=True))
+                for r in conn.execute(
+                    "SELECT category, key, value, source, valid_from, replaced_at FROM facts_history "
+                    "WHERE resource_id = ? ORDER BY id",
+                    (resource_id,),
+                )
+            ]
             threads = conn.execute(
                 "SELECT t.thread_id, t.title, t.metadata, t.created_at, "
                 f"coalesce(({_LAST_EVENT_TIME}), t.created_at) FROM threads t "
@@ -476,6 +493,16 @@ class SQLiteStore(_SQLiteRecall, _SQLiteConsolidation):
                     "INSERT INTO working_memory_log (resource_id, version, patch, source, created_at) VALUES (?,?,?,?,?)",
                     (resource_id, e["version"], dumps(e["patch"]), e["source"], e["created_at"]),
                 )
+            conn.executemany(
+                "INSERT INTO facts (resource_id, category, key, value, source, created_at, updated_at) "
+                "VALUES (?,?,?,?,?,?,?)",
+                [(resource_id, *(f[k] for k in FACT_FIELDS)) for f in dump.get("facts") or []],
+            )
+            conn.executemany(
+                "INSERT INTO facts_history (resource_id, category, key, value, source, valid_from, replaced_at) "
+                "VALUES (?,?,?,?,?,?,?)",
+                [(resource_id, *(h[k] for k in FACT_HISTORY_FIELDS)) for h in dump.get("fact_history") or []],
+            )
             for t in dump["threads"]:
                 conn.execute(
                     "INSERT INTO threads (resource_id, thread_id, title, metadata, created_at) VALUES (?,?,?,?,?)",
