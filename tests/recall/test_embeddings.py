@@ -26,8 +26,9 @@ def test_minilm_quality_and_shape() -> None:
 
 def test_padding_is_dynamic_and_truncation_is_256() -> None:
     e = default_embedder().load()
+    assert e._tokenizer.padding is None  # the file's fixed 128-token padding is off
     short = e._tokenizer.encode_batch(["oi", "tudo bem?"])
-    assert len(short[0].ids) == len(short[1].ids) < 16  # padded to the longest, not to 128
+    assert len(short[0].ids) < len(short[1].ids) < 16  # each text its own length; padding happens per sub-batch
     long = e._tokenizer.encode_batch(["palavra " * 1000])
     assert len(long[0].ids) == 256
     # Same vector alone or in a batch with a longer text: padding is masked out.
