@@ -53,7 +53,8 @@ class InMemoryStore:
     def __init__(self) -> None:
         self._resources: dict[str, _Resource] = {}
         self._seq = 0
-        self._queue: dict[int, dict[str, Any]] = {}  # seq -> attempts, not_before (monotonic), error
+        # seq -> {resource_id, thread_id, message, attempts, not_before (monotonic), error}
+        self._queue: dict[int, dict[str, Any]] = {}
         self._vectors: dict[tuple[int, str], tuple[int, str, bytes]] = {}  # (seq, model) -> (feed id, rid, vector)
         self._feed = 0
         self._lock = asyncio.Lock()
@@ -77,14 +78,32 @@ class InMemoryStore:
             for m in messages:
                 self._seq += 1
                 stored.append(m._stamped(seq=self._seq))
-                self._enqueue(stored[-1])
+                self._enqueue(resource_id, thread_id, stored[-1])
             thread.messages.extend(stored)
             thread.updated_at = stored[-1].created_at
             return list(stored)
 
-    def _enqueue(self, m: Message) -> None:
-        if m.role in ("user", "assistant") and m.content:
-            self._queue[m.seq] = {"attempts": 0, "not_before": 0.0, "error": None}
+    def _enqueue(self, resource_id: str, thread_id: str, m: Message) -> None:
+        if m.role in ("user", "assistant") and m.content and m.seq not in self._queue:
+            self._queue[m.seq] = {
+                "resource_id": resource_id,
+                "thread_id": thread_id,
+                "message": m,
+                "attempts": 0,
+                "not_before": 0.0,
+                "error": None,
+            }
+
+    def _forget(self, resource_id: str, thread_id: str | None = None) -> None:
+        """Drop queued jobs and vectors of deleted messages (the SQL stores cascade)."""
+        for seq in [
+            s for s, j in self._queue.items() if j["resource_id"] == resource_id and thread_id in (None, j["thread_id"])
+        ]:
+            del self._queue[seq]
+        res = self._resources.get(resource_id)
+        live = {m.seq for t in res.threads.values() for m in t.messages} if res else set()
+        for key in [k for k, v in self._vectors.items() if v[1] == resource_id and k[0] not in live]:
+            del self._vectors[key]
 
     async def read(self, resource_id: str, thread_id: str, limit: int | None) -> list[Message]:
         res = self._resources.get(resource_id)
@@ -114,11 +133,14 @@ class InMemoryStore:
     async def delete_thread(self, resource_id: str, thread_id: str) -> bool:
         async with self._lock:
             res = self._resources.get(resource_id)
-            return bool(res and res.threads.pop(thread_id, None) is not None)
+            deleted = bool(res and res.threads.pop(thread_id, None) is not None)
+            self._forget(resource_id, thread_id)
+            return deleted
 
     async def erase_resource(self, resource_id: str) -> None:
         async with self._lock:
             self._resources.pop(resource_id, None)
+            self._forget(resource_id)
 
     async def get_working_memory(self, resource_id: str) -> WorkingMemory | None:
         res = self._resources.get(resource_id)
@@ -220,7 +242,7 @@ class InMemoryStore:
                 for m in t["_parsed"]:
                     self._seq += 1
                     msgs.append(m._stamped(seq=self._seq))
-                    self._enqueue(msgs[-1])
+                    self._enqueue(resource_id, t["id"], msgs[-1])
                 res.threads[t["id"]] = _Thread(
                     title=t.get("title"),
                     metadata=t.get("metadata"),
@@ -244,17 +266,21 @@ class InMemoryStore:
     async def claim_embedding_jobs(self, limit: int, lease_seconds: float) -> list[EmbeddingJob]:
         async with self._lock:
             now = time.monotonic()
-            by_seq = {m.seq: (rid, m) for rid in self._resources for _, m in self._messages(rid)}
             due = sorted(
-                (seq for seq, job in self._queue.items() if job["not_before"] <= now and seq in by_seq),
+                (seq for seq, job in self._queue.items() if job["not_before"] <= now),
                 key=lambda s: (self._queue[s]["not_before"], s),
             )[:limit]
             jobs = []
             for seq in due:
-                self._queue[seq]["not_before"] = now + lease_seconds
-                rid, m = by_seq[seq]
+                job = self._queue[seq]
+                job["not_before"] = now + lease_seconds
                 jobs.append(
-                    EmbeddingJob(resource_id=rid, seq=seq, content=m.content, attempts=self._queue[seq]["attempts"])
+                    EmbeddingJob(
+                        resource_id=job["resource_id"],
+                        seq=seq,
+                        content=job["message"].content,
+                        attempts=job["attempts"],
+                    )
                 )
             return jobs
 
@@ -267,10 +293,9 @@ class InMemoryStore:
     ) -> None:
         async with self._lock:
             for rid, seq, vector in done:
-                if any(m.seq == seq for _, m in self._messages(rid)):
+                if self._queue.pop(seq, None) is not None:  # gone means deleted meanwhile
                     self._feed += 1
                     self._vectors[(seq, model)] = (self._feed, rid, vector)
-                self._queue.pop(seq, None)
             now = time.monotonic()
             for _rid, seq, error, retry_after in failed:
                 job = self._queue.get(seq)
@@ -278,8 +303,7 @@ class InMemoryStore:
                     job.update(attempts=job["attempts"] + 1, error=error, not_before=now + retry_after)
 
     async def pending_embeddings(self) -> int:
-        live = {m.seq for rid in self._resources for _, m in self._messages(rid)}
-        return sum(1 for seq in self._queue if seq in live)
+        return len(self._queue)
 
     async def load_vectors(self, resource_id: str, model: str, after_id: int) -> VectorRows:
         thread_of = {m.seq: tid for tid, m in self._messages(resource_id)}
@@ -350,9 +374,8 @@ class InMemoryStore:
             for rid in rids:
                 for key in [k for k, v in self._vectors.items() if v[1] == rid]:
                     del self._vectors[key]
-                for _, m in self._messages(rid):
-                    if m.role in ("user", "assistant") and m.content and m.seq not in self._queue:
-                        self._queue[m.seq] = {"attempts": 0, "not_before": 0.0, "error": None}
+                for tid, m in self._messages(rid):
+                    self._enqueue(rid, tid, m)
             return sum(1 for rid in rids for _, m in self._messages(rid) if m.seq in self._queue)
 
     # -- facts ------------------------------------------------------------------------
