@@ -65,6 +65,7 @@ class MiniLMEmbedder:
             if self._session is not None:
                 return self
             try:
+                import numpy  # noqa: F401  (imported here, under the lock; see embed)
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
             except ImportError as exc:
@@ -101,10 +102,14 @@ class MiniLMEmbedder:
         vectors come back in the order given. On this model that is ~1.5×
         faster than one batch padded to the longest text.
         """
-        import numpy as np
-
+        # Load first: the first import of numpy and onnxruntime must happen
+        # under the load lock. Two threads importing numpy for the first time
+        # at once (the background worker loading, a recall embedding its
+        # query) fail with a partially initialised module.
         if self._session is None:
             self.load()
+        import numpy as np
+
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
