@@ -7,12 +7,13 @@
      "working_memory_log": [{"version": 1, "patch": {...}, "source": "...", "created_at": "..."}],
      "facts": [{"category", "key", "value", "source", "created_at", "updated_at"}],
      "fact_history": [{"category", "key", "value", "source", "valid_from", "replaced_at"}],
+     "message_log": [{"message_id", "thread_id", "action", "role", "old_content", "actor", "reason", "created_at"}],
      "threads": [{"id": "...", "title": null, "metadata": null, "created_at": "...",
                   "updated_at": "...", "messages": [Message.to_dict(), ...]}]}
 
 Messages keep their ids, times and order, so an import is an exact restore.
-``facts`` and ``fact_history`` may be absent (exports made before facts
-existed). Summaries are not exported: they are derived from the messages and
+``facts``, ``fact_history`` and ``message_log`` may be absent (exports made
+before they existed). Summaries are not exported: they are derived from the messages and
 the next consolidation pass writes them again.
 """
 
@@ -26,6 +27,7 @@ from .messages import Message
 FORMAT = "caderno.resource"
 FACT_FIELDS = ("category", "key", "value", "source", "created_at", "updated_at")
 FACT_HISTORY_FIELDS = ("category", "key", "value", "source", "valid_from", "replaced_at")
+MESSAGE_LOG_FIELDS = ("message_id", "thread_id", "action", "role", "old_content", "actor", "reason", "created_at")
 VERSION = 1
 
 
@@ -38,6 +40,7 @@ def new_dump(resource_id: str) -> dict[str, Any]:
         "working_memory_log": [],
         "facts": [],
         "fact_history": [],
+        "message_log": [],
         "threads": [],
     }
 
@@ -71,6 +74,13 @@ def check_dump(data: Any) -> dict[str, Any]:
             not isinstance(i, dict) or any(not isinstance(i.get(f), str) for f in fields) for i in items
         ):
             raise UsageError(f"export {name} must be a list of objects with text fields {', '.join(fields)}")
+    log = data.get("message_log") or []
+    if not isinstance(log, list) or any(
+        not isinstance(e, dict) or any(not isinstance(e.get(f), str | None) for f in MESSAGE_LOG_FIELDS) for e in log
+    ):
+        raise UsageError(f"export message_log must be a list of objects with fields {', '.join(MESSAGE_LOG_FIELDS)}")
+    for name in ("working_memory_log", "facts", "fact_history", "message_log"):
+        data[name] = data.get(name) or []
     wm = data.get("working_memory")
     if wm is not None and not (isinstance(wm, dict) and isinstance(wm.get("data"), dict)):
         raise UsageError("export working_memory must be an object with a data object")

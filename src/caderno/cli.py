@@ -20,6 +20,7 @@ import click
 
 from .errors import CadernoError
 from .memory import Memory, connect
+from .stores import ops
 
 T = TypeVar("T")
 
@@ -304,7 +305,7 @@ async def recall_cmd(
     """Find RESOURCE's past messages about QUERY (embeds pending messages first)."""
     memory = await _memory(ctx)
     try:
-        pending = await memory.store.pending_embeddings()
+        pending = await memory.run(ops.CountPendingEmbeddings())
         if pending and not as_json:
             click.echo(f"embedding {pending} pending message(s)…", err=True)
         await memory.flush()
@@ -387,7 +388,7 @@ async def reindex_cmd(ctx: click.Context, resource: str | None) -> None:
             task = progress.add_task("embedding", total=queued)
             while handled := await memory.indexer.run_once():
                 progress.advance(task, handled)
-        left = await memory.store.pending_embeddings()
+        left = await memory.run(ops.CountPendingEmbeddings())
     finally:
         await memory.close()
     if memory.indexer.unavailable:

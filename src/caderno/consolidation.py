@@ -37,8 +37,13 @@ from ._time import new_id, utcnow
 from .context import TokenCounter, estimate_tokens, message_tokens
 from .errors import UsageError
 from .messages import Message
+from .stores import ops
+from .stores.base import Runner
 
 log = logging.getLogger("caderno.consolidation")
+
+#: Most user messages sent to the fast model in one fact-extraction call.
+FACT_BATCH = 50
 
 __all__ = [
     "FACTS_PROMPT",
@@ -220,8 +225,8 @@ async def ask_model(model: Any, system: str, user: str, timeout: float) -> str:
 class Consolidator:
     """Runs the consolidation rules over a store (used by ``Memory``)."""
 
-    def __init__(self, store: Any, settings: ConsolidationSettings, remember_fact: Any) -> None:
-        self.store = store
+    def __init__(self, run: Runner, settings: ConsolidationSettings, remember_fact: Any) -> None:
+        self.run = run
         self.settings = settings
         self.remember_fact = remember_fact
 
@@ -231,19 +236,23 @@ class Consolidator:
         count = settings.token_counter
         if not await self.needs(resource_id, thread_id):
             return  # checked before claiming: most turns need nothing, and a claim is a write
-        if not await self.store.claim_consolidation(resource_id, thread_id, settings.lease_seconds):
+        if not await self.run(
+            ops.ClaimConsolidation(
+                resource_id=resource_id, thread_id=thread_id, lease_seconds=settings.lease_seconds, now=utcnow()
+            )
+        ):
             return  # another worker has it
         try:
-            free = await self.store.unconsolidated(resource_id, thread_id)
+            free = await self.run(ops.ReadUnconsolidated(resource_id=resource_id, thread_id=thread_id))
             if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
                 old, _recent = split_for_summary(free, settings.keep_recent_tokens, count)
                 if old:
                     text, how = await self.summarize(old)
                     seqs = [m.seq for m in old]
                     summary = summary_message(text, (min(seqs), max(seqs)), how, covered=len(seqs))
-                    if await self.store.write_summary(resource_id, thread_id, summary, seqs):
+                    if await self._write_summary(resource_id, thread_id, summary, seqs):
                         report["summaries"] += 1
-            open_summaries = [m for m, merged in await self.store.summaries(resource_id, thread_id) if not merged]
+            open_summaries = [m for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id)) if not merged]
             if (
                 len(open_summaries) > 1
                 and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
@@ -257,25 +266,23 @@ class Consolidator:
                     covered=sum(m.metadata.get("count", 0) for m in open_summaries),
                     merged=len(open_summaries),
                 )
-                if await self.store.write_summary(resource_id, thread_id, summary, [m.seq for m in open_summaries]):
+                if await self._write_summary(resource_id, thread_id, summary, [m.seq for m in open_summaries]):
                     report["merges"] += 1
         except Exception as exc:  # noqa: BLE001 - recorded; the next pass retries
             report["failures"] += 1
-            await self.store.log_consolidation(
-                resource_id, thread_id, "summary", "failed", f"{type(exc).__name__}: {exc}"
-            )
+            await self._log(resource_id, thread_id, "summary", f"{type(exc).__name__}: {exc}")
             log.warning("summary of %s/%s failed: %s", resource_id, thread_id, exc)
         finally:
-            await self.store.release_consolidation(resource_id, thread_id)
+            await self.run(ops.ReleaseConsolidation(resource_id=resource_id, thread_id=thread_id))
 
     async def needs(self, resource_id: str, thread_id: str) -> bool:
         """Whether the thread has outgrown its thresholds (a read; no claim)."""
         settings = self.settings
         count = settings.token_counter
-        free = await self.store.unconsolidated(resource_id, thread_id)
+        free = await self.run(ops.ReadUnconsolidated(resource_id=resource_id, thread_id=thread_id))
         if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
             return True
-        open_summaries = [m for m, merged in await self.store.summaries(resource_id, thread_id) if not merged]
+        open_summaries = [m for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id)) if not merged]
         return (
             len(open_summaries) > 1
             and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
@@ -302,7 +309,11 @@ class Consolidator:
     async def extract_facts(self, resource_id: str | None, report: dict[str, int]) -> None:
         """Ask the fast model for facts in salient user messages; upsert them."""
         settings = self.settings
-        candidates = await self.store.fact_candidates(resource_id, settings.fact_min_importance, 50)
+        candidates = await self.run(
+            ops.ReadFactCandidates(
+                resource_id=resource_id, min_importance=settings.fact_min_importance, limit=FACT_BATCH
+            )
+        )
         by_resource: dict[str, list[Message]] = {}
         for rid, m in candidates:
             by_resource.setdefault(rid, []).append(m)
@@ -315,7 +326,7 @@ class Consolidator:
                     raise ValueError(f"not a JSON array of facts: {answer[:200]!r}")
             except Exception as exc:  # noqa: BLE001 - recorded; nothing marked, so retried next pass
                 report["failures"] += 1
-                await self.store.log_consolidation(rid, None, "facts", "failed", f"{type(exc).__name__}: {exc}")
+                await self._log(rid, None, "facts", f"{type(exc).__name__}: {exc}")
                 continue
             for fact in facts:
                 try:
@@ -323,4 +334,16 @@ class Consolidator:
                     report["facts"] += 1
                 except UsageError as exc:
                     log.info("skipped an extracted fact: %s", exc)
-            await self.store.mark_facts_extracted(rid, [m.seq for m in msgs])
+            await self.run(ops.MarkFactsExtracted(resource_id=rid, seqs=tuple(m.seq or 0 for m in msgs), now=utcnow()))
+
+    async def _write_summary(self, resource_id: str, thread_id: str, summary: Message, seqs: list[Any]) -> bool:
+        op = ops.WriteSummary(
+            resource_id=resource_id, thread_id=thread_id, summary=summary, covered=tuple(seqs), now=utcnow()
+        )
+        return await self.run(op)
+
+    async def _log(self, resource_id: str, thread_id: str | None, step: str, detail: str) -> None:
+        op = ops.LogConsolidation(
+            resource_id=resource_id, thread_id=thread_id, step=step, outcome="failed", detail=detail, now=utcnow()
+        )
+        await self.run(op)

@@ -5,7 +5,8 @@ The tree::
     CadernoError
     ├── UsageError (ValueError)        the caller did something wrong
     │   ├── InvalidPatch               a working-memory patch that cannot be applied
-    │   └── InvalidToolArguments       a model's tool call that does not fit the tool
+    │   ├── InvalidToolArguments       a model's tool call that does not fit the tool
+    │   └── Unsupported                the store does not handle an operation
     ├── NotFound (LookupError)         missing, including a thread owned by another resource
     ├── Conflict                       expected_version mismatch
     ├── NotebookError                  carries the message the model will read
@@ -33,6 +34,7 @@ __all__ = [
     "NotebookError",
     "SchemaTooNew",
     "StorageError",
+    "Unsupported",
     "UsageError",
 ]
 
@@ -62,6 +64,14 @@ class InvalidToolArguments(UsageError):
     def __init__(self, message: str, *, tool: str | None = None) -> None:
         super().__init__(message)
         self.tool = tool
+
+
+class Unsupported(UsageError):
+    """The store behind this ``Memory`` does not handle an operation a method needs."""
+
+    def __init__(self, message: str, *, operation: str) -> None:
+        super().__init__(message)
+        self.operation = operation
 
 
 class NotFound(CadernoError, LookupError):

@@ -19,9 +19,20 @@ import re
 from ._text import fold
 from .messages import Message
 
-__all__ = ["BASELINES", "SALIENT", "score"]
+__all__ = ["BASELINES", "EMBEDDED_ROLES", "SALIENT", "embeddable", "score"]
 
+#: Salient means importance at or above this. The partial index ``events_salient``
+#: of both SQL schemas is built from this value (a test checks they agree).
 SALIENT = 0.8
+#: Roles whose messages get a vector: what people said and the answers they got.
+#: Tool results and system text are noise for "what did we talk about".
+EMBEDDED_ROLES = ("user", "assistant")
+
+
+def embeddable(role: str, content: str) -> bool:
+    """Whether a message goes to the embedding queue (the one place this is decided)."""
+    return role in EMBEDDED_ROLES and content != ""
+
 BASELINES = {"user": 0.5, "assistant": 0.5, "tool": 0.3, "system": 0.1}
 
 

@@ -16,8 +16,10 @@ import contextlib
 import logging
 from typing import Any
 
+from ._time import utcnow
 from .errors import EmbeddingUnavailable
-from .stores.base import EmbeddingJob, Store
+from .stores import ops
+from .stores.base import EmbeddingJob, Runner
 
 log = logging.getLogger("caderno.indexer")
 
@@ -34,14 +36,14 @@ class Indexer:
 
     def __init__(
         self,
-        store: Store,
+        run: Runner,
         embedder: Any,
         *,
         batch_size: int = 64,
         lease_seconds: float = 60.0,
         idle_seconds: float = 30.0,
     ) -> None:
-        self.store = store
+        self.run = run
         self.embedder = embedder
         self.batch_size = batch_size
         self.lease_seconds = lease_seconds
@@ -75,11 +77,17 @@ class Indexer:
         async with self._lock:
             if not await self._ensure_loaded():
                 return 0
-            jobs = await self.store.claim_embedding_jobs(self.batch_size, self.lease_seconds)
+            jobs = await self.run(
+                ops.ClaimEmbeddings(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow())
+            )
             if not jobs:
                 return 0
             done, failed = await asyncio.to_thread(self._embed, jobs)
-            await self.store.finish_embedding_jobs(self.embedder.name, self.embedder.dim, done, failed)
+            await self.run(
+                ops.FinishEmbeddings(
+                    model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
+                )
+            )
             return len(jobs)
 
     async def close(self) -> None:

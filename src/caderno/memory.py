@@ -9,24 +9,30 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Generator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
 from . import _dump
 from ._time import new_id, utcnow
 from .consolidation import ConsolidationSettings, Consolidator
-from .errors import NotFound, UsageError
+from .errors import NotFound, Unsupported, UsageError
+from .importance import embeddable
 from .importance import score as importance_score
 from .indexer import Indexer
 from .messages import Fact, Message, Thread, WorkingMemory, check_text
 from .recall import DEFAULT_MIN_SIMILARITY, Recalled, Retriever, VectorIndex
+from .stores import ops
 from .stores.base import ResourceDump, Store
 from .working_memory import check_patch, make_validator, merge_patch, schema_of
 
-__all__ = ["DEFAULT", "MAX_ID_LENGTH", "Memory", "connect", "open_store"]
+__all__ = ["DEFAULT", "MAX_ID_LENGTH", "AgentMemory", "Memory", "TurnContext", "connect", "open_store"]
 
 log = logging.getLogger("caderno.memory")
+
+T = TypeVar("T")
 
 
 class _Default:
@@ -38,6 +44,11 @@ class _Default:
 DEFAULT: Any = _Default()
 
 MAX_ID_LENGTH = 256
+#: Fact texts whose vectors are kept for ranking facts per turn (least recently used go first).
+FACT_VECTOR_CACHE = 4096
+#: Fact limits, in characters: short enough to show many per turn.
+MAX_FACT_CATEGORY, MAX_FACT_KEY, MAX_FACT_VALUE = 64, 256, 4000
+FACT_SOURCES = ("agent", "user", "consolidation")
 
 
 def check_id(value: Any, what: str) -> str:
@@ -50,8 +61,78 @@ def check_id(value: Any, what: str) -> str:
     return value
 
 
+@runtime_checkable
+class AgentMemory(Protocol):
+    """The four methods of the household design: all ``AgentChat`` needs.
+
+    ``Memory`` implements it; so can any object (a dict in a test, a service
+    client). Features that need more — recall, facts, summaries,
+    consolidation — switch themselves off for such an object.
+    """
+
+    async def get_messages(self, *, resource_id: str, thread_id: str, limit: int | None = None) -> list[Message]:
+        """The thread's messages, oldest first; ``limit`` keeps the newest N."""
+        ...
+
+    async def append_messages(self, *, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+        """Append messages to a thread, all or nothing."""
+        ...
+
+    async def get_working_memory(self, *, resource_id: str) -> dict[str, Any] | None:
+        """The resource's working memory object, or ``None``."""
+        ...
+
+    async def update_working_memory(
+        self, *, resource_id: str, patch: dict[str, Any], expected_version: int | None = None
+    ) -> Any:
+        """Apply a JSON merge patch."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnContext:
+    """What a turn reads before the model runs, in one snapshot (``Memory.load_turn``)."""
+
+    history: list[Message]
+    """The newest messages of the thread (up to the limit asked), oldest first."""
+    summaries: list[tuple[Message, bool]]
+    """The thread's summaries, oldest first, each with ``merged``."""
+    working_memory: WorkingMemory | None
+    """The resource's working memory."""
+    facts: list[Fact]
+    """The resource's facts, most recently updated first (empty when not asked)."""
+
+
+def fact_op(resource_id: str, category: str, key: str, value: str, source: str) -> ops.UpsertFact:
+    """Validate a fact and build its upsert (policy once, for the tool, the API and consolidation)."""
+    check_id(resource_id, "resource_id")
+    if source not in FACT_SOURCES:
+        raise UsageError(f"source must be agent, user or consolidation, not {source!r}")
+    for name, text in (("category", category), ("key", key), ("value", value)):
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError(f"fact {name} must be non-empty text")
+        check_text(text, f"fact {name}")
+    if len(category) > MAX_FACT_CATEGORY or len(key) > MAX_FACT_KEY or len(value) > MAX_FACT_VALUE:
+        raise UsageError(
+            f"fact too long: category <= {MAX_FACT_CATEGORY}, key <= {MAX_FACT_KEY}, value <= {MAX_FACT_VALUE} characters"
+        )
+    return ops.UpsertFact(
+        resource_id=resource_id,
+        category=category.strip().lower(),
+        key=key.strip(),
+        value=value.strip(),
+        source=source,
+        now=utcnow(),
+    )
+
+
 class Memory:
     """Durable memory for agents over one store.
+
+    Every method is a thin wrapper over one batch of the store port
+    (``caderno.stores.ops``): validation and policy here, then one
+    transaction. A store that does not handle an operation a method needs
+    makes that method raise ``Unsupported``; the others work.
 
     Args:
         store: the backend (see ``connect`` to build one from a URL).
@@ -74,6 +155,8 @@ class Memory:
         vector_cache_bytes: int = 512 * 1024 * 1024,
         consolidation: ConsolidationSettings | None = None,
     ) -> None:
+        if not isinstance(store, Store):
+            raise UsageError(f"store must implement caderno.Store (supports, open, close, batch), got {store!r}")
         self.store = store
         self.working_memory_schema = working_memory_schema
         self._validate = make_validator(working_memory_schema)
@@ -81,15 +164,42 @@ class Memory:
             from .embeddings import default_embedder
 
             embedder = default_embedder()
+        if not store.supports >= ops.RECALL:
+            embedder = None  # nothing to store vectors in
         self.embedder = embedder
-        self.indexer = Indexer(store, embedder)
+        self.indexer = Indexer(self.run, embedder)
         self.vectors = VectorIndex(vector_cache_bytes)
-        self.retriever = Retriever(store, self.indexer, self.vectors)
+        self.retriever = Retriever(self.run, self.indexer, self.vectors)
         self.consolidation = consolidation or ConsolidationSettings()
-        self.consolidator = Consolidator(store, self.consolidation, self.remember_fact)
+        self.consolidator = Consolidator(self.run, self.consolidation, self.remember_fact)
         self._background: set[asyncio.Task[Any]] = set()
         self._scheduled: set[tuple[str, str]] = set()
-        self._fact_vectors: dict[str, Any] = {}
+        self._fact_vectors: OrderedDict[str, Any] = OrderedDict()
+
+    # -- the port ----------------------------------------------------------------------
+
+    def supports(self, *kinds: type[ops.Op[Any]]) -> bool:
+        """Whether the store handles every one of these operation types."""
+        return set(kinds) <= self.store.supports
+
+    async def batch(self, batch: Sequence[ops.Op[Any]]) -> list[Any]:
+        """Run operations in one transaction (see ``caderno.stores.base.Store.batch``).
+
+        Raises:
+            Unsupported: the store does not handle one of them; nothing ran.
+        """
+        for op in batch:
+            if type(op) not in self.store.supports:
+                name = type(op).__name__
+                raise Unsupported(
+                    f"{type(self.store).__name__} does not support {name}, which this call needs", operation=name
+                )
+        return await self.store.batch(batch)
+
+    async def run(self, op: ops.Op[T]) -> T:
+        """Run one operation in its own transaction."""
+        (result,) = await self.batch([op])
+        return cast(T, result)
 
     async def open(self) -> Memory:
         """Create or migrate the schema (done on first use too)."""
@@ -127,18 +237,13 @@ class Memory:
 
     # -- conversation history ------------------------------------------------
 
-    async def append_messages(self, *, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
-        """Append messages to a thread in one transaction (all or nothing).
-
-        Missing ids and times are assigned here. Returns the stored messages
-        with ``id``, ``created_at`` and ``seq`` set.
+    def prepare_messages(self, messages: Sequence[Message]) -> list[Message]:
+        """Validate messages and stamp what the store needs (id, time, importance).
 
         Raises:
-            UsageError: bad ids, a non-Message item, text that cannot be
-                stored (NUL, lone surrogates), or a non-JSON tool argument.
+            UsageError: a non-Message item, text that cannot be stored (NUL,
+                lone surrogates), a bad id, or a non-JSON tool argument.
         """
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
         if isinstance(messages, Message):
             raise UsageError("messages must be a list of Message, not a single Message")
         ready = []
@@ -157,45 +262,264 @@ class Memory:
             ready.append(
                 m._stamped(id=m.id or new_id(), created_at=m.created_at or utcnow(), importance=importance_score(m))
             )
+        return ready
+
+    def append_op(self, resource_id: str, thread_id: str, messages: Sequence[Message]) -> ops.Append:
+        """The ``Append`` of prepared messages, with the embedding policy applied."""
+        return ops.Append(
+            resource_id=resource_id,
+            thread_id=thread_id,
+            messages=tuple(messages),
+            # Queued even without an embedder here: the queue is durable, and a
+            # process that has the model (a worker, the CLI) embeds them.
+            embed=frozenset(m.id for m in messages if m.id and embeddable(m.role, m.content)),
+        )
+
+    async def append_messages(self, *, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+        """Append messages to a thread in one transaction (all or nothing).
+
+        Missing ids and times are assigned here. Returns the stored messages
+        with ``id``, ``created_at`` and ``seq`` set.
+
+        Raises:
+            UsageError: bad ids, a non-Message item, text that cannot be
+                stored (NUL, lone surrogates), or a non-JSON tool argument.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        ready = self.prepare_messages(messages)
         if not ready:
             return []
-        stored = await self.store.append(resource_id, thread_id, ready)
+        stored = await self.run(self.append_op(resource_id, thread_id, ready))
         self.indexer.notify()
         return stored
 
-    async def get_messages(self, *, resource_id: str, thread_id: str, limit: int | None = None) -> list[Message]:
+    async def get_messages(
+        self, *, resource_id: str, thread_id: str, limit: int | None = None, before: int | None = None
+    ) -> list[Message]:
         """The thread's messages, oldest first; ``limit`` keeps the newest N.
 
+        ``before`` (a ``seq``) pages backwards: only messages older than it.
         A thread that does not exist (or belongs to another resource) reads
         as ``[]``.
         """
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise UsageError(f"limit must be a non-negative integer or None, not {limit!r}")
+        if before is not None and (not isinstance(before, int) or isinstance(before, bool)):
+            raise UsageError(f"before must be a message seq (an integer) or None, not {before!r}")
         if limit == 0:
             return []
-        return await self.store.read(resource_id, thread_id, limit)
+        return await self.run(ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=limit, before=before))
+
+    async def load_turn(
+        self, *, resource_id: str, thread_id: str, history_limit: int, facts: bool = True
+    ) -> TurnContext:
+        """Everything a turn's prompt needs, read in one snapshot (one round trip).
+
+        History, summaries (when the store has them), working memory, and
+        the resource's facts when ``facts`` is true and the store has them.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        batch: list[ops.Op[Any]] = [
+            ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=history_limit),
+            ops.ReadWorkingMemory(resource_id=resource_id),
+        ]
+        if with_summaries := self.supports(ops.ReadSummaries):
+            batch.append(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
+        if with_facts := facts and self.supports(ops.ReadFacts):
+            batch.append(ops.ReadFacts(resource_id=resource_id))
+        results = await self.batch(batch)
+        return TurnContext(
+            history=results[0],
+            working_memory=results[1],
+            summaries=results[2] if with_summaries else [],
+            facts=results[-1] if with_facts else [],
+        )
+
+    async def commit_turn(
+        self,
+        *,
+        resource_id: str,
+        thread_id: str,
+        messages: Sequence[Message],
+        patches: Sequence[tuple[dict[str, Any], str]] = (),
+        facts: Sequence[ops.UpsertFact] = (),
+    ) -> tuple[list[Message], WorkingMemory | None]:
+        """Store a turn in one transaction: its messages, working-memory patches and facts.
+
+        ``patches`` are ``(patch, source)`` pairs applied in order, each
+        merged with the stored state inside the transaction and validated;
+        a patch that no longer validates fails the whole turn (nothing is
+        stored). Returns the stored messages and the working memory after
+        the last patch (``None`` when there were none).
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        ready = self.prepare_messages(messages)
+        batch: list[ops.Op[Any]] = [self.append_op(resource_id, thread_id, ready)]
+        batch += [self._patch_op(resource_id, patch, None, source) for patch, source in patches]
+        batch += list(facts)
+        results = await self.batch(batch)
+        self.indexer.notify()
+        return results[0], (results[len(patches)] if patches else None)
 
     async def list_threads(self, *, resource_id: str) -> list[Thread]:
         """The resource's threads, most recently active first."""
         check_id(resource_id, "resource_id")
-        return await self.store.list_threads(resource_id)
+        return await self.run(ops.ListThreads(resource_id=resource_id))
 
-    async def delete_thread(self, *, resource_id: str, thread_id: str) -> None:
-        """Delete a thread and all its messages.
+    async def get_thread(self, *, resource_id: str, thread_id: str) -> Thread:
+        """One thread's record (title, metadata, times, message count).
 
         Raises:
             NotFound: the resource has no such thread.
         """
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
-        deleted = await self.store.delete_thread(resource_id, thread_id)
+        thread = await self.run(ops.GetThread(resource_id=resource_id, thread_id=thread_id))
+        if thread is None:
+            raise _no_thread(resource_id, thread_id)
+        return thread
+
+    async def create_thread(
+        self, *, resource_id: str, thread_id: str | None = None, title: str | None = None, metadata: Any = None
+    ) -> Thread:
+        """Create an empty thread with an optional title and metadata (an id is made when absent).
+
+        Raises:
+            Conflict-free: UsageError when the resource already has that thread.
+        """
+        check_id(resource_id, "resource_id")
+        thread_id = check_id(thread_id, "thread_id") if thread_id is not None else new_id()
+        _check_title(title)
+        _check_metadata(metadata)
+        op = ops.PutThread(
+            resource_id=resource_id, thread_id=thread_id, create=True, title=title, metadata=metadata, now=utcnow()
+        )
+        thread = await self.run(op)
+        if thread is None:
+            raise UsageError(f"resource {resource_id!r} already has a thread {thread_id!r}")
+        return thread
+
+    async def update_thread(
+        self, *, resource_id: str, thread_id: str, title: Any = ops.UNSET, metadata: Any = ops.UNSET
+    ) -> Thread:
+        """Change a thread's title and/or metadata (a field not given is kept; ``None`` clears it).
+
+        Raises:
+            NotFound: the resource has no such thread.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        if title is not ops.UNSET:
+            _check_title(title)
+        if metadata is not ops.UNSET:
+            _check_metadata(metadata)
+        op = ops.PutThread(
+            resource_id=resource_id, thread_id=thread_id, create=False, title=title, metadata=metadata, now=utcnow()
+        )
+        thread = await self.run(op)
+        if thread is None:
+            raise _no_thread(resource_id, thread_id)
+        return thread
+
+    async def delete_thread(self, *, resource_id: str, thread_id: str) -> None:
+        """Delete a thread, all its messages, their vectors and their edit log.
+
+        Raises:
+            NotFound: the resource has no such thread.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        deleted = await self.run(ops.DeleteThread(resource_id=resource_id, thread_id=thread_id))
         self.vectors.forget(resource_id)
         if not deleted:
-            raise NotFound(
-                f"resource {resource_id!r} has no thread {thread_id!r}", resource_id=resource_id, thread_id=thread_id
-            )
+            raise _no_thread(resource_id, thread_id)
+
+    async def pop_message(
+        self, *, resource_id: str, thread_id: str, actor: str = "app", reason: str | None = None
+    ) -> Message | None:
+        """Remove and return the thread's newest message (``None`` when it has none).
+
+        Agent frameworks use it to undo a turn. The message log records the
+        pop (who, when, why), not the text.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        _check_actor(actor, reason)
+        op = ops.PopMessage(resource_id=resource_id, thread_id=thread_id, actor=actor, reason=reason, now=utcnow())
+        popped = await self.run(op)
+        if popped is not None:
+            self.vectors.forget(resource_id)
+        return popped
+
+    async def edit_message(
+        self, *, resource_id: str, message_id: str, content: str, actor: str = "app", reason: str | None = None
+    ) -> Message:
+        """Replace a message's text; the old text goes to the message log with who, when and why.
+
+        Full-text search sees the new text at once; its vector is made again
+        in the background.
+
+        Raises:
+            NotFound: the resource has no such message.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(message_id, "message_id")
+        if not isinstance(content, str):
+            raise UsageError(f"content must be a string, not {type(content).__name__}")
+        check_text(content, "message content")
+        _check_actor(actor, reason)
+        op = ops.EditMessage(
+            resource_id=resource_id,
+            message_id=message_id,
+            content=content,
+            rescore=self._rescore,
+            actor=actor,
+            reason=reason,
+            now=utcnow(),
+        )
+        edited = await self.run(op)
+        if edited is None:
+            raise NotFound(f"resource {resource_id!r} has no message {message_id!r}", resource_id=resource_id)
+        return edited
+
+    def _rescore(self, m: Message) -> tuple[float, bool]:
+        """Importance and "embed it?" of an edited message: the same policy as at append."""
+        importance = importance_score(m._stamped(importance=None))
+        return importance, embeddable(m.role, m.content)
+
+    async def delete_message(
+        self, *, resource_id: str, message_id: str, actor: str = "app", reason: str | None = None
+    ) -> Message:
+        """Delete one message; the log keeps who, when and why (not the text). Returns it.
+
+        Raises:
+            NotFound: the resource has no such message.
+        """
+        check_id(resource_id, "resource_id")
+        check_id(message_id, "message_id")
+        _check_actor(actor, reason)
+        op = ops.DeleteMessage(resource_id=resource_id, message_id=message_id, actor=actor, reason=reason, now=utcnow())
+        deleted = await self.run(op)
+        if deleted is None:
+            raise NotFound(f"resource {resource_id!r} has no message {message_id!r}", resource_id=resource_id)
+        self.vectors.forget(resource_id)
+        return deleted
+
+    async def message_log(self, *, resource_id: str, message_id: str | None = None) -> list[dict[str, Any]]:
+        """Edits, pops and deletions of the resource's messages, oldest first.
+
+        Each entry: ``message_id, thread_id, action (edit|pop|delete), role,
+        old_content`` (edits only)``, actor, reason, created_at``.
+        """
+        check_id(resource_id, "resource_id")
+        if message_id is not None:
+            check_id(message_id, "message_id")
+        return await self.run(ops.ReadMessageLog(resource_id=resource_id, message_id=message_id))
 
     # -- working memory ------------------------------------------------------
 
@@ -207,7 +531,29 @@ class Memory:
     async def get_working_memory_state(self, *, resource_id: str) -> WorkingMemory | None:
         """Working memory with its version (for ``expected_version``)."""
         check_id(resource_id, "resource_id")
-        return await self.store.get_working_memory(resource_id)
+        return await self.run(ops.ReadWorkingMemory(resource_id=resource_id))
+
+    async def working_memory_log(self, *, resource_id: str) -> list[dict[str, Any]]:
+        """Every applied patch (version, patch, source, created_at), oldest first."""
+        check_id(resource_id, "resource_id")
+        return await self.run(ops.ReadWorkingMemoryLog(resource_id=resource_id))
+
+    def _patch_op(
+        self, resource_id: str, patch: Any, expected_version: int | None, source: str
+    ) -> ops.PatchWorkingMemory:
+        patch = check_patch(patch, resource_id)
+
+        def update(current: dict[str, Any] | None) -> dict[str, Any]:
+            return self.preview_working_memory(current, patch, resource_id=resource_id)
+
+        return ops.PatchWorkingMemory(
+            resource_id=resource_id,
+            update=update,
+            patch=patch,
+            expected_version=expected_version,
+            source=source,
+            now=utcnow(),
+        )
 
     async def update_working_memory(
         self,
@@ -228,14 +574,7 @@ class Memory:
             Conflict: ``expected_version`` is not the stored version.
         """
         check_id(resource_id, "resource_id")
-        patch = check_patch(patch, resource_id)
-
-        def update(current: dict[str, Any] | None) -> dict[str, Any]:
-            return self.preview_working_memory(current, patch, resource_id=resource_id)
-
-        return await self.store.update_working_memory(
-            resource_id, update, patch=patch, expected_version=expected_version, source=source
-        )
+        return await self.run(self._patch_op(resource_id, patch, expected_version, source))
 
     def preview_working_memory(
         self, current: dict[str, Any] | None, patch: Any, *, resource_id: str = ""
@@ -254,13 +593,13 @@ class Memory:
     async def erase_resource(self, *, resource_id: str) -> None:
         """Delete everything of the resource, in one transaction."""
         check_id(resource_id, "resource_id")
-        await self.store.erase_resource(resource_id)
+        await self.run(ops.EraseResource(resource_id=resource_id))
         self.vectors.forget(resource_id)
 
     async def export_resource(self, *, resource_id: str) -> ResourceDump:
         """Everything of the resource as a JSON-able dict."""
         check_id(resource_id, "resource_id")
-        return await self.store.export_resource(resource_id)
+        return await self.run(ops.ExportResource(resource_id=resource_id))
 
     async def import_resource(self, data: ResourceDump) -> None:
         """Restore an export into a resource that holds nothing yet (ids and order intact).
@@ -274,7 +613,7 @@ class Memory:
             check_id(thread["id"], "thread_id")
             for m in thread["_parsed"]:
                 check_text(m.content, "message content")
-        await self.store.import_resource(dump)
+        await self.run(ops.ImportResource(dump=dump, now=utcnow()))
         self.indexer.notify()
 
     # -- facts -------------------------------------------------------------------------
@@ -283,26 +622,17 @@ class Memory:
         self, *, resource_id: str, category: str, key: str, value: str, source: str = "agent"
     ) -> Fact:
         """Upsert a fact on (resource, category, key); the previous value goes to its history."""
-        check_id(resource_id, "resource_id")
-        if source not in ("agent", "user", "consolidation"):
-            raise UsageError(f"source must be agent, user or consolidation, not {source!r}")
-        for name, text in (("category", category), ("key", key), ("value", value)):
-            if not isinstance(text, str) or not text.strip():
-                raise UsageError(f"fact {name} must be non-empty text")
-            check_text(text, f"fact {name}")
-        if len(category) > 64 or len(key) > 256 or len(value) > 4000:
-            raise UsageError("fact too long: category <= 64, key <= 256, value <= 4000 characters")
-        return await self.store.upsert_fact(resource_id, category.strip().lower(), key.strip(), value.strip(), source)
+        return await self.run(fact_op(resource_id, category, key, value, source))
 
     async def get_facts(self, *, resource_id: str, category: str | None = None) -> list[Fact]:
         """The resource's facts, most recently updated first."""
         check_id(resource_id, "resource_id")
-        return await self.store.get_facts(resource_id, category.lower() if category else None)
+        return await self.run(ops.ReadFacts(resource_id=resource_id, category=category.lower() if category else None))
 
     async def fact_history(self, *, resource_id: str, category: str, key: str) -> list[dict[str, Any]]:
         """Earlier values of one fact, oldest first."""
         check_id(resource_id, "resource_id")
-        return await self.store.fact_history(resource_id, category.lower(), key)
+        return await self.run(ops.ReadFactHistory(resource_id=resource_id, category=category.lower(), key=key))
 
     async def forget_fact(self, *, resource_id: str, category: str, key: str) -> None:
         """Delete a fact (its history stays).
@@ -311,37 +641,50 @@ class Memory:
             NotFound: the resource has no such fact.
         """
         check_id(resource_id, "resource_id")
-        if not await self.store.forget_fact(resource_id, category.lower(), key):
+        if not await self.run(ops.ForgetFact(resource_id=resource_id, category=category.lower(), key=key)):
             raise NotFound(f"resource {resource_id!r} has no fact {category}/{key}", resource_id=resource_id)
 
     async def relevant_facts(self, *, resource_id: str, query: str, limit: int = 8, recent: int = 3) -> list[Fact]:
         """Facts for a turn: the closest to ``query`` by embedding, plus the most recent."""
-        facts = await self.get_facts(resource_id=resource_id)
+        return await self.rank_facts(await self.get_facts(resource_id=resource_id), query, limit=limit, recent=recent)
+
+    async def rank_facts(self, facts: list[Fact], query: str, *, limit: int = 8, recent: int = 3) -> list[Fact]:
+        """The ``recent`` newest facts, then the rest by closeness to ``query``, cut to ``limit``."""
         if len(facts) <= limit:
             return facts
         chosen = facts[:recent]
         if self.indexer.active and query.strip():
             texts = [f"{f.category} {f.key}: {f.value}" for f in facts]
-            missing = [t for t in texts if t not in self._fact_vectors]
             try:
-                if missing:
-                    for t, v in zip(missing, await asyncio.to_thread(self.embedder.embed, missing), strict=True):
-                        self._fact_vectors[t] = v
+                vectors = await self._fact_vectors_for(texts)
                 (q,) = await asyncio.to_thread(self.embedder.embed, [query])
-                ranked = sorted(range(len(facts)), key=lambda i: -float(self._fact_vectors[texts[i]] @ q))
+                ranked = sorted(range(len(facts)), key=lambda i: -float(vectors[i] @ q))
                 chosen += [facts[i] for i in ranked if facts[i] not in chosen]
             except Exception as exc:  # noqa: BLE001 - facts still come, by recency
                 log.warning("fact ranking by embedding failed: %s", exc)
         chosen += [f for f in facts if f not in chosen]
         return chosen[:limit]
 
+    async def _fact_vectors_for(self, texts: list[str]) -> list[Any]:
+        cache = self._fact_vectors
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
+        if missing:
+            for t, v in zip(missing, await asyncio.to_thread(self.embedder.embed, missing), strict=True):
+                cache[t] = v
+        vectors = []
+        for t in texts:
+            cache.move_to_end(t)
+            vectors.append(cache[t])
+        while len(cache) > FACT_VECTOR_CACHE:
+            cache.popitem(last=False)
+        return vectors
     # -- summaries and consolidation ---------------------------------------------------------
 
     async def summaries(self, *, resource_id: str, thread_id: str) -> list[tuple[Message, bool]]:
         """The thread's summary events, oldest first, each with ``merged`` (folded into a later one)."""
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
-        return await self.store.summaries(resource_id, thread_id)
+        return await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
 
     async def consolidate(self, *, resource_id: str | None = None) -> dict[str, int]:
         """One consolidation pass: summarise long threads, merge summaries, extract facts.
@@ -354,11 +697,17 @@ class Memory:
         report = {"summaries": 0, "merges": 0, "facts": 0, "failures": 0}
         settings = self.consolidation
         # Characters are a cheap upper bound to find candidates (>= 2 chars a token).
-        for rid, tid in await self.store.consolidation_candidates(resource_id, settings.summarize_after_tokens * 2):
+        find = ops.FindConsolidationCandidates(resource_id=resource_id, min_chars=settings.summarize_after_tokens * 2)
+        for rid, tid in await self.run(find):
             await self.consolidator.thread(rid, tid, report)
         if settings.fast_model is not None:
             await self.consolidator.extract_facts(resource_id, report)
         return report
+
+    async def consolidation_log(self, *, resource_id: str) -> list[dict[str, Any]]:
+        """Consolidation outcomes recorded for the resource (failures, mostly), oldest first."""
+        check_id(resource_id, "resource_id")
+        return await self.run(ops.ReadConsolidationLog(resource_id=resource_id))
 
     def schedule_consolidation(self, *, resource_id: str, thread_id: str) -> None:
         """Consolidate one thread in the background (after a turn); never delays the caller."""
@@ -402,7 +751,8 @@ class Memory:
         check_id(resource_id, "resource_id")
         if not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
             raise UsageError(f"importance must be a number within [0, 1], got {value!r}")
-        if not await self.store.set_importance(resource_id, message_id, float(value)):
+        op = ops.SetImportance(resource_id=resource_id, message_id=message_id, value=float(value))
+        if not await self.run(op):
             raise NotFound(f"resource {resource_id!r} has no message {message_id!r}", resource_id=resource_id)
 
     async def reindex(self, *, resource_id: str | None = None) -> int:
@@ -413,7 +763,7 @@ class Memory:
         """
         if resource_id is not None:
             check_id(resource_id, "resource_id")
-        queued = await self.store.reindex(resource_id)
+        queued = await self.run(ops.Reindex(resource_id=resource_id))
         self.vectors.forget(resource_id)
         self.indexer.notify()
         return queued
@@ -472,6 +822,43 @@ class Memory:
         )
 
 
+def _no_thread(resource_id: str, thread_id: str) -> NotFound:
+    return NotFound(
+        f"resource {resource_id!r} has no thread {thread_id!r}", resource_id=resource_id, thread_id=thread_id
+    )
+
+
+#: Longest thread title, in characters.
+MAX_TITLE = 500
+
+
+def _check_title(title: Any) -> None:
+    if title is not None:
+        if not isinstance(title, str):
+            raise UsageError(f"title must be text or None, not {type(title).__name__}")
+        if len(title) > MAX_TITLE:
+            raise UsageError(f"title is {len(title)} characters long; the limit is {MAX_TITLE}")
+        check_text(title, "title")
+
+
+def _check_metadata(metadata: Any) -> None:
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise UsageError(f"metadata must be a JSON object or None, not {type(metadata).__name__}")
+        try:
+            json.dumps(metadata, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, UnicodeEncodeError) as exc:
+            raise UsageError(f"metadata must be JSON: {exc}") from None
+
+
+def _check_actor(actor: Any, reason: Any) -> None:
+    check_id(actor, "actor")
+    if reason is not None:
+        if not isinstance(reason, str):
+            raise UsageError(f"reason must be text or None, not {type(reason).__name__}")
+        check_text(reason, "reason")
+
+
 def open_store(url: str | Any, **options: Any) -> Store:
     """Build the store a URL names (not opened yet).
 
@@ -480,6 +867,11 @@ def open_store(url: str | Any, **options: Any) -> Store:
     options: ``synchronous``, ``cache_messages``, ``readers``.
     """
     url = str(url)
+    if url.startswith("sqlite://") and url.split("?", 1)[0] in ("sqlite://", "sqlite:///:memory:", "sqlite://:memory:"):
+        raise UsageError(
+            "sqlite:///:memory: is not supported (each connection would see its own empty database); "
+            "use memory:// for an in-process store, or a file path"
+        )
     if url == "memory://" or url == "memory:":
         from .stores.memory import InMemoryStore
 

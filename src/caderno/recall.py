@@ -31,7 +31,8 @@ from typing import Any
 from ._text import tokenize
 from .importance import SALIENT
 from .messages import Message
-from .stores.base import Store
+from .stores import ops
+from .stores.base import Runner
 
 __all__ = ["DEFAULT_MIN_SIMILARITY", "LEG_WEIGHTS", "RRF_K", "Recalled", "Retriever", "VectorIndex"]
 
@@ -47,6 +48,11 @@ RRF_K = 60
 #: salient are not about the query, so they add a small bonus instead of
 #: competing rank for rank (measured in bench/recall_quality.py).
 LEG_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
+#: Fewest messages the recent leg reads to find its user/assistant replies
+#: (tool calls and results in between are skipped).
+RECENT_WINDOW = 50
+#: Most distinct query words the lexical leg searches for.
+MAX_QUERY_TERMS = 32
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -143,7 +149,7 @@ class VectorIndex:
 
     async def search(
         self,
-        store: Store,
+        run: Runner,
         resource_id: str,
         model: str,
         dim: int,
@@ -158,7 +164,7 @@ class VectorIndex:
         key = (resource_id, model)
         with self._lock:
             entry = self._entries.get(key) or _Entry(dim)
-        rows = await store.load_vectors(resource_id, model, entry.last_id)
+        rows = await run(ops.ReadVectors(resource_id=resource_id, model=model, after_id=entry.last_id))
         with self._lock:
             entry.add(rows.seqs, rows.thread_ids, rows.vectors)
             entry.last_id = max(entry.last_id, rows.last_id)
@@ -182,8 +188,8 @@ class VectorIndex:
 class Retriever:
     """The four legs and their fusion, over one store (used by ``Memory.recall``)."""
 
-    def __init__(self, store: Store, indexer: Any, vectors: VectorIndex) -> None:
-        self.store = store
+    def __init__(self, run: Runner, indexer: Any, vectors: VectorIndex) -> None:
+        self.run = run
         self.indexer = indexer
         self.vectors = vectors
 
@@ -217,7 +223,7 @@ class Retriever:
                 elif seq not in found:
                     pending.append(seq)
         missing = [s for s in dict.fromkeys(pending) if s not in found]
-        for tid, m in await self.store.get_by_seq(resource_id, missing):
+        for tid, m in await self.run(ops.ReadBySeq(resource_id=resource_id, seqs=tuple(missing))):
             found[m.seq] = (tid, m)
         results = [
             Recalled(
@@ -239,14 +245,16 @@ class Retriever:
     async def _recent(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
         if not n or thread_id is None:
             return []
-        window = await self.store.read(resource_id, thread_id, max(4 * n, 50))
+        window = await self.run(
+            ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=max(4 * n, RECENT_WINDOW))
+        )
         replies = [m for m in window if m.role == "user" or (m.role == "assistant" and not m.tool_calls)][-n:]
         return [(m.seq, 1.0, (thread_id, m)) for m in reversed(replies)]
 
     async def _salient(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
         if not n:
             return []
-        hits = await self.store.salient(resource_id, SALIENT, n, thread_id)
+        hits = await self.run(ops.ReadSalient(resource_id=resource_id, threshold=SALIENT, limit=n, thread_id=thread_id))
         return [(m.seq, m.importance or 0.0, (tid, m)) for tid, m in hits]
 
     async def _relevant(
@@ -266,7 +274,7 @@ class Retriever:
                 log.warning("query embedding failed: %s", exc)
             return []
         hits = await self.vectors.search(
-            self.store,
+            self.run,
             resource_id,
             self.indexer.embedder.name,
             self.indexer.embedder.dim,
@@ -280,10 +288,11 @@ class Retriever:
     async def _lexical(
         self, resource_id: str, thread_id: str | None, query: str, n: int
     ) -> list[tuple[int, float, Any]]:
-        terms = list(dict.fromkeys(tokenize(query)))[:32]
+        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
         if not n or not terms:
             return []
-        return [(seq, score, None) for seq, score in await self.store.lexical_search(resource_id, terms, n, thread_id)]
+        search = ops.LexicalSearch(resource_id=resource_id, terms=tuple(terms), limit=n, thread_id=thread_id)
+        return [(seq, score, None) for seq, score in await self.run(search)]
 
     async def _context(
         self, resource_id: str, hits: list[Recalled], message_range: tuple[int, int] | int
@@ -292,7 +301,10 @@ class Retriever:
         have = {r.message.seq for r in hits}
         extra: list[Recalled] = []
         for r in hits:
-            for m in await self.store.neighbours(resource_id, r.thread_id, r.message.seq, before, after):
+            around = ops.ReadNeighbours(
+                resource_id=resource_id, thread_id=r.thread_id, seq=r.message.seq or 0, before=before, after=after
+            )
+            for m in await self.run(around):
                 if m.seq not in have:
                     have.add(m.seq)
                     extra.append(Recalled(message=m, thread_id=r.thread_id, reasons=frozenset({"context"}), score=0.0))

@@ -148,7 +148,7 @@ async def test_a_failing_fast_model_changes_nothing_and_is_retried(db_url: str, 
         assert report["failures"] >= 1 and report["summaries"] == 0 and report["facts"] == 0
         assert await memory.summaries(resource_id=R, thread_id=T) == []
         assert await memory.get_facts(resource_id=R) == []
-        log = await memory.store.consolidation_log(R)
+        log = await memory.consolidation_log(resource_id=R)
         assert log and all(e["outcome"] == "failed" for e in log)
         if stored:
             assert await memory.get_messages(resource_id=R, thread_id=T) == stored

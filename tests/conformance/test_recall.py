@@ -7,6 +7,7 @@ import pytest
 import caderno
 from caderno import Message
 from caderno.errors import NotFound, UsageError
+from caderno.stores import ops
 
 R = "casa"
 
@@ -136,7 +137,7 @@ async def test_deleted_and_erased_messages_are_never_recalled(seeded: caderno.Me
     )
     await seeded.erase_resource(resource_id=R)
     assert await seeded.recall(resource_id=R, query="Lisbon trip budget") == []
-    assert await seeded.store.pending_embeddings() == 0
+    assert await seeded.run(ops.CountPendingEmbeddings()) == 0
 
 
 async def test_reindex_embeds_again(seeded: caderno.Memory) -> None:

@@ -17,6 +17,7 @@ import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder, MiniLMEmbedder
 from caderno.recall import VectorIndex
+from caderno.stores import ops
 from conftest import python_env
 
 
@@ -42,8 +43,8 @@ async def test_a_failing_text_is_recorded_and_retried_with_backoff(db_url: str) 
             messages=[Message.user("fine one"), Message.user("BOOM here"), Message.user("fine two")],
         )
         await memory.flush()
-        assert await memory.store.pending_embeddings() == 1  # the two others are embedded
-        rows = await memory.store.load_vectors("r", emb.name, 0)
+        assert await memory.run(ops.CountPendingEmbeddings()) == 1  # the two others are embedded
+        rows = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0))
         assert len(rows.seqs) == 2
         if db_url.startswith("sqlite"):
             error, attempts = memory.store._writer.execute("SELECT error, attempts FROM embedding_queue").fetchone()
@@ -51,11 +52,11 @@ async def test_a_failing_text_is_recorded_and_retried_with_backoff(db_url: str) 
         # Not due yet: a flush does nothing; after the backoff (1 s) it succeeds.
         emb.broken = False
         await memory.flush()
-        assert await memory.store.pending_embeddings() == 1
+        assert await memory.run(ops.CountPendingEmbeddings()) == 1
         await asyncio.sleep(1.2)
         await memory.flush()
-        assert await memory.store.pending_embeddings() == 0
-        assert len((await memory.store.load_vectors("r", emb.name, 0)).seqs) == 3
+        assert await memory.run(ops.CountPendingEmbeddings()) == 0
+        assert len((await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0))).seqs) == 3
 
 
 async def test_append_never_waits_for_or_fails_on_embedding(tmp_path: Path) -> None:
@@ -74,7 +75,7 @@ async def test_append_never_waits_for_or_fails_on_embedding(tmp_path: Path) -> N
         assert len(await memory.get_messages(resource_id="r", thread_id="t")) == 5
         gate.set()
         await memory.flush()
-        assert await memory.store.pending_embeddings() == 5  # failures recorded, retried later
+        assert await memory.run(ops.CountPendingEmbeddings()) == 5  # failures recorded, retried later
         assert len(await memory.get_messages(resource_id="r", thread_id="t")) == 5
 
 
@@ -93,7 +94,7 @@ async def test_pending_work_survives_the_process(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     async with caderno.connect(db) as memory:
-        assert await memory.store.pending_embeddings() == 1
+        assert await memory.run(ops.CountPendingEmbeddings()) == 1
         await memory.flush()
         hits = await memory.recall(resource_id="r", query="our Amsterdam travel fund", recent=0, salient=0, lexical=0)
         assert [h.message.content for h in hits] == ["We are saving for a trip to Amsterdam."]
@@ -111,7 +112,7 @@ async def test_without_the_model_recall_degrades_to_lexical_and_says_so_once(
             hits = await memory.recall(resource_id="r", query="Lisbon", recent=0)
             assert [h.reasons for h in hits] == [{"lexical"}]
         assert len(await memory.get_messages(resource_id="r", thread_id="t")) == 1
-        assert await memory.store.pending_embeddings() == 1  # kept for a process that has the model
+        assert await memory.run(ops.CountPendingEmbeddings()) == 1  # kept for a process that has the model
     warnings = [r for r in caplog.records if "embeddings are off" in r.getMessage()]
     assert len(warnings) == 1 and "missing.onnx" in warnings[0].getMessage()
 
@@ -126,11 +127,11 @@ async def test_vector_cache_is_bounded_in_bytes(tmp_path: Path) -> None:
         await memory.flush()
         memory.vectors = VectorIndex(max_bytes=20_000)
         q = emb.embed(["note of a"])[0]
-        hits_a = await memory.vectors.search(memory.store, "a", emb.name, emb.dim, q, 3, 0.0, None)
+        hits_a = await memory.vectors.search(memory.run, "a", emb.name, emb.dim, q, 3, 0.0, None)
         one = memory.vectors.nbytes
-        await memory.vectors.search(memory.store, "b", emb.name, emb.dim, q, 3, 0.0, None)
+        await memory.vectors.search(memory.run, "b", emb.name, emb.dim, q, 3, 0.0, None)
         assert len(memory.vectors._entries) == 1 and memory.vectors.nbytes <= max(one, 20_000) + one
-        again = await memory.vectors.search(memory.store, "a", emb.name, emb.dim, q, 3, 0.0, None)
+        again = await memory.vectors.search(memory.run, "a", emb.name, emb.dim, q, 3, 0.0, None)
         assert again == hits_a  # reloaded after eviction, same answer
 
 
@@ -140,10 +141,10 @@ async def test_vector_cache_refreshes_incrementally(tmp_path: Path) -> None:
         await memory.append_messages(resource_id="a", thread_id="t", messages=[Message.user("first note")])
         await memory.flush()
         q = emb.embed(["second note"])[0]
-        await memory.vectors.search(memory.store, "a", emb.name, emb.dim, q, 5, -1.0, None)
+        await memory.vectors.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, None)
         entry = memory.vectors._entries[("a", emb.name)]
         first_id = entry.last_id
         await memory.append_messages(resource_id="a", thread_id="t", messages=[Message.user("second note")])
         await memory.flush()
-        hits = await memory.vectors.search(memory.store, "a", emb.name, emb.dim, q, 5, -1.0, None)
+        hits = await memory.vectors.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, None)
         assert entry.n == 2 and entry.last_id > first_id and np.isclose(hits[0][1], 1.0)

@@ -1,24 +1,30 @@
 """AgentChat: one turn = load memory, prompt, model <-> tools, persist.
 
-``AgentChat`` keeps no per-conversation state, so one instance serves any
-number of concurrent conversations. Per turn it:
+``AgentChat`` keeps no per-conversation state in the database sense, so one
+instance serves any number of concurrent conversations. Per turn it:
 
-1. loads the thread's recent history (turns already summarised show as
-   their summary);
-2. loads the resource's working memory, notebook snapshot, known facts and,
-   when enabled, what recall finds in earlier conversations;
+1. reads, in **one batch** (one snapshot, one round trip), the thread's
+   recent history, its summaries, the resource's working memory and facts;
+2. adds the notebook snapshot frozen for this conversation and, when
+   enabled, what recall finds in earlier conversations;
 3. builds the prompt with ``caderno.context.build_prompt``: the blocks in
    priority order, then the newest history that fits the token budget, then
    the turn (rebuilt before every model call, as the turn grows);
-4. runs the model <-> tool loop, at most ``max_steps`` model calls;
-5. persists the whole turn in one ``append_messages`` call;
-6. applies the ``update_working_memory`` patches the model made, and
-   schedules the thread's consolidation in the background.
+4. runs the model <-> tool loop, at most ``max_steps`` model calls; working
+   memory patches and facts are validated at once (the model hears about a
+   bad one) and held;
+5. commits the turn in **one write batch**: its messages, its patches and
+   its facts, in one transaction; then schedules the thread's consolidation
+   in the background.
 
-A turn that fails before step 5 persists nothing. Patches are validated
-during the loop (so the model hears about a bad one at once) but written
-only after the turn is stored, so a failed turn changes nothing. (Notebook
-writes are files and happen at once; see ``_notebook_call``.)
+A turn that fails — model error, ``max_steps``, cancellation, a process
+killed mid-commit — leaves all of it or none of it. Notebook writes are the
+exception: they are file writes, made at once (off the event loop), like a
+note taken on paper; see ``_notebook_call``.
+
+``AgentChat`` also runs on any object with just the four methods of
+``caderno.AgentMemory``; recall, facts, summaries and consolidation then
+switch off (one log line), and patches are applied after the append.
 """
 
 from __future__ import annotations
@@ -26,21 +32,27 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..context import TokenCounter, build_prompt, estimate_tokens
 from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, UsageError
-from ..memory import Memory
+from ..memory import AgentMemory, Memory, TurnContext, fact_op
 from ..messages import Message, ToolCall, WorkingMemory
 from ..notebook import MEMORY_TOOL_SPEC, Notebook
+from ..stores import ops
 from .models import Model
 from .tools import Tool, ToolSpec, collect_tools
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "RecallSettings", "ToolCallRecord"]
 
 log = logging.getLogger("caderno.agent")
+
+#: Conversations whose frozen notebook snapshot this process keeps (least recently used go first).
+SNAPSHOT_CACHE = 1024
+WM_SOURCE = "tool:update_working_memory"
 
 DEFAULT_INSTRUCTIONS = (
     "You are a helpful assistant with durable memory. The working memory below is what you know about "
@@ -84,6 +96,8 @@ RECALL_SPEC = ToolSpec(
 )
 
 RECALL_HEADER = "Remembered from earlier conversations"
+#: Most hits the recall tool hands the model.
+RECALL_TOOL_TOP = 8
 
 REMEMBER_FACT_SPEC = ToolSpec(
     name="remember_fact",
@@ -149,7 +163,10 @@ class ChatResult:
     working_memory: WorkingMemory | None = None
     """Working memory after the turn's patches (``None`` if never set)."""
     usage: dict[str, int] = field(default_factory=dict)
-    """Tokens per prompt block in the last model call (see ``caderno.context.Prompt.usage``)."""
+    """Tokens per prompt block in the last model call (see ``caderno.context.Prompt.usage``).
+
+    The turn's token usage (model calls, prompt and completion tokens, summed
+    over the turn) is stored in the reply's ``metadata["usage"]``."""
     cut: list[dict[str, Any]] = field(default_factory=list)
     """Blocks dropped or shortened to fit the budget in the last model call."""
 
@@ -159,15 +176,18 @@ class AgentChat:
 
     Args:
         model: anything with ``async complete(messages, tools) -> Message``.
-        memory: where history and working memory live (default: in-process).
+        memory: where history and working memory live (default: in-process):
+            a ``Memory``, or any ``caderno.AgentMemory`` (four methods).
         tools: functions, ``Tool`` objects, or instances with tool methods.
         instructions: the system prompt (``DEFAULT_INSTRUCTIONS`` when None).
         history_limit: how many stored messages of the thread to show (>= 2).
         max_steps: most model calls in one turn.
-        notebook: a ``Notebook`` shared by every resource, or a factory
-            ``resource_id -> Notebook`` (e.g. ``Notebook.for_resource``). Each
-            is loaded once per ``AgentChat`` (the session): its frozen
-            snapshot opens every prompt, and the ``memory`` tool edits it.
+        notebook: a ``Notebook`` for one resource, or a factory
+            ``resource_id -> Notebook`` (e.g. ``Notebook.for_resource``). Its
+            snapshot is frozen per conversation, at the thread's first turn
+            in this process, and opens every prompt of that conversation;
+            the ``memory`` tool edits the files. One ``Notebook`` instance
+            used for two resources is refused.
         recall: automatic recall before each turn (``True`` for the default
             ``RecallSettings``): hits from earlier conversations that are not
             in the history window are shown in a system block.
@@ -186,7 +206,7 @@ class AgentChat:
         self,
         *,
         model: Model,
-        memory: Memory | None = None,
+        memory: Memory | AgentMemory | None = None,
         tools: Sequence[Any] = (),
         instructions: str | None = None,
         history_limit: int = 40,
@@ -208,8 +228,22 @@ class AgentChat:
             from ..stores.memory import InMemoryStore
 
             memory = Memory(InMemoryStore())
+        if not isinstance(memory, Memory | AgentMemory):
+            raise UsageError(
+                "memory must be a caderno.Memory or implement caderno.AgentMemory "
+                "(get_messages, append_messages, get_working_memory, update_working_memory)"
+            )
         self.model = model
         self.memory = memory
+        self.full: Memory | None = memory if isinstance(memory, Memory) else None
+        if self.full is None:
+            log.info(
+                "%s has only the four AgentMemory methods: recall, facts, summaries and consolidation are off",
+                type(memory).__name__,
+            )
+            recall, recall_tool, facts, consolidate = None, False, 0, False
+        elif not self.full.supports(*ops.FACTS):
+            facts = 0
         self.tools: dict[str, Tool] = {t.name: t for t in collect_tools(tools)}
         self.max_context_tokens = max_context_tokens
         self.reply_reserve = reply_reserve
@@ -223,6 +257,8 @@ class AgentChat:
                 raise UsageError(f"the tool name {reserved} is reserved")
         self.notebook = notebook
         self._notebooks: dict[str, Notebook] = {}
+        self._notebook_owner: str | None = None
+        self._snapshots: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
         self.instructions = DEFAULT_INSTRUCTIONS if instructions is None else instructions
         self.history_limit = history_limit
         self.max_steps = max_steps
@@ -240,16 +276,43 @@ class AgentChat:
         return [*builtin, *(t.spec for t in self.tools.values())]
 
     def notebook_for(self, resource_id: str) -> Notebook | None:
-        """The resource's notebook, loaded (snapshot frozen) on first use."""
+        """The resource's notebook (``None`` when there is none).
+
+        Raises:
+            UsageError: a single ``Notebook`` instance asked for a second resource.
+        """
         if self.notebook is None:
             return None
+        if isinstance(self.notebook, Notebook):
+            if self._notebook_owner is None:
+                self._notebook_owner = resource_id
+            elif self._notebook_owner != resource_id:
+                raise UsageError(
+                    f"one Notebook instance serves resource {self._notebook_owner!r}; it cannot also serve "
+                    f"{resource_id!r} (notes would leak between them). Pass a factory such as "
+                    "lambda r: Notebook.for_resource(home, r)"
+                )
+            return self.notebook
         nb = self._notebooks.get(resource_id)
         if nb is None:
-            nb = self.notebook if isinstance(self.notebook, Notebook) else self.notebook(resource_id)
-            if nb._snapshot is None:
-                nb.load()
-            self._notebooks[resource_id] = nb
+            nb = self._notebooks[resource_id] = self.notebook(resource_id)
         return nb
+
+    async def notebook_snapshot(self, resource_id: str, thread_id: str) -> list[str]:
+        """The notebook blocks of a conversation, frozen at its first turn in this process."""
+        notebook = self.notebook_for(resource_id)
+        if notebook is None:
+            return []
+        key = (resource_id, thread_id)
+        blocks = self._snapshots.get(key)
+        if blocks is None:
+            await asyncio.to_thread(notebook.load)
+            blocks = [s for s in (notebook.snapshot("memory"), notebook.snapshot("user")) if s]
+            self._snapshots[key] = blocks
+            while len(self._snapshots) > SNAPSHOT_CACHE:
+                self._snapshots.popitem(last=False)
+        self._snapshots.move_to_end(key)
+        return blocks
 
     async def ask(
         self,
@@ -287,26 +350,36 @@ class AgentChat:
 
     # -- one turn ----------------------------------------------------------------
 
+    async def _load(self, resource_id: str, thread_id: str) -> TurnContext:
+        """The turn's reads: one batch on a ``Memory``, two calls on a four-method memory."""
+        if self.full is not None:
+            return await self.full.load_turn(
+                resource_id=resource_id, thread_id=thread_id, history_limit=self.history_limit, facts=bool(self.facts)
+            )
+        history = await self.memory.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
+        data = await self.memory.get_working_memory(resource_id=resource_id)
+        state = None if data is None else WorkingMemory(resource_id=resource_id, data=data, version=0)
+        return TurnContext(history=history, summaries=[], working_memory=state, facts=[])
+
     async def _turn(self, new: list[Message], resource_id: str, thread_id: str) -> ChatResult:
-        memory = self.memory
-        history = await memory.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
-        summaries = await memory.summaries(resource_id=resource_id, thread_id=thread_id)
-        covered_to = max((m.metadata["covers"][1] for m, _ in summaries), default=0)
-        history = [m for m in history if (m.seq or 0) > covered_to]  # summarised turns show as their summary
-        state = await memory.get_working_memory_state(resource_id=resource_id)
+        ctx = await self._load(resource_id, thread_id)
+        covered_to = max((m.metadata["covers"][1] for m, _ in ctx.summaries if m.metadata), default=0)
+        history = [m for m in ctx.history if (m.seq or 0) > covered_to]  # summarised turns show as their summary
+        state = ctx.working_memory
         notebook = self.notebook_for(resource_id)
         query = "\n".join(m.content for m in new if m.role == "user" and m.content)
-        blocks = self.blocks(state, notebook)
-        blocks["facts"] = await self._facts_block(resource_id, query)
-        blocks["summary"] = _summary_block([m for m, merged in summaries if not merged])
+        blocks = self.blocks(state)
+        blocks["notebook"] = await self.notebook_snapshot(resource_id, thread_id)
+        blocks["facts"] = await self._facts_block(ctx.facts, query)
+        blocks["summary"] = _summary_block([m for m, merged in ctx.summaries if not merged])
         if self.recall is not None:
             remembered = await self._auto_recall(new, history, resource_id, thread_id)
             blocks["recalled"] = remembered.content if remembered else None
         turn: list[Message] = list(new)
         records: list[ToolCallRecord] = []
-        pending_wm = state.data if state else None
-        patches: list[dict[str, Any]] = []
+        held = _Held(working_memory=state.data if state else None)
         specs = self.tool_specs
+        usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for _ in range(self.max_steps):
             prompt = build_prompt(
                 blocks=blocks,
@@ -326,14 +399,12 @@ class AgentChat:
                 raise ModelError(f"the model must return an assistant Message, got {reply!r:.200}")
             if not reply.tool_calls and not reply.content.strip():
                 raise ModelError("the model returned an empty message (no text and no tool calls)")
+            _add_usage(usage, reply, prompt.messages, self.token_counter)
             turn.append(reply)
             if not reply.tool_calls:
                 break
             for call in reply.tool_calls:
-                record, patched = await self._call(call, pending_wm, resource_id, thread_id, notebook)
-                if patched is not None:
-                    pending_wm = patched
-                    patches.append(record.args["patch"])
+                record = await self._call(call, held, resource_id, thread_id, notebook, specs)
                 records.append(record)
                 content = record.error if record.error else _as_text(record.result)
                 turn.append(Message.tool(content, tool_call_id=call.id, name=call.name))
@@ -341,19 +412,11 @@ class AgentChat:
             raise ModelError(
                 f"the turn did not finish within max_steps={self.max_steps} model calls; nothing was stored"
             )
-        stored = await memory.append_messages(resource_id=resource_id, thread_id=thread_id, messages=turn)
-        final_state = state
-        for patch in patches:
-            try:
-                final_state = await memory.update_working_memory(
-                    resource_id=resource_id, patch=patch, source="tool:update_working_memory"
-                )
-            except CadernoError as exc:
-                # The patch validated a moment ago; another writer changed the
-                # memory since. The turn is stored; report and go on.
-                log.warning("working-memory patch for %s not applied after the turn: %s", resource_id, exc)
-        if self.consolidate:
-            memory.schedule_consolidation(resource_id=resource_id, thread_id=thread_id)
+        final = turn[-1]
+        turn[-1] = final.with_(metadata={**(final.metadata or {}), "usage": usage})
+        stored, final_state = await self._commit(resource_id, thread_id, turn, held, state)
+        if self.consolidate and self.full is not None and self.full.supports(*ops.CONSOLIDATION):
+            self.full.schedule_consolidation(resource_id=resource_id, thread_id=thread_id)
         return ChatResult(
             reply=stored[-1],
             tool_calls=records,
@@ -363,79 +426,111 @@ class AgentChat:
             cut=prompt.cut,
         )
 
-    async def _facts_block(self, resource_id: str, query: str) -> str | None:
-        if not self.facts:
+    async def _commit(
+        self, resource_id: str, thread_id: str, turn: list[Message], held: _Held, state: WorkingMemory | None
+    ) -> tuple[list[Message], WorkingMemory | None]:
+        """Store the turn: one transaction on a ``Memory`` (messages, patches, facts)."""
+        if self.full is not None:
+            stored, patched = await self.full.commit_turn(
+                resource_id=resource_id,
+                thread_id=thread_id,
+                messages=turn,
+                patches=[(p, WM_SOURCE) for p in held.patches],
+                facts=held.facts,
+            )
+            return stored, patched or state
+        # A four-method memory has no transaction spanning calls: append first,
+        # so a failed append stores nothing; a patch that fails afterwards is logged.
+        stored = await self.memory.append_messages(resource_id=resource_id, thread_id=thread_id, messages=turn)
+        for patch in held.patches:
+            try:
+                await self.memory.update_working_memory(resource_id=resource_id, patch=patch)
+            except CadernoError as exc:
+                log.warning("working-memory patch for %s not applied after the turn: %s", resource_id, exc)
+        if held.patches:
+            data = await self.memory.get_working_memory(resource_id=resource_id)
+            state = None if data is None else WorkingMemory(resource_id=resource_id, data=data, version=0)
+        return stored, state
+
+    async def _facts_block(self, facts: list[Any], query: str) -> str | None:
+        if not self.facts or not facts or self.full is None:
             return None
-        facts = await self.memory.relevant_facts(resource_id=resource_id, query=query, limit=self.facts)
-        if not facts:
-            return None
+        facts = await self.full.rank_facts(facts, query, limit=self.facts)
         lines = [f"- {f.category}/{f.key}: {f.value}" for f in facts]
         return "KNOWN FACTS about this user (kept across conversations):\n" + "\n".join(lines)
 
     async def _call(
         self,
         call: ToolCall,
-        pending_wm: dict[str, Any] | None,
+        held: _Held,
         resource_id: str,
         thread_id: str,
         notebook: Notebook | None,
-    ) -> tuple[ToolCallRecord, dict[str, Any] | None]:
+        specs: list[ToolSpec],
+    ) -> ToolCallRecord:
         """Run one tool call; errors become text for the model, never exceptions."""
         args = call.arguments
         if call.name == MEMORY_TOOL_SPEC.name and notebook is not None:
-            return _notebook_call(notebook, call), None
+            return await asyncio.to_thread(_notebook_call, notebook, call)
         if call.name == RECALL_SPEC.name and self.recall_tool:
-            return await self._recall_call(call, resource_id, thread_id), None
+            return await self._recall_call(call, resource_id, thread_id)
         if call.name == REMEMBER_FACT_SPEC.name and self.facts:
-            return await self._remember_fact_call(call, resource_id), None
+            return self._remember_fact_call(call, resource_id, held)
         if call.name == UPDATE_WM_SPEC.name:
-            try:
-                if isinstance(args, str):
-                    raise InvalidPatch(f"arguments are not valid JSON: {args[:200]!r}")
-                if set(args) != {"patch"}:
-                    raise InvalidPatch("update_working_memory takes exactly one argument, 'patch' (a JSON object)")
-                patch = args["patch"]
-                if isinstance(patch, str):  # some models send the object as a JSON string
-                    try:
-                        patch = json.loads(patch)
-                    except json.JSONDecodeError:
-                        raise InvalidPatch("patch must be a JSON object, not text") from None
-                merged = self.memory.preview_working_memory(pending_wm, patch, resource_id=resource_id)
-            except CadernoError as exc:
-                return ToolCallRecord(name=call.name, args=call.arguments, result=None, error=f"Error: {exc}"), None
-            result = {"ok": True, "working_memory": merged}
-            return ToolCallRecord(name=call.name, args={"patch": patch}, result=result), merged
+            return self._patch_call(call, held, resource_id)
         tool = self.tools.get(call.name)
         if tool is None:
-            known = ", ".join(sorted([UPDATE_WM_SPEC.name, *self.tools]))
+            known = ", ".join(sorted(spec.name for spec in specs))
             error = f"Error: unknown tool {call.name!r}. Available tools: {known}."
-            return ToolCallRecord(name=call.name, args=args, result=None, error=error), None
+            return ToolCallRecord(name=call.name, args=args, result=None, error=error)
         try:
             result = await tool.run(args)
         except InvalidToolArguments as exc:
-            return ToolCallRecord(name=call.name, args=args, result=None, error=f"Error: {exc}"), None
+            return ToolCallRecord(name=call.name, args=args, result=None, error=f"Error: {exc}")
         except Exception as exc:  # a tool's own bug must not end the turn
             log.info("tool %s raised", call.name, exc_info=True)
             error = f"Error: tool {call.name} raised {type(exc).__name__}: {exc}"
-            return ToolCallRecord(name=call.name, args=args, result=None, error=error), None
-        return ToolCallRecord(name=call.name, args=args, result=result), None
+            return ToolCallRecord(name=call.name, args=args, result=None, error=error)
+        return ToolCallRecord(name=call.name, args=args, result=result)
 
-    async def _remember_fact_call(self, call: ToolCall, resource_id: str) -> ToolCallRecord:
+    def _patch_call(self, call: ToolCall, held: _Held, resource_id: str) -> ToolCallRecord:
+        """``update_working_memory``: validated now against the turn's pending state, written at commit."""
+        args = call.arguments
+        try:
+            if isinstance(args, str):
+                raise InvalidPatch(f"arguments are not valid JSON: {args[:200]!r}")
+            if set(args) != {"patch"}:
+                raise InvalidPatch("update_working_memory takes exactly one argument, 'patch' (a JSON object)")
+            patch = args["patch"]
+            if isinstance(patch, str):  # some models send the object as a JSON string
+                try:
+                    patch = json.loads(patch)
+                except json.JSONDecodeError:
+                    raise InvalidPatch("patch must be a JSON object, not text") from None
+            if self.full is not None:
+                merged = self.full.preview_working_memory(held.working_memory, patch, resource_id=resource_id)
+            else:
+                from ..working_memory import check_patch, merge_patch
+
+                merged = merge_patch(held.working_memory or {}, check_patch(patch, resource_id))
+        except CadernoError as exc:
+            return ToolCallRecord(name=call.name, args=call.arguments, result=None, error=f"Error: {exc}")
+        held.working_memory = merged
+        held.patches.append(patch)
+        return ToolCallRecord(name=call.name, args={"patch": patch}, result={"ok": True, "working_memory": merged})
+
+    def _remember_fact_call(self, call: ToolCall, resource_id: str, held: _Held) -> ToolCallRecord:
+        """``remember_fact``: validated now, stored with the turn (a failed turn keeps no fact)."""
         args = call.arguments
         if not isinstance(args, dict) or set(args) != {"category", "key", "value"}:
             error = "Error: remember_fact takes exactly category, key and value (text)"
             return ToolCallRecord(name=call.name, args=args, result=None, error=error)
         try:
-            fact = await self.memory.remember_fact(
-                resource_id=resource_id,
-                category=str(args["category"]),
-                key=str(args["key"]),
-                value=str(args["value"]),
-                source="agent",
-            )
+            op = fact_op(resource_id, str(args["category"]), str(args["key"]), str(args["value"]), "agent")
         except CadernoError as exc:
             return ToolCallRecord(name=call.name, args=args, result=None, error=f"Error: {exc}")
-        return ToolCallRecord(name=call.name, args=args, result={"ok": True, "fact": f"{fact.category}/{fact.key}"})
+        held.facts.append(op)
+        return ToolCallRecord(name=call.name, args=args, result={"ok": True, "fact": f"{op.category}/{op.key}"})
 
     async def _recall_call(self, call: ToolCall, resource_id: str, thread_id: str) -> ToolCallRecord:
         args = call.arguments
@@ -443,7 +538,10 @@ class AgentChat:
         if not isinstance(query, str) or not query.strip() or set(args) != {"query"}:
             error = "Error: recall takes one argument, 'query' (non-empty text)"
             return ToolCallRecord(name=call.name, args=args, result=None, error=error)
-        hits = await self.memory.recall(resource_id=resource_id, query=query, thread_id=thread_id, recent=0, top=8)
+        assert self.full is not None  # the recall tool is offered only on a Memory
+        hits = await self.full.recall(
+            resource_id=resource_id, query=query, thread_id=thread_id, recent=0, top=RECALL_TOOL_TOP
+        )
         titles = await self._titles(resource_id, hits)
         result = [
             {
@@ -468,7 +566,8 @@ class AgentChat:
         if settings is None or not query:
             return None
         shown = {m.id for m in history}
-        hits = await self.memory.recall(
+        assert self.full is not None  # automatic recall is on only on a Memory
+        hits = await self.full.recall(
             resource_id=resource_id,
             query=query,
             thread_id=thread_id,
@@ -494,15 +593,16 @@ class AgentChat:
     async def _titles(self, resource_id: str, hits: list[Any]) -> dict[str, str]:
         if not hits:
             return {}
-        return {t.id: t.title or t.id for t in await self.memory.list_threads(resource_id=resource_id)}
+        assert self.full is not None
+        return {t.id: t.title or t.id for t in await self.full.list_threads(resource_id=resource_id)}
 
-    def blocks(self, state: WorkingMemory | None, notebook: Notebook | None = None) -> dict[str, Any]:
-        """The fixed prompt blocks that do not depend on the query."""
-        snaps = [notebook.snapshot(t) for t in ("memory", "user")] if notebook is not None else []
+    def blocks(self, state: WorkingMemory | None) -> dict[str, Any]:
+        """The fixed prompt blocks that do not depend on the query or the conversation."""
+        schema = self.full.working_memory_json_schema if self.full is not None else None
         return {
             "instructions": self.instructions or None,
-            "working_memory": working_memory_block(state, self.memory.working_memory_json_schema),
-            "notebook": [s for s in snaps if s],
+            "working_memory": working_memory_block(state, schema),
+            "notebook": [],
         }
 
 
@@ -526,6 +626,28 @@ def _notebook_call(notebook: Notebook, call: ToolCall) -> ToolCallRecord:
     if result.get("success"):
         return ToolCallRecord(name=call.name, args=args, result=result)
     return ToolCallRecord(name=call.name, args=args, result=None, error=json.dumps(result, ensure_ascii=False))
+
+
+@dataclass(kw_only=True, slots=True)
+class _Held:
+    """What a turn's tools decided, held until the turn commits."""
+
+    working_memory: dict[str, Any] | None
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    facts: list[ops.UpsertFact] = field(default_factory=list)
+
+
+def _add_usage(usage: dict[str, int], reply: Message, prompt: list[Message], count: TokenCounter) -> None:
+    """Sum one model call's tokens: the model's own figures when it reports them, else estimates."""
+    reported = (reply.metadata or {}).get("usage") if reply.metadata else None
+    usage["model_calls"] += 1
+    if isinstance(reported, dict) and isinstance(reported.get("prompt_tokens"), int):
+        usage["prompt_tokens"] += reported["prompt_tokens"]
+        usage["completion_tokens"] += int(reported.get("completion_tokens") or 0)
+        return
+    usage["prompt_tokens"] += sum(count(m.content) for m in prompt)
+    usage["completion_tokens"] += count(reply.content) + sum(count(json.dumps(c.to_dict())) for c in reply.tool_calls or ())
+    usage["estimated"] = 1
 
 
 WM_HEADER = "WORKING MEMORY"

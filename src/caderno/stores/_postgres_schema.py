@@ -8,6 +8,8 @@ migrate exactly once.
 
 from __future__ import annotations
 
+from ..importance import SALIENT
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_core",
@@ -139,6 +141,34 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX events_fact_candidates ON events (resource_id, seq)
             WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7;
+        """,
+    ),
+    (
+        "0004_batch_port",
+        f"""
+        CREATE TABLE message_log (
+            resource_id text NOT NULL,
+            id          bigint GENERATED ALWAYS AS IDENTITY,
+            message_id  text NOT NULL,
+            thread_id   text NOT NULL,
+            action      text NOT NULL,
+            role        text NOT NULL,
+            old_content text,
+            actor       text NOT NULL,
+            reason      text,
+            created_at  timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, id)
+        );
+        CREATE INDEX message_log_message ON message_log (resource_id, message_id, id);
+        -- Which messages are embedded is decided once, in Python; the append queues them.
+        DROP TRIGGER events_enqueue_embedding ON events;
+        DROP FUNCTION caderno_enqueue_embedding();
+        -- Thresholds come from one place (the fact threshold is bound per query).
+        DROP INDEX events_fact_candidates;
+        CREATE INDEX events_fact_candidates ON events (resource_id, seq)
+            WHERE facts_extracted_at IS NULL AND role = 'user';
+        DROP INDEX events_salient;
+        CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= {SALIENT!r};
         """,
     ),
 ]

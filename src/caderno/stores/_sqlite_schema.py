@@ -13,6 +13,7 @@ from typing import Any
 
 from .._time import from_iso, to_iso, utcnow
 from ..errors import SchemaTooNew
+from ..importance import SALIENT
 
 #: (name, statements). Statements are run one by one (triggers contain ';').
 MIGRATIONS: list[tuple[str, list[str]]] = [
@@ -110,6 +111,39 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "CREATE INDEX consolidation_log_resource ON consolidation_log (resource_id, id)",
             "CREATE INDEX events_fact_candidates ON events (resource_id, seq) "
             "WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7",
+        ],
+    ),
+    (
+        "0004_batch_port",
+        [
+            # Edits, pops and deletions of messages: who, when, why (and the old
+            # text of an edit; a deletion keeps no text, so deleting erases).
+            """CREATE TABLE message_log (
+                id          INTEGER PRIMARY KEY AUTOINCREMENT,
+                resource_id TEXT NOT NULL,
+                message_id  TEXT NOT NULL,
+                thread_id   TEXT NOT NULL,
+                action      TEXT NOT NULL,
+                role        TEXT NOT NULL,
+                old_content TEXT,
+                actor       TEXT NOT NULL,
+                reason      TEXT,
+                created_at  TEXT NOT NULL
+            )""",
+            "CREATE INDEX message_log_resource ON message_log (resource_id, message_id, id)",
+            # Which messages are embedded is decided once, in Python
+            # (importance.embeddable); the append queues them itself.
+            "DROP TRIGGER events_ai",
+            """CREATE TRIGGER events_ai AFTER INSERT ON events BEGIN
+                INSERT INTO events_fts (rowid, content) VALUES (new.seq, new.content);
+            END""",
+            # Thresholds come from one place: the fact threshold is a setting
+            # (bound per query), the salient one is importance.SALIENT.
+            "DROP INDEX events_fact_candidates",
+            "CREATE INDEX events_fact_candidates ON events (resource_id, seq) "
+            "WHERE facts_extracted_at IS NULL AND role = 'user'",
+            "DROP INDEX events_salient",
+            f"CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= {SALIENT!r}",
         ],
     ),
 ]

@@ -10,16 +10,18 @@ import asyncio
 import copy
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._dump import new_dump
 from .._text import tokenize
-from .._time import from_iso, to_iso, utcnow
+from .._time import from_iso, to_iso
 from ..errors import Conflict, UsageError
+from ..importance import embeddable
 from ..messages import Fact, Message, Thread, WorkingMemory
-from .base import EmbeddingJob, ResourceDump, VectorRows, WorkingMemoryUpdate
+from . import ops
+from .ops import EmbeddingJob, VectorRows
 
 
 @dataclass
@@ -45,10 +47,35 @@ class _Resource:
     fact_history: list[dict[str, Any]] = field(default_factory=list)
     facts_done: set[int] = field(default_factory=set)
     consolidation_log: list[dict[str, Any]] = field(default_factory=list)
+    message_log: list[dict[str, Any]] = field(default_factory=list)
+
+    def copy(self) -> _Resource:
+        """A copy whose containers are new (messages are immutable, so they are shared)."""
+        return _Resource(
+            wm=self.wm,
+            version=self.version,
+            wm_updated_at=self.wm_updated_at,
+            log=list(self.log),
+            threads={tid: _Thread(**{**vars(t), "messages": list(t.messages), "summaries": list(t.summaries)})
+                     for tid, t in self.threads.items()},
+            consolidated=set(self.consolidated),
+            facts=dict(self.facts),
+            fact_history=list(self.fact_history),
+            facts_done=set(self.facts_done),
+            consolidation_log=list(self.consolidation_log),
+            message_log=list(self.message_log),
+        )
 
 
 class InMemoryStore:
-    """Stores everything in dicts; one asyncio lock makes each call atomic."""
+    """Stores everything in dicts; one asyncio lock makes each batch atomic.
+
+    A write batch of several operations keeps a copy of the resources it
+    touches and of the queues, and puts them back if an operation fails, so
+    a batch is all or nothing here too.
+    """
+
+    supports = ops.ALL
 
     def __init__(self) -> None:
         self._resources: dict[str, _Resource] = {}
@@ -58,6 +85,48 @@ class InMemoryStore:
         self._vectors: dict[tuple[int, str], tuple[int, str, bytes]] = {}  # (seq, model) -> (feed id, rid, vector)
         self._feed = 0
         self._lock = asyncio.Lock()
+        self._handlers: dict[type[Any], Callable[[Any], Any]] = {
+            ops.Append: self._append,
+            ops.ReadThread: self._read_thread,
+            ops.ListThreads: self._list_threads,
+            ops.GetThread: self._get_thread,
+            ops.PutThread: self._put_thread,
+            ops.DeleteThread: self._delete_thread,
+            ops.PopMessage: self._pop_message,
+            ops.EditMessage: self._edit_message,
+            ops.DeleteMessage: self._delete_message,
+            ops.ReadMessageLog: self._read_message_log,
+            ops.SetImportance: self._set_importance,
+            ops.ReadWorkingMemory: self._read_working_memory,
+            ops.PatchWorkingMemory: self._patch_working_memory,
+            ops.ReadWorkingMemoryLog: self._read_working_memory_log,
+            ops.EraseResource: self._erase_resource,
+            ops.ExportResource: self._export_resource,
+            ops.ImportResource: self._import_resource,
+            ops.UpsertFact: self._upsert_fact,
+            ops.ReadFacts: self._read_facts,
+            ops.ReadFactHistory: self._read_fact_history,
+            ops.ForgetFact: self._forget_fact,
+            ops.ClaimEmbeddings: self._claim_embeddings,
+            ops.FinishEmbeddings: self._finish_embeddings,
+            ops.CountPendingEmbeddings: lambda op: len(self._queue),
+            ops.ReadVectors: self._read_vectors,
+            ops.LexicalSearch: self._lexical_search,
+            ops.ReadSalient: self._read_salient,
+            ops.ReadBySeq: self._read_by_seq,
+            ops.ReadNeighbours: self._read_neighbours,
+            ops.Reindex: self._reindex,
+            ops.FindConsolidationCandidates: self._find_consolidation_candidates,
+            ops.ClaimConsolidation: self._claim_consolidation,
+            ops.ReleaseConsolidation: self._release_consolidation,
+            ops.ReadUnconsolidated: self._read_unconsolidated,
+            ops.ReadSummaries: self._read_summaries,
+            ops.WriteSummary: self._write_summary,
+            ops.ReadFactCandidates: self._read_fact_candidates,
+            ops.MarkFactsExtracted: self._mark_facts_extracted,
+            ops.LogConsolidation: self._log_consolidation,
+            ops.ReadConsolidationLog: self._read_consolidation_log,
+        }
 
     async def open(self) -> None:
         pass
@@ -65,27 +134,69 @@ class InMemoryStore:
     async def close(self) -> None:
         pass
 
-    async def append(self, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+    async def batch(self, batch: Sequence[ops.Op[Any]]) -> list[Any]:
+        handlers = []
+        for op in batch:
+            handler = self._handlers.get(type(op))
+            if handler is None:
+                raise UsageError(f"InMemoryStore does not support {type(op).__name__}")
+            handlers.append(handler)
         async with self._lock:
-            res = self._resources.get(resource_id)
-            known = {m.id for t in res.threads.values() for m in t.messages} if res else set()
-            ids = [m.id for m in messages]
-            if len(set(ids)) != len(ids) or known.intersection(ids):
-                raise UsageError(f"a message id is already stored for resource {resource_id!r}")
-            res = self._resources.setdefault(resource_id, _Resource())
-            thread = res.threads.setdefault(thread_id, _Thread(created_at=messages[0].created_at))
-            stored = []
-            for m in messages:
-                self._seq += 1
-                stored.append(m._stamped(seq=self._seq))
-                self._enqueue(resource_id, thread_id, stored[-1])
-            thread.messages.extend(stored)
-            thread.updated_at = stored[-1].created_at
-            return list(stored)
+            if len(batch) < 2 or not any(op.writes for op in batch):
+                # One operation checks everything before it changes anything.
+                return [h(op) for h, op in zip(handlers, batch, strict=True)]
+            saved = self._save(batch)
+            try:
+                return [h(op) for h, op in zip(handlers, batch, strict=True)]
+            except BaseException:
+                self._restore(saved)
+                raise
+
+    def _save(self, batch: Sequence[ops.Op[Any]]) -> tuple[Any, ...]:
+        rids = {getattr(op, "resource_id", None) for op in batch} | {
+            op.dump["resource_id"] for op in batch if isinstance(op, ops.ImportResource)
+        }
+        resources = {rid: (r.copy() if (r := self._resources.get(rid)) else None) for rid in rids if rid is not None}
+        if None in rids:  # an operation over every resource
+            resources = {rid: r.copy() for rid, r in self._resources.items()}
+        queue = {seq: dict(job) for seq, job in self._queue.items()}
+        return resources, queue, dict(self._vectors), self._feed
+
+    def _restore(self, saved: tuple[Any, ...]) -> None:
+        resources, self._queue, self._vectors, self._feed = saved
+        for rid, res in resources.items():
+            if res is None:
+                self._resources.pop(rid, None)
+            else:
+                self._resources[rid] = res
+
+    # -- history -------------------------------------------------------------------------
+
+    def _thread(self, resource_id: str, thread_id: str) -> _Thread | None:
+        res = self._resources.get(resource_id)
+        return res.threads.get(thread_id) if res else None
+
+    def _append(self, op: ops.Append) -> list[Message]:
+        res = self._resources.get(op.resource_id)
+        known = {m.id for t in res.threads.values() for m in t.messages} if res else set()
+        ids = [m.id for m in op.messages]
+        if len(set(ids)) != len(ids) or known.intersection(ids):
+            raise UsageError(f"a message id is already stored for resource {op.resource_id!r}")
+        res = self._resources.setdefault(op.resource_id, _Resource())
+        thread = res.threads.setdefault(op.thread_id, _Thread(created_at=op.messages[0].created_at))
+        stored = []
+        for m in op.messages:
+            self._seq += 1
+            stored.append(m._stamped(seq=self._seq))
+            if m.id in op.embed:
+                self._enqueue(op.resource_id, op.thread_id, stored[-1])
+        thread.messages.extend(stored)
+        thread.updated_at = stored[-1].created_at
+        return list(stored)
 
     def _enqueue(self, resource_id: str, thread_id: str, m: Message) -> None:
-        if m.role in ("user", "assistant") and m.content and m.seq not in self._queue:
-            self._queue[m.seq] = {
+        if m.seq not in self._queue:
+            self._queue[m.seq or 0] = {
                 "resource_id": resource_id,
                 "thread_id": thread_id,
                 "message": m,
@@ -96,88 +207,171 @@ class InMemoryStore:
 
     def _forget(self, resource_id: str, thread_id: str | None = None) -> None:
         """Drop queued jobs and vectors of deleted messages (the SQL stores cascade)."""
-        for seq in [
-            s for s, j in self._queue.items() if j["resource_id"] == resource_id and thread_id in (None, j["thread_id"])
-        ]:
-            del self._queue[seq]
         res = self._resources.get(resource_id)
         live = {m.seq for t in res.threads.values() for m in t.messages} if res else set()
+        for seq in [s for s, j in self._queue.items() if j["resource_id"] == resource_id and s not in live]:
+            del self._queue[seq]
         for key in [k for k, v in self._vectors.items() if v[1] == resource_id and k[0] not in live]:
             del self._vectors[key]
 
-    async def read(self, resource_id: str, thread_id: str, limit: int | None) -> list[Message]:
-        res = self._resources.get(resource_id)
-        thread = res.threads.get(thread_id) if res else None
+    def _read_thread(self, op: ops.ReadThread) -> list[Message]:
+        thread = self._thread(op.resource_id, op.thread_id)
         if thread is None:
             return []
-        return list(thread.messages if limit is None else thread.messages[-limit:] if limit else [])
+        msgs = [m for m in thread.messages if op.before is None or (m.seq or 0) < op.before]
+        return list(msgs if op.limit is None else msgs[-op.limit :] if op.limit else [])
 
-    async def list_threads(self, resource_id: str) -> list[Thread]:
-        res = self._resources.get(resource_id)
-        if res is None:
-            return []
-        threads = [
-            Thread(
-                id=tid,
-                resource_id=resource_id,
-                title=t.title,
-                metadata=copy.deepcopy(t.metadata),
-                created_at=t.created_at,
-                updated_at=t.updated_at,
-                message_count=len(t.messages),
-            )
-            for tid, t in res.threads.items()
-        ]
+    def _thread_record(self, resource_id: str, tid: str, t: _Thread) -> Thread:
+        return Thread(
+            id=tid,
+            resource_id=resource_id,
+            title=t.title,
+            metadata=copy.deepcopy(t.metadata),
+            created_at=t.created_at,
+            updated_at=t.updated_at or t.created_at,
+            message_count=len(t.messages),
+        )
+
+    def _list_threads(self, op: ops.ListThreads) -> list[Thread]:
+        res = self._resources.get(op.resource_id)
+        threads = [self._thread_record(op.resource_id, tid, t) for tid, t in (res.threads.items() if res else ())]
         return sorted(threads, key=lambda t: (t.updated_at, t.id), reverse=True)
 
-    async def delete_thread(self, resource_id: str, thread_id: str) -> bool:
-        async with self._lock:
-            res = self._resources.get(resource_id)
-            deleted = bool(res and res.threads.pop(thread_id, None) is not None)
-            self._forget(resource_id, thread_id)
-            return deleted
+    def _get_thread(self, op: ops.GetThread | ops.PutThread) -> Thread | None:
+        thread = self._thread(op.resource_id, op.thread_id)
+        return self._thread_record(op.resource_id, op.thread_id, thread) if thread else None
 
-    async def erase_resource(self, resource_id: str) -> None:
-        async with self._lock:
-            self._resources.pop(resource_id, None)
-            self._forget(resource_id)
+    def _put_thread(self, op: ops.PutThread) -> Thread | None:
+        thread = self._thread(op.resource_id, op.thread_id)
+        if op.create:
+            if thread is not None:
+                return None
+            res = self._resources.setdefault(op.resource_id, _Resource())
+            thread = res.threads[op.thread_id] = _Thread(created_at=op.now)
+        elif thread is None:
+            return None
+        if op.title is not ops.UNSET:
+            thread.title = op.title
+        if op.metadata is not ops.UNSET:
+            thread.metadata = copy.deepcopy(op.metadata)
+        return self._get_thread(op)
 
-    async def get_working_memory(self, resource_id: str) -> WorkingMemory | None:
+    def _delete_thread(self, op: ops.DeleteThread) -> bool:
+        res = self._resources.get(op.resource_id)
+        deleted = bool(res and res.threads.pop(op.thread_id, None) is not None)
+        if res is not None:
+            res.message_log = [e for e in res.message_log if e["thread_id"] != op.thread_id]
+        self._forget(op.resource_id, op.thread_id)
+        return deleted
+
+    def _find(self, resource_id: str, message_id: str) -> tuple[str, _Thread, int] | None:
         res = self._resources.get(resource_id)
+        for tid, t in res.threads.items() if res else ():
+            for i, m in enumerate(t.messages):
+                if m.id == message_id:
+                    return tid, t, i
+        return None
+
+    def _log_change(self, resource_id: str, tid: str, m: Message, action: str, old: str | None, op: Any) -> None:
+        self._resources[resource_id].message_log.append(
+            {
+                "message_id": m.id,
+                "thread_id": tid,
+                "action": action,
+                "role": m.role,
+                "old_content": old,
+                "actor": op.actor,
+                "reason": op.reason,
+                "created_at": to_iso(op.now),
+            }
+        )
+
+    def _pop_message(self, op: ops.PopMessage) -> Message | None:
+        thread = self._thread(op.resource_id, op.thread_id)
+        if not thread or not thread.messages:
+            return None
+        m = thread.messages.pop()
+        self._log_change(op.resource_id, op.thread_id, m, "pop", None, op)
+        self._forget(op.resource_id)
+        return m
+
+    def _edit_message(self, op: ops.EditMessage) -> Message | None:
+        found = self._find(op.resource_id, op.message_id)
+        if found is None:
+            return None
+        tid, thread, i = found
+        old = thread.messages[i]
+        importance, embed = op.rescore(old._stamped(content=op.content))
+        new = thread.messages[i] = old._stamped(content=op.content, importance=importance)
+        self._log_change(op.resource_id, tid, old, "edit", old.content, op)
+        for key in [k for k in self._vectors if k[0] == old.seq]:
+            del self._vectors[key]
+        self._queue.pop(old.seq or 0, None)
+        if embed:
+            self._enqueue(op.resource_id, tid, new)
+        return new
+
+    def _delete_message(self, op: ops.DeleteMessage) -> Message | None:
+        found = self._find(op.resource_id, op.message_id)
+        if found is None:
+            return None
+        tid, thread, i = found
+        m = thread.messages.pop(i)
+        self._log_change(op.resource_id, tid, m, "delete", None, op)
+        self._forget(op.resource_id)
+        return m
+
+    def _read_message_log(self, op: ops.ReadMessageLog) -> list[dict[str, Any]]:
+        res = self._resources.get(op.resource_id)
+        log = res.message_log if res else []
+        return [dict(e) for e in log if op.message_id in (None, e["message_id"])]
+
+    def _set_importance(self, op: ops.SetImportance) -> bool:
+        found = self._find(op.resource_id, op.message_id)
+        if found is None:
+            return False
+        _, thread, i = found
+        thread.messages[i] = thread.messages[i]._stamped(importance=op.value)
+        return True
+
+    # -- working memory and whole resources ------------------------------------------------
+
+    def _read_working_memory(self, op: ops.ReadWorkingMemory) -> WorkingMemory | None:
+        res = self._resources.get(op.resource_id)
         if res is None or res.wm is None:
             return None
         return WorkingMemory(
-            resource_id=resource_id, data=copy.deepcopy(res.wm), version=res.version, updated_at=res.wm_updated_at
+            resource_id=op.resource_id, data=copy.deepcopy(res.wm), version=res.version, updated_at=res.wm_updated_at
         )
 
-    async def update_working_memory(
-        self,
-        resource_id: str,
-        update: WorkingMemoryUpdate,
-        *,
-        patch: dict[str, Any],
-        expected_version: int | None,
-        source: str,
-    ) -> WorkingMemory:
-        async with self._lock:
-            res = self._resources.get(resource_id) or _Resource()
-            if expected_version is not None and expected_version != res.version:
-                raise Conflict(
-                    f"working memory of {resource_id!r} is at version {res.version}, not {expected_version}",
-                    resource_id=resource_id,
-                    expected=expected_version,
-                    actual=res.version,
-                )
-            data = update(copy.deepcopy(res.wm))
-            now = utcnow()
-            self._resources[resource_id] = res
-            res.wm, res.version, res.wm_updated_at = copy.deepcopy(data), res.version + 1, now
-            res.log.append({"version": res.version, "patch": copy.deepcopy(patch), "source": source, "created_at": now})
-            return WorkingMemory(resource_id=resource_id, data=data, version=res.version, updated_at=now)
+    def _patch_working_memory(self, op: ops.PatchWorkingMemory) -> WorkingMemory:
+        res = self._resources.get(op.resource_id) or _Resource()
+        if op.expected_version is not None and op.expected_version != res.version:
+            raise Conflict(
+                f"working memory of {op.resource_id!r} is at version {res.version}, not {op.expected_version}",
+                resource_id=op.resource_id,
+                expected=op.expected_version,
+                actual=res.version,
+            )
+        data = op.update(copy.deepcopy(res.wm))
+        self._resources[op.resource_id] = res
+        res.wm, res.version, res.wm_updated_at = copy.deepcopy(data), res.version + 1, op.now
+        res.log.append(
+            {"version": res.version, "patch": copy.deepcopy(op.patch), "source": op.source, "created_at": op.now}
+        )
+        return WorkingMemory(resource_id=op.resource_id, data=data, version=res.version, updated_at=op.now)
 
-    async def export_resource(self, resource_id: str) -> ResourceDump:
-        dump = new_dump(resource_id)
-        res = self._resources.get(resource_id)
+    def _read_working_memory_log(self, op: ops.ReadWorkingMemoryLog) -> list[dict[str, Any]]:
+        res = self._resources.get(op.resource_id)
+        return [{**e, "created_at": to_iso(e["created_at"])} for e in copy.deepcopy(res.log if res else [])]
+
+    def _erase_resource(self, op: ops.EraseResource) -> None:
+        self._resources.pop(op.resource_id, None)
+        self._forget(op.resource_id)
+
+    def _export_resource(self, op: ops.ExportResource) -> dict[str, Any]:
+        dump = new_dump(op.resource_id)
+        res = self._resources.get(op.resource_id)
         if res is None:
             return dump
         if res.wm is not None:
@@ -186,7 +380,7 @@ class InMemoryStore:
                 "version": res.version,
                 "updated_at": to_iso(res.wm_updated_at),
             }
-        dump["working_memory_log"] = [{**e, "created_at": to_iso(e["created_at"])} for e in copy.deepcopy(res.log)]
+        dump["working_memory_log"] = self._read_working_memory_log(ops.ReadWorkingMemoryLog(resource_id=op.resource_id))
         dump["facts"] = [
             {
                 "category": f.category,
@@ -202,55 +396,109 @@ class InMemoryStore:
             {k: h[k] for k in ("category", "key", "value", "source", "valid_from", "replaced_at")}
             for h in res.fact_history
         ]
-        for tid, t in sorted(res.threads.items(), key=lambda kv: kv[1].messages[0].seq if kv[1].messages else 0):
+        dump["message_log"] = [dict(e) for e in res.message_log]
+        threads = sorted(res.threads.items(), key=lambda kv: (kv[1].messages[0].seq if kv[1].messages else 0, kv[0]))
+        for tid, t in threads:
             dump["threads"].append(
                 {
                     "id": tid,
                     "title": t.title,
                     "metadata": copy.deepcopy(t.metadata),
                     "created_at": to_iso(t.created_at),
-                    "updated_at": to_iso(t.updated_at),
+                    "updated_at": to_iso(t.updated_at or t.created_at),
                     "messages": [m.to_dict() for m in t.messages],
                 }
             )
         return dump
 
-    async def import_resource(self, dump: ResourceDump) -> None:
-        async with self._lock:
-            resource_id = dump["resource_id"]
-            if resource_id in self._resources:
-                raise UsageError(f"resource {resource_id!r} already holds data; erase it before importing")
-            res = _Resource()
-            wm = dump.get("working_memory")
-            if wm:
-                res.wm, res.version = copy.deepcopy(wm["data"]), int(wm["version"])
-                res.wm_updated_at = from_iso(wm["updated_at"]) if wm.get("updated_at") else utcnow()
-            res.log = [{**e, "created_at": from_iso(e["created_at"])} for e in dump.get("working_memory_log") or []]
-            for f in dump.get("facts") or []:
-                res.facts[(f["category"], f["key"])] = Fact(
-                    resource_id=resource_id,
-                    category=f["category"],
-                    key=f["key"],
-                    value=f["value"],
-                    source=f["source"],
-                    created_at=from_iso(f["created_at"]),
-                    updated_at=from_iso(f["updated_at"]),
-                )
-            res.fact_history = [dict(h) for h in dump.get("fact_history") or []]
-            for t in dump["threads"]:
-                msgs = []
-                for m in t["_parsed"]:
-                    self._seq += 1
-                    msgs.append(m._stamped(seq=self._seq))
+    def _import_resource(self, op: ops.ImportResource) -> None:
+        dump = op.dump
+        resource_id = dump["resource_id"]
+        if resource_id in self._resources:
+            raise UsageError(f"resource {resource_id!r} already holds data; erase it before importing")
+        ids = [m.id for t in dump["threads"] for m in t["_parsed"]]
+        if len(set(ids)) != len(ids):
+            raise UsageError("the export holds a message id twice")
+        res = _Resource()
+        wm = dump.get("working_memory")
+        if wm:
+            res.wm, res.version = copy.deepcopy(wm["data"]), int(wm["version"])
+            res.wm_updated_at = from_iso(wm["updated_at"]) if wm.get("updated_at") else op.now
+        res.log = [{**e, "created_at": from_iso(e["created_at"])} for e in dump["working_memory_log"]]
+        for f in dump["facts"]:
+            res.facts[(f["category"], f["key"])] = Fact(
+                resource_id=resource_id,
+                category=f["category"],
+                key=f["key"],
+                value=f["value"],
+                source=f["source"],
+                created_at=from_iso(f["created_at"]),
+                updated_at=from_iso(f["updated_at"]),
+            )
+        res.fact_history = [dict(h) for h in dump["fact_history"]]
+        res.message_log = [dict(e) for e in dump["message_log"]]
+        for t in dump["threads"]:
+            msgs = []
+            for m in t["_parsed"]:
+                self._seq += 1
+                msgs.append(m._stamped(seq=self._seq))
+                if embeddable(m.role, m.content):
                     self._enqueue(resource_id, t["id"], msgs[-1])
-                res.threads[t["id"]] = _Thread(
-                    title=t.get("title"),
-                    metadata=t.get("metadata"),
-                    created_at=from_iso(t["created_at"]) if t.get("created_at") else utcnow(),
-                    updated_at=from_iso(t["updated_at"]) if t.get("updated_at") else utcnow(),
-                    messages=msgs,
-                )
-            self._resources[resource_id] = res
+            res.threads[t["id"]] = _Thread(
+                title=t.get("title"),
+                metadata=t.get("metadata"),
+                created_at=from_iso(t["created_at"]) if t.get("created_at") else op.now,
+                updated_at=from_iso(t["updated_at"]) if t.get("updated_at") else op.now,
+                messages=msgs,
+            )
+        self._resources[resource_id] = res
+
+    # -- facts ------------------------------------------------------------------------
+
+    def _upsert_fact(self, op: ops.UpsertFact) -> Fact:
+        res = self._resources.setdefault(op.resource_id, _Resource())
+        old = res.facts.get((op.category, op.key))
+        if old is not None and old.value != op.value:
+            res.fact_history.append(
+                {
+                    "category": op.category,
+                    "key": op.key,
+                    "value": old.value,
+                    "source": old.source,
+                    "valid_from": to_iso(old.updated_at),
+                    "replaced_at": to_iso(op.now),
+                }
+            )
+        if old is not None and old.value == op.value and old.source == op.source:
+            return old
+        fact = Fact(
+            resource_id=op.resource_id,
+            category=op.category,
+            key=op.key,
+            value=op.value,
+            source=op.source,
+            created_at=old.created_at if old else op.now,
+            updated_at=op.now,
+        )
+        res.facts[(op.category, op.key)] = fact
+        return fact
+
+    def _read_facts(self, op: ops.ReadFacts) -> list[Fact]:
+        res = self._resources.get(op.resource_id)
+        facts = [f for f in (res.facts.values() if res else ()) if op.category in (None, f.category)]
+        return sorted(facts, key=lambda f: (-f.updated_at.timestamp(), f.category, f.key))
+
+    def _read_fact_history(self, op: ops.ReadFactHistory) -> list[dict[str, Any]]:
+        res = self._resources.get(op.resource_id)
+        return [
+            {k: v for k, v in h.items() if k not in ("category", "key")}
+            for h in (res.fact_history if res else [])
+            if h["category"] == op.category and h["key"] == op.key
+        ]
+
+    def _forget_fact(self, op: ops.ForgetFact) -> bool:
+        res = self._resources.get(op.resource_id)
+        return bool(res and res.facts.pop((op.category, op.key), None))
 
     # -- recall ----------------------------------------------------------------------
     #
@@ -263,250 +511,170 @@ class InMemoryStore:
             return []
         return [(tid, m) for tid, t in res.threads.items() if thread_id in (None, tid) for m in t.messages]
 
-    async def claim_embedding_jobs(self, limit: int, lease_seconds: float) -> list[EmbeddingJob]:
-        async with self._lock:
-            now = time.monotonic()
-            due = sorted(
-                (seq for seq, job in self._queue.items() if job["not_before"] <= now),
-                key=lambda s: (self._queue[s]["not_before"], s),
-            )[:limit]
-            jobs = []
-            for seq in due:
-                job = self._queue[seq]
-                job["not_before"] = now + lease_seconds
-                jobs.append(
-                    EmbeddingJob(
-                        resource_id=job["resource_id"],
-                        seq=seq,
-                        content=job["message"].content,
-                        attempts=job["attempts"],
-                    )
+    def _claim_embeddings(self, op: ops.ClaimEmbeddings) -> list[EmbeddingJob]:
+        now = time.monotonic()
+        due = sorted(
+            (seq for seq, job in self._queue.items() if job["not_before"] <= now),
+            key=lambda s: (self._queue[s]["not_before"], s),
+        )[: op.limit]
+        jobs = []
+        for seq in due:
+            job = self._queue[seq]
+            job["not_before"] = now + op.lease_seconds
+            jobs.append(
+                EmbeddingJob(
+                    resource_id=job["resource_id"], seq=seq, content=job["message"].content, attempts=job["attempts"]
                 )
-            return jobs
+            )
+        return jobs
 
-    async def finish_embedding_jobs(
-        self,
-        model: str,
-        dim: int,
-        done: list[tuple[str, int, bytes]],
-        failed: list[tuple[str, int, str, float]],
-    ) -> None:
-        async with self._lock:
-            for rid, seq, vector in done:
-                if self._queue.pop(seq, None) is not None:  # gone means deleted meanwhile
-                    self._feed += 1
-                    self._vectors[(seq, model)] = (self._feed, rid, vector)
-            now = time.monotonic()
-            for _rid, seq, error, retry_after in failed:
-                job = self._queue.get(seq)
-                if job is not None:
-                    job.update(attempts=job["attempts"] + 1, error=error, not_before=now + retry_after)
+    def _finish_embeddings(self, op: ops.FinishEmbeddings) -> None:
+        for rid, seq, vector in op.done:
+            if self._queue.pop(seq, None) is not None:  # gone means deleted meanwhile
+                self._feed += 1
+                self._vectors[(seq, op.model)] = (self._feed, rid, vector)
+        now = time.monotonic()
+        for _rid, seq, error, retry_after in op.failed:
+            job = self._queue.get(seq)
+            if job is not None:
+                job.update(attempts=job["attempts"] + 1, error=error, not_before=now + retry_after)
 
-    async def pending_embeddings(self) -> int:
-        return len(self._queue)
-
-    async def load_vectors(self, resource_id: str, model: str, after_id: int) -> VectorRows:
-        thread_of = {m.seq: tid for tid, m in self._messages(resource_id)}
+    def _read_vectors(self, op: ops.ReadVectors) -> VectorRows:
+        thread_of = {m.seq: tid for tid, m in self._messages(op.resource_id)}
         rows = sorted(
             (feed, seq, vec)
             for (seq, m), (feed, rid, vec) in self._vectors.items()
-            if m == model and rid == resource_id and feed > after_id and seq in thread_of
+            if m == op.model and rid == op.resource_id and feed > op.after_id and seq in thread_of
         )
         return VectorRows(
             seqs=[r[1] for r in rows],
             thread_ids=[thread_of[r[1]] for r in rows],
             vectors=b"".join(r[2] for r in rows),
-            last_id=rows[-1][0] if rows else after_id,
+            last_id=rows[-1][0] if rows else op.after_id,
         )
 
-    async def lexical_search(
-        self, resource_id: str, terms: list[str], limit: int, thread_id: str | None
-    ) -> list[tuple[int, float]]:
-        docs = [(m.seq, tokenize(m.content)) for _, m in self._messages(resource_id)]
-        if not docs or not terms:
+    def _lexical_search(self, op: ops.LexicalSearch) -> list[tuple[int, float]]:
+        docs = [(m.seq, tokenize(m.content)) for _, m in self._messages(op.resource_id)]
+        if not docs or not op.terms:
             return []
         avg = sum(len(t) for _, t in docs) / len(docs)
-        df = {term: sum(1 for _, t in docs if term in t) for term in terms}
-        allowed = {m.seq for _, m in self._messages(resource_id, thread_id)}
+        df = {term: sum(1 for _, t in docs if term in t) for term in op.terms}
+        allowed = {m.seq for _, m in self._messages(op.resource_id, op.thread_id)}
         scored = []
         for seq, toks in docs:
             if seq not in allowed:
                 continue
             score = 0.0
-            for term in terms:
+            for term in op.terms:
                 tf = toks.count(term)
                 if tf:
                     idf = math.log(1 + (len(docs) - df[term] + 0.5) / (df[term] + 0.5))
                     score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(toks) / avg))
             if score > 0:
-                scored.append((seq, score))
-        return sorted(scored, key=lambda x: -x[1])[:limit]
+                scored.append((seq or 0, score))
+        return sorted(scored, key=lambda x: -x[1])[: op.limit]
 
-    async def salient(
-        self, resource_id: str, threshold: float, limit: int, thread_id: str | None
-    ) -> list[tuple[str, Message]]:
-        hits = [(t, m) for t, m in self._messages(resource_id, thread_id) if (m.importance or 0) >= threshold]
-        return sorted(hits, key=lambda x: -(x[1].seq or 0))[:limit]
+    def _read_salient(self, op: ops.ReadSalient) -> list[tuple[str, Message]]:
+        hits = [(t, m) for t, m in self._messages(op.resource_id, op.thread_id) if (m.importance or 0) >= op.threshold]
+        return sorted(hits, key=lambda x: -(x[1].seq or 0))[: op.limit]
 
-    async def get_by_seq(self, resource_id: str, seqs: list[int]) -> list[tuple[str, Message]]:
-        wanted = set(seqs)
-        return [(t, m) for t, m in self._messages(resource_id) if m.seq in wanted]
+    def _read_by_seq(self, op: ops.ReadBySeq) -> list[tuple[str, Message]]:
+        wanted = set(op.seqs)
+        return [(t, m) for t, m in self._messages(op.resource_id) if m.seq in wanted]
 
-    async def neighbours(self, resource_id: str, thread_id: str, seq: int, before: int, after: int) -> list[Message]:
-        msgs = [m for _, m in self._messages(resource_id, thread_id)]
-        older = [m for m in msgs if (m.seq or 0) < seq][-before:] if before else []
-        newer = [m for m in msgs if (m.seq or 0) > seq][:after]
+    def _read_neighbours(self, op: ops.ReadNeighbours) -> list[Message]:
+        msgs = [m for _, m in self._messages(op.resource_id, op.thread_id)]
+        older = [m for m in msgs if (m.seq or 0) < op.seq][-op.before :] if op.before else []
+        newer = [m for m in msgs if (m.seq or 0) > op.seq][: op.after]
         return older + newer
 
-    async def set_importance(self, resource_id: str, message_id: str, value: float) -> bool:
-        async with self._lock:
-            res = self._resources.get(resource_id)
-            for t in res.threads.values() if res else ():
-                for i, m in enumerate(t.messages):
-                    if m.id == message_id:
-                        t.messages[i] = m._stamped(importance=value)
-                        return True
-            return False
-
-    async def reindex(self, resource_id: str | None) -> int:
-        async with self._lock:
-            rids = [resource_id] if resource_id is not None else list(self._resources)
-            for rid in rids:
-                for key in [k for k, v in self._vectors.items() if v[1] == rid]:
-                    del self._vectors[key]
-                for tid, m in self._messages(rid):
+    def _reindex(self, op: ops.Reindex) -> int:
+        rids = [op.resource_id] if op.resource_id is not None else list(self._resources)
+        for rid in rids:
+            for key in [k for k, v in self._vectors.items() if v[1] == rid]:
+                del self._vectors[key]
+            for tid, m in self._messages(rid):
+                if embeddable(m.role, m.content):
                     self._enqueue(rid, tid, m)
-            return sum(1 for rid in rids for _, m in self._messages(rid) if m.seq in self._queue)
-
-    # -- facts ------------------------------------------------------------------------
-
-    async def upsert_fact(self, resource_id: str, category: str, key: str, value: str, source: str) -> Fact:
-        async with self._lock:
-            res = self._resources.setdefault(resource_id, _Resource())
-            now = utcnow()
-            old = res.facts.get((category, key))
-            if old is not None and old.value != value:
-                res.fact_history.append(
-                    {
-                        "category": category,
-                        "key": key,
-                        "value": old.value,
-                        "source": old.source,
-                        "valid_from": to_iso(old.updated_at),
-                        "replaced_at": to_iso(now),
-                    }
-                )
-            if old is not None and old.value == value and old.source == source:
-                return old
-            fact = Fact(
-                resource_id=resource_id,
-                category=category,
-                key=key,
-                value=value,
-                source=source,
-                created_at=old.created_at if old else now,
-                updated_at=now,
-            )
-            res.facts[(category, key)] = fact
-            return fact
-
-    async def get_facts(self, resource_id: str, category: str | None) -> list[Fact]:
-        res = self._resources.get(resource_id)
-        facts = [f for f in (res.facts.values() if res else ()) if category in (None, f.category)]
-        return sorted(facts, key=lambda f: (-f.updated_at.timestamp(), f.category, f.key))
-
-    async def fact_history(self, resource_id: str, category: str, key: str) -> list[dict[str, Any]]:
-        res = self._resources.get(resource_id)
-        return [
-            {k: v for k, v in h.items() if k not in ("category", "key")}
-            for h in (res.fact_history if res else [])
-            if h["category"] == category and h["key"] == key
-        ]
-
-    async def forget_fact(self, resource_id: str, category: str, key: str) -> bool:
-        async with self._lock:
-            res = self._resources.get(resource_id)
-            return bool(res and res.facts.pop((category, key), None))
+        return sum(1 for rid in rids for _, m in self._messages(rid) if m.seq in self._queue)
 
     # -- consolidation ------------------------------------------------------------------
 
-    async def consolidation_candidates(self, resource_id: str | None, min_chars: int) -> list[tuple[str, str]]:
+    def _find_consolidation_candidates(self, op: ops.FindConsolidationCandidates) -> list[tuple[str, str]]:
         out = []
         for rid, res in self._resources.items():
-            if resource_id not in (None, rid):
+            if op.resource_id not in (None, rid):
                 continue
             for tid, t in res.threads.items():
                 free = [m for m in t.messages if m.seq not in res.consolidated]
                 free += [s for s, _ in t.summaries if s.seq not in res.consolidated]
-                if sum(len(m.content) for m in free) > min_chars:
+                if sum(len(m.content) for m in free) > op.min_chars:
                     out.append((rid, tid))
         return out
 
-    async def claim_consolidation(self, resource_id: str, thread_id: str, lease_seconds: float) -> bool:
-        async with self._lock:
-            res = self._resources.get(resource_id)
-            thread = res.threads.get(thread_id) if res else None
-            now = time.monotonic()
-            if thread is None or thread.claimed_until > now:
-                return False
-            thread.claimed_until = now + lease_seconds
-            return True
+    def _claim_consolidation(self, op: ops.ClaimConsolidation) -> bool:
+        thread = self._thread(op.resource_id, op.thread_id)
+        now = time.monotonic()
+        if thread is None or thread.claimed_until > now:
+            return False
+        thread.claimed_until = now + op.lease_seconds
+        return True
 
-    async def release_consolidation(self, resource_id: str, thread_id: str) -> None:
-        res = self._resources.get(resource_id)
-        thread = res.threads.get(thread_id) if res else None
+    def _release_consolidation(self, op: ops.ReleaseConsolidation) -> None:
+        thread = self._thread(op.resource_id, op.thread_id)
         if thread is not None:
             thread.claimed_until = 0.0
 
-    async def unconsolidated(self, resource_id: str, thread_id: str) -> list[Message]:
-        res = self._resources.get(resource_id)
-        thread = res.threads.get(thread_id) if res else None
-        return [m for m in thread.messages if m.seq not in res.consolidated] if thread else []
+    def _read_unconsolidated(self, op: ops.ReadUnconsolidated) -> list[Message]:
+        res = self._resources.get(op.resource_id)
+        thread = self._thread(op.resource_id, op.thread_id)
+        return [m for m in thread.messages if m.seq not in res.consolidated] if thread and res else []
 
-    async def summaries(self, resource_id: str, thread_id: str) -> list[tuple[Message, bool]]:
-        res = self._resources.get(resource_id)
-        thread = res.threads.get(thread_id) if res else None
-        return [(s, s.seq in res.consolidated) for s, _ in thread.summaries] if thread else []
+    def _read_summaries(self, op: ops.ReadSummaries) -> list[tuple[Message, bool]]:
+        res = self._resources.get(op.resource_id)
+        thread = self._thread(op.resource_id, op.thread_id)
+        return [(s, s.seq in res.consolidated) for s, _ in thread.summaries] if thread and res else []
 
-    async def write_summary(self, resource_id: str, thread_id: str, summary: Message, covered: list[int]) -> bool:
-        async with self._lock:
-            res = self._resources.get(resource_id)
-            thread = res.threads.get(thread_id) if res else None
-            if thread is None:
-                return False
-            known = {m.seq for m in thread.messages} | {s.seq for s, _ in thread.summaries}
-            if any(seq in res.consolidated or seq not in known for seq in covered):
-                return False
-            self._seq += 1
-            thread.summaries.append((summary._stamped(seq=self._seq), utcnow()))
-            res.consolidated.update(covered)
-            return True
+    def _write_summary(self, op: ops.WriteSummary) -> bool:
+        res = self._resources.get(op.resource_id)
+        thread = self._thread(op.resource_id, op.thread_id)
+        if thread is None or res is None:
+            return False
+        known = {m.seq for m in thread.messages} | {s.seq for s, _ in thread.summaries}
+        if any(seq in res.consolidated or seq not in known for seq in op.covered):
+            return False
+        self._seq += 1
+        thread.summaries.append((op.summary._stamped(seq=self._seq), op.now))
+        res.consolidated.update(op.covered)
+        return True
 
-    async def fact_candidates(
-        self, resource_id: str | None, min_importance: float, limit: int
-    ) -> list[tuple[str, Message]]:
+    def _read_fact_candidates(self, op: ops.ReadFactCandidates) -> list[tuple[str, Message]]:
         out = [
             (rid, m)
             for rid, res in self._resources.items()
-            if resource_id in (None, rid)
+            if op.resource_id in (None, rid)
             for _, m in self._messages(rid)
-            if m.role == "user" and (m.importance or 0) >= min_importance and m.seq not in res.facts_done
+            if m.role == "user" and (m.importance or 0) >= op.min_importance and m.seq not in res.facts_done
         ]
-        return sorted(out, key=lambda x: x[1].seq or 0)[:limit]
+        return sorted(out, key=lambda x: x[1].seq or 0)[: op.limit]
 
-    async def mark_facts_extracted(self, resource_id: str, seqs: list[int]) -> None:
-        res = self._resources.get(resource_id)
+    def _mark_facts_extracted(self, op: ops.MarkFactsExtracted) -> None:
+        res = self._resources.get(op.resource_id)
         if res is not None:
-            res.facts_done.update(seqs)
+            res.facts_done.update(op.seqs)
 
-    async def log_consolidation(
-        self, resource_id: str, thread_id: str | None, step: str, outcome: str, detail: str | None
-    ) -> None:
-        res = self._resources.setdefault(resource_id, _Resource())
+    def _log_consolidation(self, op: ops.LogConsolidation) -> None:
+        res = self._resources.setdefault(op.resource_id, _Resource())
         res.consolidation_log.append(
-            {"thread_id": thread_id, "step": step, "outcome": outcome, "detail": detail, "created_at": to_iso(utcnow())}
+            {
+                "thread_id": op.thread_id,
+                "step": op.step,
+                "outcome": op.outcome,
+                "detail": op.detail,
+                "created_at": to_iso(op.now),
+            }
         )
 
-    async def consolidation_log(self, resource_id: str) -> list[dict[str, Any]]:
-        res = self._resources.get(resource_id)
+    def _read_consolidation_log(self, op: ops.ReadConsolidationLog) -> list[dict[str, Any]]:
+        res = self._resources.get(op.resource_id)
         return list(res.consolidation_log) if res else []

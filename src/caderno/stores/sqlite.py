@@ -22,6 +22,7 @@ cancellation so a cancelled caller never leaves a half-applied transaction.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import queue
 import sqlite3
@@ -31,37 +32,62 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from .._dump import FACT_FIELDS, FACT_HISTORY_FIELDS
-from .._time import from_iso, to_iso, utcnow
-from ..errors import Conflict, StorageError, UsageError
-from ..messages import Message, Thread, WorkingMemory
-from . import _sqlite_schema
+from .._time import to_iso
+from ..errors import StorageError, UsageError
+from . import _plans, _sqlite_plans, _sqlite_schema, ops
 from ._cache import RecentCache
-from ._rows import EVENT_COLUMNS, dumps, event_params, loads, row_to_message, row_to_thread
-from ._sqlite_consolidation import _SQLiteConsolidation
-from ._sqlite_recall import _SQLiteRecall
-from .base import ResourceDump, WorkingMemoryUpdate
+from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_sync
 
 T = TypeVar("T")
 _HEADER = b"SQLite format 3\x00"
-#: Every table that holds a resource's rows, children first.
-_RESOURCE_TABLES = (
-    "events",
-    "threads",
-    "working_memory_log",
-    "facts",
-    "facts_history",
-    "consolidation_log",
-    "resources",
-)
-_LAST_EVENT_TIME = (
-    "SELECT e.created_at FROM events e WHERE e.resource_id = t.resource_id AND e.thread_id = t.thread_id "
-    "ORDER BY e.seq DESC LIMIT 1"
+
+DIALECT = Dialect(
+    name="sqlite",
+    ts=to_iso,
+    for_update="",  # one writer: BEGIN IMMEDIATE already excludes every other writer
+    feed_overlap=0,  # ids become visible in commit order
+    # FTS5 keeps deleted terms in its segments until they merge; merging now
+    # means erased words leave the file (with secure_delete). The cost grows
+    # with the whole index: erase is rare by design.
+    after_erase=("INSERT INTO events_fts (events_fts) VALUES ('optimize')",),
 )
 
+_OWN: dict[type[Any], Handler] = {
+    ops.ClaimEmbeddings: _sqlite_plans.claim_embeddings,
+    ops.LexicalSearch: _sqlite_plans.lexical_search,
+    ops.ReadBySeq: _sqlite_plans.read_by_seq,
+    ops.ClaimConsolidation: _sqlite_plans.claim_consolidation,
+}
 
-class SQLiteStore(_SQLiteRecall, _SQLiteConsolidation):
+
+def _execute(conn: sqlite3.Connection, q: Q) -> Any:
+    """Run one query of a plan; constraint errors become the plan's own exceptions (by error code)."""
+    try:
+        if q.fetch == "many":
+            if q.params:
+                conn.executemany(q.sql, q.params)
+            return None
+        cur = conn.execute(q.sql, q.params)
+        if q.fetch == "all":
+            return cur.fetchall()
+        if q.fetch == "one":
+            return cur.fetchone()
+        if q.fetch == "rowcount":
+            return cur.rowcount
+        return None
+    except sqlite3.IntegrityError as exc:
+        name = getattr(exc, "sqlite_errorname", "")
+        if name in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
+            raise UniqueViolation(str(exc)) from exc
+        if name == "SQLITE_CONSTRAINT_FOREIGNKEY":
+            raise ForeignKeyViolation(str(exc)) from exc
+        raise
+
+
+class SQLiteStore:
     """A store in one SQLite file."""
+
+    supports = ops.ALL
 
     def __init__(
         self,
@@ -189,7 +215,7 @@ class SQLiteStore(_SQLiteRecall, _SQLiteConsolidation):
         # way the transaction is all or nothing.
         try:
             return await asyncio.get_running_loop().run_in_executor(self._write_executor, run)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UniqueViolation, ForeignKeyViolation) as exc:
             raise StorageError(f"SQLite error on {self.path}: {exc}") from exc
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T:
@@ -216,7 +242,7 @@ class SQLiteStore(_SQLiteRecall, _SQLiteConsolidation):
 
         try:
             return await asyncio.to_thread(run)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UniqueViolation, ForeignKeyViolation) as exc:
             raise StorageError(f"SQLite error on {self.path}: {exc}") from exc
 
     def _cache_is_fresh(self) -> bool:
@@ -237,285 +263,65 @@ class SQLiteStore(_SQLiteRecall, _SQLiteConsolidation):
             return False
         return True
 
-    # -- messages ------------------------------------------------------------
+    # -- the port -------------------------------------------------------------
 
-    async def append(self, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
-        key = (resource_id, thread_id)
+    async def batch(self, batch: Sequence[ops.Op[Any]]) -> list[Any]:
+        batch = list(batch)
+        plans = [self._handler(op) for op in batch]
+        if not batch:
+            return []
 
-        def run(conn: sqlite3.Connection) -> list[Message]:
-            if key in self._known_threads:
-                try:
-                    return self._insert_events(conn, resource_id, thread_id, messages)
-                except sqlite3.IntegrityError as exc:
-                    if "FOREIGN KEY" not in str(exc):
-                        raise
-                    # Another connection deleted the thread since; recreate it.
-            now = to_iso(utcnow())
-            conn.execute(
-                "INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (resource_id) DO NOTHING",
-                (resource_id, now, now),
-            )
-            # The thread row is written once; its updated_at is derived from
-            # the newest event, so an append does not rewrite it.
-            conn.execute(
-                "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (resource_id, thread_id) DO NOTHING",
-                (resource_id, thread_id, to_iso(messages[0].created_at) if messages[0].created_at else now),
-            )
-            return self._insert_events(conn, resource_id, thread_id, messages)
+        def run(conn: sqlite3.Connection) -> list[Any]:
+            execute = functools.partial(_execute, conn)
+            return [run_sync(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
 
-        def after(stored: list[Message]) -> None:
-            self._known_threads.add(key)
-            self.cache.appended(key, stored)
+        if any(op.writes for op in batch):
+            return await self._write(run, lambda results: self._committed(batch, results))
+        if len(batch) == 1 and isinstance(batch[0], ops.ReadThread):
+            return [await self._read_thread(batch[0])]
+        return await self._read(run, snapshot=len(batch) > 1)
 
-        return await self._write(run, after)
+    def _handler(self, op: ops.Op[Any]) -> Handler:
+        kind = type(op)
+        if kind is ops.Append:
+            known = (op.resource_id, op.thread_id) in self._known_threads  # type: ignore[attr-defined]
+            return functools.partial(_sqlite_plans.append, known=known)
+        handler = _OWN.get(kind) or _plans.SHARED.get(kind)
+        if handler is None:
+            raise UsageError(f"{type(self).__name__} does not support {kind.__name__}")
+        return handler
 
-    def _insert_events(
-        self, conn: sqlite3.Connection, resource_id: str, thread_id: str, messages: Sequence[Message]
-    ) -> list[Message]:
-        stored = []
-        for m in messages:
-            try:
-                cur = conn.execute(
-                    "INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, "
-                    "name, importance, created_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (resource_id, thread_id, *event_params(m)),
-                )
-            except sqlite3.IntegrityError as exc:
-                if "UNIQUE" not in str(exc):
-                    raise
-                raise UsageError(f"message id {m.id!r} is already stored for resource {resource_id!r}") from exc
-            stored.append(m._stamped(seq=cur.lastrowid))
-        return stored
+    def _committed(self, batch: list[ops.Op[Any]], results: list[Any]) -> None:
+        """Keep the in-process caches in step with a committed write batch (under the write lock)."""
+        for op, result in zip(batch, results, strict=True):
+            if isinstance(op, ops.Append):
+                self._known_threads.add((op.resource_id, op.thread_id))
+                self.cache.appended((op.resource_id, op.thread_id), result)
+            elif isinstance(op, ops.DeleteThread):
+                self._known_threads.discard((op.resource_id, op.thread_id))
+                self.cache.discard(op.resource_id, op.thread_id)
+            elif isinstance(op, ops.EraseResource | ops.ImportResource):
+                rid = op.resource_id if isinstance(op, ops.EraseResource) else op.dump["resource_id"]
+                self._known_threads = {k for k in self._known_threads if k[0] != rid}
+                self.cache.discard(rid)
+            elif isinstance(op, ops.PopMessage | ops.EditMessage | ops.DeleteMessage | ops.SetImportance):
+                self.cache.discard(op.resource_id)
+            elif isinstance(op, ops.WriteSummary):
+                self.cache.discard(op.resource_id, op.thread_id)
 
-    async def read(self, resource_id: str, thread_id: str, limit: int | None) -> list[Message]:
-        key = (resource_id, thread_id)
-        if self.cache.enabled and self._cache_is_fresh():
+    async def _read_thread(self, op: ops.ReadThread) -> list[Any]:
+        """A thread's newest messages, from the recent-message cache when it is fresh."""
+        key, limit = (op.resource_id, op.thread_id), op.limit
+        if op.before is not None or not self.cache.enabled:
+            return await self._read(lambda conn: run_sync(_plans.read_thread(DIALECT, op), functools.partial(_execute, conn)))
+        if self._cache_is_fresh():
             hit = self.cache.get(key, limit)
             if hit is not None:
                 return hit
         epoch = self.cache.epoch()
         want = None if limit is None else max(limit, self.cache.per_thread)
-
-        def run(conn: sqlite3.Connection) -> list[Message]:
-            sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE resource_id = ? AND thread_id = ? AND kind = 'message'"
-            if want is None:
-                rows = conn.execute(sql + " ORDER BY seq", key).fetchall()
-            else:
-                rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*key, want)).fetchall()
-                rows.reverse()
-            return [row_to_message(r) for r in rows]
-
-        newest = await self._read(run)
-        if self.cache.enabled and (want is None or want > 0):
+        wide = ops.ReadThread(resource_id=op.resource_id, thread_id=op.thread_id, limit=want)
+        newest = await self._read(lambda conn: run_sync(_plans.read_thread(DIALECT, wide), functools.partial(_execute, conn)))
+        if want is None or want > 0:
             self.cache.fill(key, newest, want is None or len(newest) < want, epoch)
         return newest if limit is None else newest[-limit:] if limit else []
-
-    async def list_threads(self, resource_id: str) -> list[Thread]:
-        def run(conn: sqlite3.Connection) -> list[Thread]:
-            rows = conn.execute(
-                "SELECT t.thread_id, t.title, t.metadata, t.created_at, "
-                f"coalesce(({_LAST_EVENT_TIME}), t.created_at) AS updated_at, "
-                "(SELECT count(*) FROM events e WHERE e.resource_id = t.resource_id "
-                " AND e.thread_id = t.thread_id AND e.kind = 'message') "
-                "FROM threads t WHERE t.resource_id = ? ORDER BY updated_at DESC, t.thread_id DESC",
-                (resource_id,),
-            ).fetchall()
-            return [row_to_thread(resource_id, r) for r in rows]
-
-        return await self._read(run)
-
-    async def delete_thread(self, resource_id: str, thread_id: str) -> bool:
-        def run(conn: sqlite3.Connection) -> bool:
-            conn.execute("DELETE FROM events WHERE resource_id = ? AND thread_id = ?", (resource_id, thread_id))
-            cur = conn.execute("DELETE FROM threads WHERE resource_id = ? AND thread_id = ?", (resource_id, thread_id))
-            return cur.rowcount > 0
-
-        def after(_: bool) -> None:
-            self._known_threads.discard((resource_id, thread_id))
-            self.cache.discard(resource_id, thread_id)
-
-        return await self._write(run, after)
-
-    async def erase_resource(self, resource_id: str) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            for table in _RESOURCE_TABLES:
-                conn.execute(f"DELETE FROM {table} WHERE resource_id = ?", (resource_id,))
-            # FTS5 keeps deleted terms in its segments until they merge;
-            # merging now means erased words leave the file (with secure_delete).
-            # The cost grows with the whole index: erase is rare by design.
-            conn.execute("INSERT INTO events_fts (events_fts) VALUES ('optimize')")
-
-        await self._write(run, lambda _: self._forget(resource_id))
-
-    def _forget(self, resource_id: str) -> None:
-        self._known_threads = {k for k in self._known_threads if k[0] != resource_id}
-        self.cache.discard(resource_id)
-
-    # -- working memory --------------------------------------------------------
-
-    async def get_working_memory(self, resource_id: str) -> WorkingMemory | None:
-        def run(conn: sqlite3.Connection) -> WorkingMemory | None:
-            row = conn.execute(
-                "SELECT working_memory, version, updated_at FROM resources WHERE resource_id = ?", (resource_id,)
-            ).fetchone()
-            if row is None or row[0] is None:
-                return None
-            return WorkingMemory(
-                resource_id=resource_id, data=loads(row[0]), version=row[1], updated_at=from_iso(row[2])
-            )
-
-        return await self._read(run)
-
-    async def update_working_memory(
-        self,
-        resource_id: str,
-        update: WorkingMemoryUpdate,
-        *,
-        patch: dict[str, Any],
-        expected_version: int | None,
-        source: str,
-    ) -> WorkingMemory:
-        def run(conn: sqlite3.Connection) -> WorkingMemory:
-            row = conn.execute(
-                "SELECT working_memory, version FROM resources WHERE resource_id = ?", (resource_id,)
-            ).fetchone()
-            current, version = (loads(row[0]), row[1]) if row else (None, 0)
-            if expected_version is not None and expected_version != version:
-                raise Conflict(
-                    f"working memory of {resource_id!r} is at version {version}, not {expected_version}",
-                    resource_id=resource_id,
-                    expected=expected_version,
-                    actual=version,
-                )
-            data = update(current)
-            now = utcnow()
-            conn.execute(
-                "INSERT INTO resources (resource_id, working_memory, version, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (resource_id) DO UPDATE SET "
-                "working_memory = excluded.working_memory, version = excluded.version, updated_at = excluded.updated_at",
-                (resource_id, dumps(data), version + 1, to_iso(now), to_iso(now)),
-            )
-            conn.execute(
-                "INSERT INTO working_memory_log (resource_id, version, patch, source, created_at) VALUES (?,?,?,?,?)",
-                (resource_id, version + 1, dumps(patch), source, to_iso(now)),
-            )
-            return WorkingMemory(resource_id=resource_id, data=data, version=version + 1, updated_at=now)
-
-        return await self._write(run)
-
-    # -- export / import -------------------------------------------------------
-
-    async def export_resource(self, resource_id: str) -> ResourceDump:
-        from .._dump import new_dump
-
-        def run(conn: sqlite3.Connection) -> ResourceDump:
-            dump = new_dump(resource_id)
-            row = conn.execute(
-                "SELECT working_memory, version, updated_at FROM resources WHERE resource_id = ?", (resource_id,)
-            ).fetchone()
-            if row and row[0] is not None:
-                dump["working_memory"] = {"data": loads(row[0]), "version": row[1], "updated_at": row[2]}
-            dump["working_memory_log"] = [
-                {"version": v, "patch": loads(p), "source": s, "created_at": c}
-                for v, p, s, c in conn.execute(
-                    "SELECT version, patch, source, created_at FROM working_memory_log WHERE resource_id = ? ORDER BY id",
-                    (resource_id,),
-                )
-            ]
-            dump["facts"] = [
-                dict(zip(FACT_FIELDS, r, strict=True))
-                for r in conn.execute(
-                    "SELECT category, key, value, source, created_at, updated_at FROM facts "
-                    "WHERE resource_id = ? ORDER BY category, key",
-                    (resource_id,),
-                )
-            ]
-            dump["fact_history"] = [
-                dict(zip(FACT_HISTORY_FIELDS, r, strict=True))
-                for r in conn.execute(
-                    "SELECT category, key, value, source, valid_from, replaced_at FROM facts_history "
-                    "WHERE resource_id = ? ORDER BY id",
-                    (resource_id,),
-                )
-            ]
-            threads = conn.execute(
-                "SELECT t.thread_id, t.title, t.metadata, t.created_at, "
-                f"coalesce(({_LAST_EVENT_TIME}), t.created_at) FROM threads t "
-                "WHERE t.resource_id = ? ORDER BY (SELECT min(seq) FROM events e "
-                "WHERE e.resource_id = t.resource_id AND e.thread_id = t.thread_id), t.thread_id",
-                (resource_id,),
-            ).fetchall()
-            for tid, title, metadata, created, updated in threads:
-                rows = conn.execute(
-                    f"SELECT {EVENT_COLUMNS} FROM events WHERE resource_id = ? AND thread_id = ? "
-                    "AND kind = 'message' ORDER BY seq",
-                    (resource_id, tid),
-                ).fetchall()
-                dump["threads"].append(
-                    {
-                        "id": tid,
-                        "title": title,
-                        "metadata": loads(metadata),
-                        "created_at": created,
-                        "updated_at": updated,
-                        "messages": [row_to_message(r).to_dict() for r in rows],
-                    }
-                )
-            return dump
-
-        return await self._read(run, snapshot=True)
-
-    async def import_resource(self, dump: ResourceDump) -> None:
-        resource_id = dump["resource_id"]
-
-        def run(conn: sqlite3.Connection) -> None:
-            if conn.execute(
-                "SELECT 1 FROM resources WHERE resource_id = ? UNION ALL SELECT 1 FROM threads WHERE resource_id = ?",
-                (resource_id, resource_id),
-            ).fetchone():
-                raise UsageError(f"resource {resource_id!r} already holds data; erase it before importing")
-            now = to_iso(utcnow())
-            wm = dump.get("working_memory")
-            conn.execute(
-                "INSERT INTO resources (resource_id, working_memory, version, created_at, updated_at) VALUES (?,?,?,?,?)",
-                (
-                    resource_id,
-                    dumps(wm["data"]) if wm else None,
-                    int(wm["version"]) if wm else 0,
-                    now,
-                    (wm.get("updated_at") if wm else None) or now,
-                ),
-            )
-            for e in dump.get("working_memory_log") or []:
-                conn.execute(
-                    "INSERT INTO working_memory_log (resource_id, version, patch, source, created_at) VALUES (?,?,?,?,?)",
-                    (resource_id, e["version"], dumps(e["patch"]), e["source"], e["created_at"]),
-                )
-            conn.executemany(
-                "INSERT INTO facts (resource_id, category, key, value, source, created_at, updated_at) "
-                "VALUES (?,?,?,?,?,?,?)",
-                [(resource_id, *(f[k] for k in FACT_FIELDS)) for f in dump.get("facts") or []],
-            )
-            conn.executemany(
-                "INSERT INTO facts_history (resource_id, category, key, value, source, valid_from, replaced_at) "
-                "VALUES (?,?,?,?,?,?,?)",
-                [(resource_id, *(h[k] for k in FACT_HISTORY_FIELDS)) for h in dump.get("fact_history") or []],
-            )
-            for t in dump["threads"]:
-                conn.execute(
-                    "INSERT INTO threads (resource_id, thread_id, title, metadata, created_at) VALUES (?,?,?,?,?)",
-                    (resource_id, t["id"], t.get("title"), dumps(t.get("metadata")), t.get("created_at") or now),
-                )
-                for m in t["_parsed"]:
-                    try:
-                        conn.execute(
-                            "INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, "
-                            "tool_call_id, name, importance, created_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                            (resource_id, t["id"], *event_params(m)),
-                        )
-                    except sqlite3.IntegrityError as exc:
-                        raise UsageError(f"export holds message id {m.id!r} twice") from exc
-
-        await self._write(run, lambda _: self.cache.discard(resource_id))

@@ -1,0 +1,115 @@
+"""The PostgreSQL plans that differ from SQLite's: append, claims, full text, seq lookups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UsageError
+from ..messages import Message
+from . import ops
+from ._rows import EVENT_COLUMNS, event_params, row_to_message
+from ._sql import Dialect, Plan, Q, UniqueViolation, later
+
+
+def append(d: Dialect, op: ops.Append) -> Plan[list[Message]]:
+    """One statement, one round trip, atomic on its own.
+
+    The advisory lock (per thread) is joined into the insert's source rows,
+    so it is held before any sequence value is drawn: writers of one thread
+    queue and each turn gets consecutive places in the thread. The embedding
+    queue is filled by the same statement, for the ids policy chose.
+    """
+    messages = op.messages
+    rows_sql = ", ".join(["(?, ?, ?, ?, ?, ?, ?::double precision, ?::timestamptz, ?, ?::int)"] * len(messages))
+    sql = (
+        "WITH r AS (INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
+        "  ON CONFLICT (resource_id) DO NOTHING), "
+        "t AS (INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
+        "  ON CONFLICT (resource_id, thread_id) DO NOTHING), "
+        "lk AS (SELECT pg_advisory_xact_lock(hashtextextended(?, 0)) AS held), "
+        "ins AS (INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
+        "importance, created_at, metadata) "
+        "SELECT ?, ?, v.id, v.role, v.content, v.tool_calls, v.tool_call_id, v.name, v.importance, "
+        "v.created_at, v.metadata "
+        f"FROM (VALUES {rows_sql}) AS v (id, role, content, tool_calls, tool_call_id, name, importance, "
+        "created_at, metadata, ord) CROSS JOIN lk ORDER BY v.ord RETURNING id, seq), "
+        "q AS (INSERT INTO embedding_queue (resource_id, seq) SELECT ?, seq FROM ins WHERE id = ANY(?::text[])) "
+        "SELECT id, seq FROM ins"
+    )
+    now = messages[0].created_at
+    rid, tid = op.resource_id, op.thread_id
+    params: list[Any] = [rid, now, now, rid, tid, now, f"{rid}\x1f{tid}", rid, tid]
+    for i, m in enumerate(messages):
+        params += [*event_params(m), i]
+    params += [rid, sorted(op.embed)]
+    try:
+        rows = yield Q(sql, params)
+    except UniqueViolation:
+        raise UsageError(f"a message id is already stored for resource {rid!r}") from None
+    seqs = dict(rows)
+    return [m._stamped(seq=seqs[m.id]) for m in messages]
+
+
+def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:
+    # SKIP LOCKED: workers on any number of machines take disjoint batches
+    # without waiting on each other; the lease (not_before) then keeps the
+    # batch theirs after this transaction commits.
+    rows = yield Q(
+        "SELECT q.resource_id, q.seq, e.content, q.attempts FROM embedding_queue q "
+        "JOIN events e ON e.resource_id = q.resource_id AND e.seq = q.seq "
+        "WHERE q.not_before <= ? ORDER BY q.not_before, q.seq LIMIT ? FOR UPDATE OF q SKIP LOCKED",
+        (d.ts(op.now), op.limit),
+    )
+    until = later(d, op.now, op.lease_seconds)
+    yield Q(
+        "UPDATE embedding_queue SET not_before = ? WHERE resource_id = ? AND seq = ?",
+        [(until, r[0], r[1]) for r in rows],
+        "many",
+    )
+    return [ops.EmbeddingJob(resource_id=r[0], seq=r[1], content=r[2], attempts=r[3]) for r in rows]
+
+
+def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
+    if not op.terms:
+        return []
+    # Terms are bound as one parameter and OR-ed by tsquery itself;
+    # ts_rank_cd (cover density) is PostgreSQL's lexical rank.
+    sql = (
+        "SELECT seq, ts_rank_cd(content_tsv, q) AS score FROM events, to_tsquery('simple', ?) q "
+        "WHERE resource_id = ? AND kind = 'message' AND content_tsv @@ q"
+    )
+    params: list[Any] = [" | ".join(op.terms), op.resource_id]
+    if op.thread_id is not None:
+        sql += " AND thread_id = ?"
+        params.append(op.thread_id)
+    rows = yield Q(sql + " ORDER BY score DESC, seq DESC LIMIT ?", (*params, op.limit))
+    return [(r[0], float(r[1])) for r in rows]
+
+
+def read_by_seq(d: Dialect, op: ops.ReadBySeq) -> Plan[list[tuple[str, Message]]]:
+    if not op.seqs:
+        return []
+    rows = yield Q(
+        f"SELECT thread_id, {EVENT_COLUMNS} FROM events WHERE resource_id = ? AND seq = ANY(?)",
+        (op.resource_id, list(op.seqs)),
+    )
+    return [(r[0], row_to_message(r[1:])) for r in rows]
+
+
+def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
+    # SKIP LOCKED: a thread another worker is claiming right now is simply
+    # not ours; the lease keeps it theirs afterwards.
+    row = yield Q(
+        "SELECT 1 FROM threads WHERE resource_id = ? AND thread_id = ? "
+        "AND (consolidating_until IS NULL OR consolidating_until < ?) FOR UPDATE SKIP LOCKED",
+        (op.resource_id, op.thread_id, d.ts(op.now)),
+        "one",
+    )
+    if row is None:
+        return False
+    yield Q(
+        "UPDATE threads SET consolidating_until = ? WHERE resource_id = ? AND thread_id = ?",
+        (later(d, op.now, op.lease_seconds), op.resource_id, op.thread_id),
+        "none",
+    )
+    return True

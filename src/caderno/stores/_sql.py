@@ -1,0 +1,177 @@
+"""SQL written once: plans that both SQL backends run.
+
+A *plan* is a generator that yields queries (``Q``) and receives their
+results; it returns the operation's result. The SQLite store runs plans
+synchronously on its writer (or a reader) thread, the PostgreSQL store runs
+the same plans with psycopg's async connection. Queries use ``?``
+placeholders; the PostgreSQL driver turns them into ``%s`` once per text.
+
+What really differs per dialect stays in the backend modules: the append
+(PostgreSQL's one statement with its advisory lock), claims (``SKIP
+LOCKED``), full text (FTS5 vs ``tsvector``), planner hints and migrations.
+The ``Dialect`` value carries the few small differences plans need.
+
+A driver turns a unique-constraint violation into ``UniqueViolation`` thrown
+*into* the plan, so plans handle it the same way on both databases.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, TypeVar
+
+from .._time import to_iso
+
+T = TypeVar("T")
+
+Fetch = Literal["all", "one", "rowcount", "none", "many"]
+
+
+@dataclass(frozen=True, slots=True)
+class Q:
+    """One statement: SQL with ``?`` placeholders, its parameters, and what to hand back.
+
+    ``fetch``: ``all`` rows, ``one`` row (or ``None``), the ``rowcount``,
+    ``none``, or ``many`` (``executemany`` over ``params``, a list of rows).
+    """
+
+    sql: str
+    params: Sequence[Any] = ()
+    fetch: Fetch = "all"
+
+
+#: A plan: yields ``Q``, receives each result, returns the operation's result.
+Plan = Generator[Q, Any, T]
+
+
+class UniqueViolation(Exception):
+    """Thrown into a plan by its driver when a statement breaks a unique constraint."""
+
+
+class ForeignKeyViolation(Exception):
+    """Thrown into a plan by its driver when a statement breaks a foreign key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The small differences shared plans need to know."""
+
+    name: str
+    ts: Callable[[datetime], Any]
+    """How a time is bound: RFC 3339 text on SQLite, a ``datetime`` on PostgreSQL."""
+    for_update: str
+    """Row lock for read-modify-write: none on SQLite (one writer), ``FOR UPDATE`` on PostgreSQL."""
+    feed_overlap: int
+    """How far below the last seen change-feed id a vector refresh re-reads (see ``read_vectors``)."""
+    after_erase: tuple[str, ...] = ()
+    """Statements run after a resource's rows are deleted (index maintenance)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def to_pyformat(sql: str) -> str:
+    """``?`` placeholders to psycopg's ``%s`` (a literal ``%`` doubled first)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def marks(n: int) -> str:
+    """``?,?,…`` for an ``IN`` list of ``n`` values."""
+    return ",".join("?" * n)
+
+
+def iso(value: Any) -> Any:
+    """A stored time as RFC 3339 text, whichever way the driver returned it."""
+    return to_iso(value) if isinstance(value, datetime) else value
+
+
+def later(d: Dialect, now: datetime, seconds: float) -> Any:
+    return d.ts(now + timedelta(seconds=seconds))
+
+
+#: Every table that holds a resource's rows, children first (erase and delete walk it).
+RESOURCE_TABLES = (
+    "embedding_queue",
+    "embeddings",
+    "message_log",
+    "events",
+    "threads",
+    "working_memory_log",
+    "facts",
+    "facts_history",
+    "consolidation_log",
+    "resources",
+)
+
+EVENT_INSERT = (
+    "INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
+    "importance, created_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+_LAST_EVENT_TIME = (
+    "SELECT e.created_at FROM events e WHERE e.resource_id = t.resource_id AND e.thread_id = t.thread_id "
+    "ORDER BY e.seq DESC LIMIT 1"
+)
+THREAD_COLUMNS = (
+    "t.thread_id, t.title, t.metadata, t.created_at, "
+    f"coalesce(({_LAST_EVENT_TIME}), t.created_at) AS updated_at, "
+    "(SELECT count(*) FROM events e WHERE e.resource_id = t.resource_id "
+    " AND e.thread_id = t.thread_id AND e.kind = 'message') AS message_count"
+)
+
+
+def ensure_resource(d: Dialect, resource_id: str, now: datetime) -> Q:
+    return Q(
+        "INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (resource_id) DO NOTHING",
+        (resource_id, d.ts(now), d.ts(now)),
+        "none",
+    )
+
+
+def enqueue_embeddings(resource_id: str, seqs: Sequence[int]) -> Q:
+    """Queue messages for the embedding worker (the caller applied ``policy.embeddable``)."""
+    return Q(
+        "INSERT INTO embedding_queue (resource_id, seq) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        [(resource_id, s) for s in seqs],
+        "many",
+    )
+
+
+def run_sync(plan: Plan[T], execute: Callable[[Q], Any]) -> T:
+    """Drive a plan with a synchronous ``execute`` (SQLite's).
+
+    ``execute`` raises ``UniqueViolation`` / ``ForeignKeyViolation`` for
+    those constraint errors; they are thrown into the plan, which may
+    handle them.
+    """
+    try:
+        q = next(plan)
+        while True:
+            try:
+                result = execute(q)
+            except (UniqueViolation, ForeignKeyViolation) as exc:
+                q = plan.throw(exc)
+                continue
+            q = plan.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def run_async(plan: Plan[T], execute: Callable[[Q], Awaitable[Any]]) -> T:
+    """Drive a plan with an asynchronous ``execute`` (psycopg's); as ``run_sync``."""
+    try:
+        q = next(plan)
+        while True:
+            try:
+                result = await execute(q)
+            except (UniqueViolation, ForeignKeyViolation) as exc:
+                q = plan.throw(exc)
+                continue
+            q = plan.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+#: A backend's handler: builds the plan of one operation.
+Handler = Callable[[Dialect, Any], Plan[Any]]

@@ -1,0 +1,102 @@
+"""The SQLite plans that differ from PostgreSQL's: append, claims, full text, seq lookups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UsageError
+from ..messages import Message
+from . import ops
+from ._rows import EVENT_COLUMNS, event_params, row_to_message
+from ._sql import EVENT_INSERT, Dialect, ForeignKeyViolation, Plan, Q, UniqueViolation, ensure_resource, later, marks
+
+
+def append(d: Dialect, op: ops.Append, *, known: bool) -> Plan[list[Message]]:
+    """Insert the messages (full text follows by trigger) and queue the embeddable ones.
+
+    ``known``: this store wrote to the thread before, so the two "create if
+    missing" statements are skipped; a thread deleted since by another
+    connection is detected by the foreign key and created again.
+    """
+    rid, tid, messages = op.resource_id, op.thread_id, op.messages
+    if known:
+        try:
+            return (yield from _insert(rid, tid, messages, op.embed))
+        except ForeignKeyViolation:
+            pass
+    now = messages[0].created_at
+    assert now is not None  # Memory stamps every message
+    yield ensure_resource(d, rid, now)
+    # The thread row is written once; its updated_at is derived from the
+    # newest event, so an append does not rewrite it.
+    yield Q(
+        "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (resource_id, thread_id) DO NOTHING",
+        (rid, tid, d.ts(now)),
+        "none",
+    )
+    return (yield from _insert(rid, tid, messages, op.embed))
+
+
+def _insert(rid: str, tid: str, messages: tuple[Message, ...], embed: frozenset[str]) -> Plan[list[Message]]:
+    stored = []
+    for m in messages:
+        try:
+            (seq,) = yield Q(EVENT_INSERT + " RETURNING seq", (rid, tid, *event_params(m)), "one")
+        except UniqueViolation:
+            raise UsageError(f"message id {m.id!r} is already stored for resource {rid!r}") from None
+        stored.append(m._stamped(seq=seq))
+    queued = [(m.seq, rid) for m in stored if m.id in embed]
+    if queued:
+        yield Q("INSERT INTO embedding_queue (seq, resource_id) VALUES (?, ?)", queued, "many")
+    return stored
+
+
+def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:
+    # The single writer serialises claims, so a plain read-then-lease is enough.
+    rows = yield Q(
+        "SELECT q.seq, q.resource_id, e.content, q.attempts FROM embedding_queue q "
+        "JOIN events e ON e.seq = q.seq WHERE q.not_before <= ? ORDER BY q.not_before, q.seq LIMIT ?",
+        (d.ts(op.now), op.limit),
+    )
+    until = later(d, op.now, op.lease_seconds)
+    yield Q("UPDATE embedding_queue SET not_before = ? WHERE seq = ?", [(until, r[0]) for r in rows], "many")
+    return [ops.EmbeddingJob(resource_id=r[1], seq=r[0], content=r[2], attempts=r[3]) for r in rows]
+
+
+def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
+    if not op.terms:
+        return []
+    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in op.terms)
+    sql = (
+        "SELECT f.rowid, -bm25(events_fts) AS score FROM events_fts f JOIN events e ON e.seq = f.rowid "
+        "WHERE events_fts MATCH ? AND e.resource_id = ? AND e.kind = 'message'"
+    )
+    params: list[Any] = [match, op.resource_id]
+    if op.thread_id is not None:
+        sql += " AND e.thread_id = ?"
+        params.append(op.thread_id)
+    rows = yield Q(sql + " ORDER BY score DESC LIMIT ?", (*params, op.limit))
+    return [(r[0], r[1]) for r in rows]
+
+
+def read_by_seq(d: Dialect, op: ops.ReadBySeq) -> Plan[list[tuple[str, Message]]]:
+    if not op.seqs:
+        return []
+    # "+resource_id" keeps SQLite on the rowid lookup; the index on
+    # resource_id would scan the whole resource (measured: 25 ms at 100k).
+    rows = yield Q(
+        f"SELECT thread_id, {EVENT_COLUMNS} FROM events WHERE seq IN ({marks(len(op.seqs))}) AND +resource_id = ?",
+        (*op.seqs, op.resource_id),
+    )
+    return [(r[0], row_to_message(r[1:])) for r in rows]
+
+
+def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
+    done = yield Q(
+        "UPDATE threads SET consolidating_until = ? WHERE resource_id = ? AND thread_id = ? "
+        "AND (consolidating_until IS NULL OR consolidating_until < ?)",
+        (later(d, op.now, op.lease_seconds), op.resource_id, op.thread_id, d.ts(op.now)),
+        "rowcount",
+    )
+    return bool(done)

@@ -1,0 +1,602 @@
+"""The operations of the storage port: the complete list of what a backend does.
+
+A backend receives a batch of these frozen values and runs it in **one
+transaction** (a read-only snapshot when every operation reads); see
+``caderno.stores.base.Store``. Nothing reaches a backend another way.
+
+Each operation is generic in the type of its result, so
+``await memory.run(ReadThread(...))`` is typed ``list[Message]``. Operations
+are grouped by capability; a backend states which it supports in
+``Store.supports`` and the conformance suite runs each operation on each
+backend that claims it:
+
+* ``CORE`` — history, thread records, working memory, whole resources. What
+  ``Memory``'s history and working-memory methods need.
+* ``FACTS`` — the fact store.
+* ``RECALL`` — the embedding queue, vectors, full text and salience.
+* ``CONSOLIDATION`` — summaries and the fact-extraction queue.
+
+All policy (ids, validation, merge rules, thresholds, which messages are
+embedded) lives above the port: operations carry finished values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Generic, TypeVar
+
+from ..messages import Fact, Message, Thread, WorkingMemory
+
+__all__ = [
+    "ALL",
+    "CONSOLIDATION",
+    "CORE",
+    "FACTS",
+    "RECALL",
+    "UNSET",
+    "Append",
+    "ClaimConsolidation",
+    "ClaimEmbeddings",
+    "CountPendingEmbeddings",
+    "DeleteMessage",
+    "DeleteThread",
+    "EditMessage",
+    "EmbeddingJob",
+    "EraseResource",
+    "ExportResource",
+    "FindConsolidationCandidates",
+    "FinishEmbeddings",
+    "ForgetFact",
+    "GetThread",
+    "ImportResource",
+    "LexicalSearch",
+    "ListThreads",
+    "LogConsolidation",
+    "MarkFactsExtracted",
+    "Op",
+    "PatchWorkingMemory",
+    "PopMessage",
+    "PutThread",
+    "ReadBySeq",
+    "ReadConsolidationLog",
+    "ReadFactCandidates",
+    "ReadFactHistory",
+    "ReadFacts",
+    "ReadMessageLog",
+    "ReadNeighbours",
+    "ReadSalient",
+    "ReadSummaries",
+    "ReadThread",
+    "ReadUnconsolidated",
+    "ReadVectors",
+    "ReadWorkingMemory",
+    "ReadWorkingMemoryLog",
+    "Reindex",
+    "ReleaseConsolidation",
+    "SetImportance",
+    "UpsertFact",
+    "VectorRows",
+    "WorkingMemoryUpdate",
+    "WriteSummary",
+]
+
+T = TypeVar("T")
+
+#: Called inside the store's transaction with the current data (``None`` when
+#: the resource has none); returns the new data or raises ``InvalidPatch``.
+WorkingMemoryUpdate = Callable[[dict[str, Any] | None], dict[str, Any]]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Leave as it is" for optional fields where ``None`` is a real value.
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingJob:
+    """A message waiting for its vector."""
+
+    resource_id: str
+    seq: int
+    content: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRows:
+    """New vectors of one resource since a change-feed position."""
+
+    seqs: list[int]
+    thread_ids: list[str]
+    vectors: bytes  # float32, row-major, len(seqs) * dim * 4 bytes
+    last_id: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Op(Generic[T]):
+    """One storage operation whose result is a ``T``."""
+
+    writes: ClassVar[bool] = False
+    """Whether the operation changes the database (a batch with none is a read snapshot)."""
+
+
+# -- history and thread records (CORE) ------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Append(Op[list[Message]]):
+    """Store complete messages (ids, times, importance set) in order, all or nothing.
+
+    Result: the messages with ``seq`` set. Raises ``UsageError`` when a
+    message id is already stored for the resource. ``embed`` holds the ids
+    of the messages the embedding queue takes (decided above the port).
+    """
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+    messages: tuple[Message, ...]
+    embed: frozenset[str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadThread(Op[list[Message]]):
+    """The newest ``limit`` messages (all when ``None``) with ``seq < before``, oldest first."""
+
+    resource_id: str
+    thread_id: str
+    limit: int | None = None
+    before: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListThreads(Op[list[Thread]]):
+    """The resource's threads, most recently active first."""
+
+    resource_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GetThread(Op["Thread | None"]):
+    """One thread record, or ``None``."""
+
+    resource_id: str
+    thread_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PutThread(Op["Thread | None"]):
+    """Create a thread record, or change its title / metadata (``UNSET`` keeps a field).
+
+    With ``create=True`` the thread must not exist (result ``None`` when it
+    does); with ``create=False`` it must exist (``None`` when it does not).
+    """
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+    create: bool
+    title: Any = UNSET
+    metadata: Any = UNSET
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeleteThread(Op[bool]):
+    """Delete a thread, its messages and their edit log; False when there was none."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PopMessage(Op["Message | None"]):
+    """Remove and return the thread's newest message (``None`` when empty); logged."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+    actor: str
+    reason: str | None
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EditMessage(Op["Message | None"]):
+    """Replace one message's content; the old content goes to the message log.
+
+    Result: the edited message, or ``None`` when the resource has no such
+    message. ``rescore`` (policy, run inside the transaction) gives the edited
+    message's importance and whether it is embedded again; full text follows
+    at once.
+    """
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    message_id: str
+    content: str
+    rescore: Callable[[Message], tuple[float, bool]]
+    actor: str
+    reason: str | None
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeleteMessage(Op["Message | None"]):
+    """Delete one message (the log keeps who, when and why, not the text); ``None`` if absent."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    message_id: str
+    actor: str
+    reason: str | None
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadMessageLog(Op[list[dict[str, Any]]]):
+    """Edits, pops and deletions of the resource's messages (one message or all), oldest first."""
+
+    resource_id: str
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SetImportance(Op[bool]):
+    """Change one message's importance; False when the resource has no such message."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    message_id: str
+    value: float
+
+
+# -- working memory and whole resources (CORE) -------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadWorkingMemory(Op["WorkingMemory | None"]):
+    """The stored working memory, or ``None``."""
+
+    resource_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PatchWorkingMemory(Op[WorkingMemory]):
+    """Atomically read, ``update``, write, and log ``patch``.
+
+    Raises ``Conflict`` when ``expected_version`` is given and differs from
+    the stored version (0 when the resource has none).
+    """
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    update: WorkingMemoryUpdate
+    patch: dict[str, Any]
+    expected_version: int | None
+    source: str
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadWorkingMemoryLog(Op[list[dict[str, Any]]]):
+    """Every applied patch of the resource: version, patch, source, created_at; oldest first."""
+
+    resource_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EraseResource(Op[None]):
+    """Delete every row of the resource, indexes included."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExportResource(Op[dict[str, Any]]):
+    """Everything of the resource (see ``caderno._dump``), read in one snapshot."""
+
+    resource_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImportResource(Op[None]):
+    """Restore a checked export into a resource that holds nothing yet (``UsageError`` otherwise)."""
+
+    writes: ClassVar[bool] = True
+    dump: Any  # caderno._dump.Dump: validated, messages parsed
+    now: datetime
+
+
+# -- facts (FACTS) ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UpsertFact(Op[Fact]):
+    """Set a fact on (resource, category, key); a changed value moves the old one to history."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    category: str
+    key: str
+    value: str
+    source: str
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadFacts(Op[list[Fact]]):
+    """The resource's facts (of one category or all), most recently updated first."""
+
+    resource_id: str
+    category: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadFactHistory(Op[list[dict[str, Any]]]):
+    """Earlier values of one fact, oldest first."""
+
+    resource_id: str
+    category: str
+    key: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ForgetFact(Op[bool]):
+    """Delete a fact (its history stays); False when there was none."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    category: str
+    key: str
+
+
+# -- recall (RECALL) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimEmbeddings(Op[list[EmbeddingJob]]):
+    """Take up to ``limit`` due messages off the queue for ``lease_seconds``.
+
+    A claimed job is invisible to other workers until its lease ends, so
+    workers in any number of processes share the queue without doubling
+    work; a worker that dies just lets the lease expire.
+    """
+
+    writes: ClassVar[bool] = True
+    limit: int
+    lease_seconds: float
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FinishEmbeddings(Op[None]):
+    """Store vectors ``(resource_id, seq, float32 bytes)`` and drop their jobs; record
+    failures ``(resource_id, seq, error, retry_after_seconds)``."""
+
+    writes: ClassVar[bool] = True
+    model: str
+    dim: int
+    done: tuple[tuple[str, int, bytes], ...]
+    failed: tuple[tuple[str, int, str, float], ...]
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CountPendingEmbeddings(Op[int]):
+    """How many messages wait for a vector (leased or not)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadVectors(Op[VectorRows]):
+    """The resource's vectors of ``model`` written after change-feed id ``after_id``."""
+
+    resource_id: str
+    model: str
+    after_id: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LexicalSearch(Op[list[tuple[int, float]]]):
+    """``(seq, score)`` of messages matching any term, best first (higher is better)."""
+
+    resource_id: str
+    terms: tuple[str, ...]
+    limit: int
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadSalient(Op[list[tuple[str, Message]]]):
+    """``(thread_id, message)`` with importance >= threshold, newest first."""
+
+    resource_id: str
+    threshold: float
+    limit: int
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadBySeq(Op[list[tuple[str, Message]]]):
+    """``(thread_id, message)`` for the given sequence numbers of the resource."""
+
+    resource_id: str
+    seqs: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadNeighbours(Op[list[Message]]):
+    """Up to ``before`` messages before ``seq`` and ``after`` after it, in its thread."""
+
+    resource_id: str
+    thread_id: str
+    seq: int
+    before: int
+    after: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reindex(Op[int]):
+    """Drop the vectors of a resource (or all) and queue its embeddable messages again."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str | None
+
+
+# -- consolidation (CONSOLIDATION) ----------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FindConsolidationCandidates(Op[list[tuple[str, str]]]):
+    """``(resource_id, thread_id)`` whose unconsolidated text passes ``min_chars``."""
+
+    resource_id: str | None
+    min_chars: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimConsolidation(Op[bool]):
+    """Lease a thread for summarising; False when another worker holds it (or no thread)."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+    lease_seconds: float
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReleaseConsolidation(Op[None]):
+    """Give a thread's lease back."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadUnconsolidated(Op[list[Message]]):
+    """The thread's messages not yet covered by a summary, oldest first."""
+
+    resource_id: str
+    thread_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadSummaries(Op[list[tuple[Message, bool]]]):
+    """The thread's summary events, oldest first, each with ``merged`` (folded into a later one)."""
+
+    resource_id: str
+    thread_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WriteSummary(Op[bool]):
+    """Store a summary covering ``covered`` seqs; False when any of them is covered already."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+    summary: Message
+    covered: tuple[int, ...]
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadFactCandidates(Op[list[tuple[str, Message]]]):
+    """User messages at or above ``min_importance`` not yet read for facts, oldest first."""
+
+    resource_id: str | None
+    min_importance: float
+    limit: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MarkFactsExtracted(Op[None]):
+    """Mark messages as read for facts."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    seqs: tuple[int, ...]
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LogConsolidation(Op[None]):
+    """Record a consolidation outcome (failures, mostly)."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str | None
+    step: str
+    outcome: str
+    detail: str | None
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadConsolidationLog(Op[list[dict[str, Any]]]):
+    """The resource's consolidation log, oldest first."""
+
+    resource_id: str
+
+
+CORE: frozenset[type[Op[Any]]] = frozenset(
+    {
+        Append,
+        ReadThread,
+        ListThreads,
+        GetThread,
+        PutThread,
+        DeleteThread,
+        PopMessage,
+        EditMessage,
+        DeleteMessage,
+        ReadMessageLog,
+        SetImportance,
+        ReadWorkingMemory,
+        PatchWorkingMemory,
+        ReadWorkingMemoryLog,
+        EraseResource,
+        ExportResource,
+        ImportResource,
+    }
+)
+FACTS: frozenset[type[Op[Any]]] = frozenset({UpsertFact, ReadFacts, ReadFactHistory, ForgetFact})
+RECALL: frozenset[type[Op[Any]]] = frozenset(
+    {
+        ClaimEmbeddings,
+        FinishEmbeddings,
+        CountPendingEmbeddings,
+        ReadVectors,
+        LexicalSearch,
+        ReadSalient,
+        ReadBySeq,
+        ReadNeighbours,
+        Reindex,
+    }
+)
+CONSOLIDATION: frozenset[type[Op[Any]]] = frozenset(
+    {
+        FindConsolidationCandidates,
+        ClaimConsolidation,
+        ReleaseConsolidation,
+        ReadUnconsolidated,
+        ReadSummaries,
+        WriteSummary,
+        ReadFactCandidates,
+        MarkFactsExtracted,
+        LogConsolidation,
+        ReadConsolidationLog,
+    }
+)
+#: Every operation a full backend handles.
+ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION
