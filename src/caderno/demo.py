@@ -6,6 +6,11 @@ thread, asks "e a meta de Amsterdam, lembra?". The model answers from the
 working-memory block it received — shown on screen — not from a script.
 Then it is asked about June's spending, which only Monday's thread holds:
 automatic recall (local embeddings and full text) brings it into the prompt.
+Last, "dá para chegar em Amsterdam?": the model calls ``evaluate_goal`` with
+the goal, income, savings rate and euro rate from its working-memory block
+and the date from its instructions (the demo's calendar, never a clock).
+On Monday the goal itself was added through the ``goals`` tool, whose
+patch the model then applied with ``update_working_memory``.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .agent.chat import RECALL_HEADER, WM_HEADER, AgentChat, RecallSettings
-from .examples.household import BudgetTool, HouseholdModel, WorkingMemory
+from .examples.household import BudgetTool, GoalTool, HouseholdModel, WorkingMemory
 from .memory import connect
 
 RESOURCE = "casa-gabriel"
@@ -22,17 +27,23 @@ MONDAY = [
     "Quanto gastamos em 2026-06?",
     "Somos Gabriel e esposa. Ganhamos R$ 14.000 por mês e estamos juntando para Amsterdam: "
     "EUR 6.000 até 2026-09-01. Já guardamos EUR 500.",
+    "O euro está a R$ 6,20 e conseguimos guardar 30% da renda todo mês.",
 ]
 WEDNESDAY = "e a meta de Amsterdam, lembra?"
 WEDNESDAY_RECALL = "E quanto foi mesmo o gasto de junho?"
+WEDNESDAY_FEASIBILITY = "dá para chegar em Amsterdam?"
+
+# The story's calendar: the model learns the date from its instructions.
+MONDAY_DATE = "2026-06-15"
+WEDNESDAY_DATE = "2026-06-17"
 
 
-def _chat(memory: object, model: HouseholdModel, *, recall: bool = False) -> AgentChat:
+def _chat(memory: object, model: HouseholdModel, *, today: str, recall: bool = False) -> AgentChat:
     return AgentChat(
         model=model,
         memory=memory,  # type: ignore[arg-type]
-        tools=[BudgetTool()],
-        instructions="Você é o assistente financeiro da casa. Responda em português.",
+        tools=[BudgetTool(), GoalTool()],
+        instructions=f"Você é o assistente financeiro da casa. Responda em português. Hoje é {today}.",
         recall=RecallSettings(top=3) if recall else None,
     )
 
@@ -40,7 +51,7 @@ def _chat(memory: object, model: HouseholdModel, *, recall: bool = False) -> Age
 async def monday(db: str, echo: Callable[[str], None]) -> None:
     async with connect(db, working_memory_schema=WorkingMemory) as memory:
         await memory.erase_resource(resource_id=RESOURCE)  # a clean story on every run
-        chat = _chat(memory, HouseholdModel())
+        chat = _chat(memory, HouseholdModel(), today=MONDAY_DATE)
         echo("── segunda-feira, à noite (processo 1, thread 'segunda') ──")
         for text in MONDAY:
             result = await chat.ask(messages=text, resource_id=RESOURCE, thread_id="segunda")
@@ -54,7 +65,7 @@ async def monday(db: str, echo: Callable[[str], None]) -> None:
 async def wednesday(db: str, echo: Callable[[str], None]) -> None:
     async with connect(db, working_memory_schema=WorkingMemory) as memory:
         model = HouseholdModel()
-        chat = _chat(memory, model)
+        chat = _chat(memory, model, today=WEDNESDAY_DATE)
         result = await chat.ask(messages=WEDNESDAY, resource_id=RESOURCE, thread_id="quarta")
         echo("── quarta-feira (processo 2, thread nova 'quarta') ──")
         echo("  o bloco de memória que o modelo recebeu:")
@@ -66,7 +77,7 @@ async def wednesday(db: str, echo: Callable[[str], None]) -> None:
         echo(f"  agente:  {result.reply.content}")
         echo("")
         model2 = HouseholdModel()
-        result2 = await _chat(memory, model2, recall=True).ask(
+        result2 = await _chat(memory, model2, today=WEDNESDAY_DATE, recall=True).ask(
             messages=WEDNESDAY_RECALL, resource_id=RESOURCE, thread_id="quarta"
         )
         block = next((m.content for m in model2.requests[0] if m.content.startswith(RECALL_HEADER)), None)
@@ -74,3 +85,11 @@ async def wednesday(db: str, echo: Callable[[str], None]) -> None:
         echo("    " + (block or "(nada)").replace("\n", "\n    "))
         echo(f"  casal:   {WEDNESDAY_RECALL}")
         echo(f"  agente:  {result2.reply.content}")
+        echo("")
+        result3 = await _chat(memory, HouseholdModel(), today=WEDNESDAY_DATE).ask(
+            messages=WEDNESDAY_FEASIBILITY, resource_id=RESOURCE, thread_id="quarta"
+        )
+        echo(f"  casal:   {WEDNESDAY_FEASIBILITY}")
+        for call in result3.tool_calls:
+            echo(f"  (ferramenta {call.name} {call.args})")
+        echo(f"  agente:  {result3.reply.content}")
