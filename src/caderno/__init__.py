@@ -10,9 +10,9 @@ from . import errors
 from .agent.chat import AgentChat, ChatResult, RecallSettings, ToolCallRecord
 from .agent.models import Model, ModelRequest, OpenAIChatModel, ScriptedModel
 from .agent.tools import Tool, ToolSpec, tool
-from .errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, UsageError
+from .errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, Unsupported, UsageError
 from .journal import Journal
-from .memory import Memory, connect
+from .memory import AgentMemory, Memory, connect
 from .messages import Message, Thread, ToolCall, WorkingMemory
 from .notebook import Notebook
 from .recall import Recalled
@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentChat",
+    "AgentMemory",
     "CadernoError",
     "ChatResult",
     "Conflict",
@@ -48,6 +49,7 @@ __all__ = [
     "ToolCall",
     "ToolCallRecord",
     "ToolSpec",
+    "Unsupported",
     "UsageError",
     "WorkingMemory",
     "__version__",

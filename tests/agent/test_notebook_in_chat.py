@@ -75,3 +75,37 @@ async def test_notebook_per_resource_and_bad_memory_calls(tmp_path: Path, memory
     assert Notebook.for_resource(tmp_path, "casa-b").entries("user") == []
     await chat.ask(messages="y", resource_id="casa-b", thread_id="t")
     assert not any(m.content.startswith("═") for m in model.requests[-1].messages)  # b sees no block of a
+
+
+async def test_a_new_conversation_sees_notes_written_in_an_earlier_one(tmp_path: Path, memory: caderno.Memory) -> None:
+    nb = Notebook(tmp_path)
+    model = ScriptedModel(
+        [
+            memory_call({"action": "add", "target": "memory", "content": "A meta é Amsterdam."}),
+            Message.assistant("Anotado."),
+            Message.assistant("Mesma conversa."),
+            Message.assistant("Nova conversa."),
+        ]
+    )
+    chat = AgentChat(model=model, memory=memory, notebook=nb)  # one long-lived AgentChat
+    await chat.ask(messages="anota a meta", resource_id="r", thread_id="segunda")
+    await chat.ask(messages="e agora?", resource_id="r", thread_id="segunda")
+    await chat.ask(messages="lembra?", resource_id="r", thread_id="quarta")
+
+    def notebook_text(i: int) -> str:
+        return "\n".join(m.content for m in model.requests[i].messages if m.content.startswith("═"))
+
+    assert "Amsterdam" not in notebook_text(2)  # frozen for the conversation that wrote it
+    assert "Amsterdam" in notebook_text(3)  # the next conversation's snapshot holds it
+
+
+async def test_one_notebook_instance_is_refused_for_a_second_resource(tmp_path: Path, memory: caderno.Memory) -> None:
+    chat = AgentChat(model=ScriptedModel([Message.assistant("ok")] * 2), memory=memory, notebook=Notebook(tmp_path))
+    await chat.ask(messages="oi", resource_id="casa-a", thread_id="t")
+    try:
+        await chat.ask(messages="oi", resource_id="casa-b", thread_id="t")
+    except caderno.UsageError as exc:
+        assert "casa-a" in str(exc) and "factory" in str(exc)
+    else:
+        raise AssertionError("a Notebook shared by two resources must be refused")
+    assert await memory.get_messages(resource_id="casa-b", thread_id="t") == []

@@ -242,8 +242,11 @@ class AgentChat:
                 type(memory).__name__,
             )
             recall, recall_tool, facts, consolidate = None, False, 0, False
-        elif not self.full.supports(*ops.FACTS):
-            facts = 0
+        else:
+            if not self.full.supports(*ops.FACTS):
+                facts = 0
+            if not self.full.supports(*ops.RECALL):
+                recall, recall_tool = None, False
         self.tools: dict[str, Tool] = {t.name: t for t in collect_tools(tools)}
         self.max_context_tokens = max_context_tokens
         self.reply_reserve = reply_reserve
