@@ -19,9 +19,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/caderno --db caderno-demo.db demo
 
-## The whole test suite (starts PostgreSQL when it is installed but down).
+## The whole test suite (starts PostgreSQL when it is installed but down),
+## after the type checker: the store port is a typed contract.
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 ## Every benchmark of the README (about 20 minutes on 2 cores).

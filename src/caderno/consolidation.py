@@ -248,7 +248,7 @@ class Consolidator:
                 old, _recent = split_for_summary(free, settings.keep_recent_tokens, count)
                 if old:
                     text, how = await self.summarize(old)
-                    seqs = [m.seq for m in old]
+                    seqs = [m.seq or 0 for m in old]
                     summary = summary_message(text, (min(seqs), max(seqs)), how, covered=len(seqs))
                     if await self._write_summary(resource_id, thread_id, summary, seqs):
                         report["summaries"] += 1
@@ -258,12 +258,12 @@ class Consolidator:
                 and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
             ):
                 text, how = await self.summarize(open_summaries, merging=True)
-                spans = [m.metadata["covers"] for m in open_summaries]
+                spans = [(m.metadata or {})["covers"] for m in open_summaries]
                 summary = summary_message(
                     text,
                     (min(a for a, _ in spans), max(b for _, b in spans)),
                     how,
-                    covered=sum(m.metadata.get("count", 0) for m in open_summaries),
+                    covered=sum((m.metadata or {}).get("count", 0) for m in open_summaries),
                     merged=len(open_summaries),
                 )
                 if await self._write_summary(resource_id, thread_id, summary, [m.seq for m in open_summaries]):

@@ -80,9 +80,9 @@ async def wednesday(db: str, echo: Callable[[str], None]) -> None:
         result2 = await _chat(memory, model2, today=WEDNESDAY_DATE, recall=True).ask(
             messages=WEDNESDAY_RECALL, resource_id=RESOURCE, thread_id="quarta"
         )
-        block = next((m.content for m in model2.requests[0] if m.content.startswith(RECALL_HEADER)), None)
+        recalled = next((m.content for m in model2.requests[0] if m.content.startswith(RECALL_HEADER)), None)
         echo("  o que a memória de longo prazo (busca local por sentido e por palavras) trouxe:")
-        echo("    " + (block or "(nada)").replace("\n", "\n    "))
+        echo("    " + (recalled or "(nada)").replace("\n", "\n    "))
         echo(f"  casal:   {WEDNESDAY_RECALL}")
         echo(f"  agente:  {result2.reply.content}")
         echo("")

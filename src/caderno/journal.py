@@ -47,7 +47,7 @@ class Journal:
         path = self.path(store)
         if not isinstance(record, dict):
             raise UsageError(f"a journal record must be a JSON object, not {type(record).__name__}")
-        entry = {"id": new_id(), "timestamp": to_iso(utcnow()), "agent": agent, "record": record}
+        entry: dict[str, Any] = {"id": new_id(), "timestamp": to_iso(utcnow()), "agent": agent, "record": record}
         try:
             line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
         except (TypeError, ValueError) as exc:

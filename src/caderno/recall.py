@@ -224,7 +224,7 @@ class Retriever:
                     pending.append(seq)
         missing = [s for s in dict.fromkeys(pending) if s not in found]
         for tid, m in await self.run(ops.ReadBySeq(resource_id=resource_id, seqs=tuple(missing))):
-            found[m.seq] = (tid, m)
+            found[m.seq or 0] = (tid, m)
         results = [
             Recalled(
                 message=found[seq][1],
@@ -249,13 +249,13 @@ class Retriever:
             ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=max(4 * n, RECENT_WINDOW))
         )
         replies = [m for m in window if m.role == "user" or (m.role == "assistant" and not m.tool_calls)][-n:]
-        return [(m.seq, 1.0, (thread_id, m)) for m in reversed(replies)]
+        return [(m.seq or 0, 1.0, (thread_id, m)) for m in reversed(replies)]
 
     async def _salient(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
         if not n:
             return []
         hits = await self.run(ops.ReadSalient(resource_id=resource_id, threshold=SALIENT, limit=n, thread_id=thread_id))
-        return [(m.seq, m.importance or 0.0, (tid, m)) for tid, m in hits]
+        return [(m.seq or 0, m.importance or 0.0, (tid, m)) for tid, m in hits]
 
     async def _relevant(
         self, resource_id: str, thread_id: str | None, query: str, n: int, min_similarity: float

@@ -274,9 +274,9 @@ def _recurring(s: str, original: str) -> str | None:
             return _at(m.group(1), dow, original)
     m = re.fullmatch(rf"(?:{_DAY_PREFIX})?({_DAY_LIST})(?:{_AT}(.+))?", s)
     if m:
-        dow = _day_field(m.group(1))
-        if dow is not None:
-            return _at(m.group(2), dow, original)
+        days = _day_field(m.group(1))
+        if days is not None:
+            return _at(m.group(2), days, original)
     return None
 
 

@@ -673,8 +673,9 @@ def _summary_block(summaries: list[Message]) -> str | None:
         return None
     parts = []
     for m in summaries:
-        first, last = m.metadata["covers"]
-        how = m.metadata.get("summarizer", "?")
+        meta = m.metadata or {}
+        first, last = meta["covers"]
+        how = meta.get("summarizer", "?")
         parts.append(f"(messages {first}–{last}, {how} summary)\n{m.content}")
     return "SUMMARY OF EARLIER TURNS in this conversation (the originals are stored):\n" + "\n\n".join(parts)
 

@@ -40,7 +40,7 @@ _LOG_COLUMNS = "message_id, thread_id, action, role, old_content, actor, reason,
 
 
 def read_thread(d: Dialect, op: ops.ReadThread) -> Plan[list[Message]]:
-    sql, params = _EVENTS_OF_THREAD, [op.resource_id, op.thread_id]
+    sql, params = _EVENTS_OF_THREAD, list[Any]([op.resource_id, op.thread_id])
     if op.before is not None:
         sql += " AND seq < ?"
         params.append(op.before)

@@ -155,7 +155,7 @@ def run_sync(plan: Plan[T], execute: Callable[[Q], Any]) -> T:
                 continue
             q = plan.send(result)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
 
 
 async def run_async(plan: Plan[T], execute: Callable[[Q], Awaitable[Any]]) -> T:
@@ -170,7 +170,7 @@ async def run_async(plan: Plan[T], execute: Callable[[Q], Awaitable[Any]]) -> T:
                 continue
             q = plan.send(result)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
 
 
 #: A backend's handler: builds the plan of one operation.

@@ -21,6 +21,7 @@ from ..errors import Conflict, UsageError
 from ..importance import embeddable
 from ..messages import Fact, Message, Thread, WorkingMemory
 from . import ops
+from ._sql import iso
 from .ops import EmbeddingJob, VectorRows
 
 
@@ -378,7 +379,7 @@ class InMemoryStore:
             dump["working_memory"] = {
                 "data": copy.deepcopy(res.wm),
                 "version": res.version,
-                "updated_at": to_iso(res.wm_updated_at),
+                "updated_at": iso(res.wm_updated_at),
             }
         dump["working_memory_log"] = self._read_working_memory_log(ops.ReadWorkingMemoryLog(resource_id=op.resource_id))
         dump["facts"] = [
@@ -387,8 +388,8 @@ class InMemoryStore:
                 "key": f.key,
                 "value": f.value,
                 "source": f.source,
-                "created_at": to_iso(f.created_at),
-                "updated_at": to_iso(f.updated_at),
+                "created_at": iso(f.created_at),
+                "updated_at": iso(f.updated_at),
             }
             for f in sorted(res.facts.values(), key=lambda f: (f.category, f.key))
         ]
@@ -404,8 +405,8 @@ class InMemoryStore:
                     "id": tid,
                     "title": t.title,
                     "metadata": copy.deepcopy(t.metadata),
-                    "created_at": to_iso(t.created_at),
-                    "updated_at": to_iso(t.updated_at or t.created_at),
+                    "created_at": iso(t.created_at),
+                    "updated_at": iso(t.updated_at or t.created_at),
                     "messages": [m.to_dict() for m in t.messages],
                 }
             )
@@ -465,7 +466,7 @@ class InMemoryStore:
                     "key": op.key,
                     "value": old.value,
                     "source": old.source,
-                    "valid_from": to_iso(old.updated_at),
+                    "valid_from": iso(old.updated_at),
                     "replaced_at": to_iso(op.now),
                 }
             )
@@ -486,7 +487,7 @@ class InMemoryStore:
     def _read_facts(self, op: ops.ReadFacts) -> list[Fact]:
         res = self._resources.get(op.resource_id)
         facts = [f for f in (res.facts.values() if res else ()) if op.category in (None, f.category)]
-        return sorted(facts, key=lambda f: (-f.updated_at.timestamp(), f.category, f.key))
+        return sorted(facts, key=lambda f: (-(f.updated_at.timestamp() if f.updated_at else 0.0), f.category, f.key))
 
     def _read_fact_history(self, op: ops.ReadFactHistory) -> list[dict[str, Any]]:
         res = self._resources.get(op.resource_id)
