@@ -48,7 +48,8 @@ def new_dump(resource_id: str) -> dict[str, Any]:
 def check_dump(data: Any) -> dict[str, Any]:
     """Validate an export before anything is written; returns it with parsed messages.
 
-    Each thread's ``messages`` becomes a list of ``Message`` under ``_parsed``.
+    Each thread's ``messages`` becomes a list of ``Message`` under ``_parsed``,
+    in a copy: the caller's dict is left as it was (it may be imported again).
     """
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError(f"not a caderno export (expected format {FORMAT!r})")
@@ -59,7 +60,8 @@ def check_dump(data: Any) -> dict[str, Any]:
     threads = data.get("threads")
     if not isinstance(threads, list):
         raise UsageError("export has no threads list")
-    for thread in threads:
+    data = {**data, "threads": [dict(t) if isinstance(t, dict) else t for t in threads]}
+    for thread in data["threads"]:
         if not isinstance(thread, dict) or not isinstance(thread.get("id"), str):
             raise UsageError("export holds a thread without an id")
         try:

@@ -12,25 +12,27 @@ import asyncio
 import functools
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from .errors import CadernoError
 from .memory import Memory, connect
+from .messages import Message, Thread
 from .stores import ops
 
 T = TypeVar("T")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"caderno: error: {message}", err=True)
     sys.exit(1)
 
 
-def run_async(fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
+def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
     """Run an async command body; turn caderno errors into one clear line."""
 
     @functools.wraps(fn)
@@ -93,19 +95,7 @@ async def threads_list(ctx: click.Context, resource: str, as_json: bool) -> None
     finally:
         await memory.close()
     if as_json:
-        _emit_json(
-            [
-                {
-                    "id": t.id,
-                    "title": t.title,
-                    "metadata": t.metadata,
-                    "created_at": t.created_at,
-                    "updated_at": t.updated_at,
-                    "message_count": t.message_count,
-                }
-                for t in items
-            ]
-        )
+        _emit_json([_thread_json(t) for t in items])
         return
     from rich.table import Table
 
@@ -134,7 +124,7 @@ async def threads_show(
     finally:
         await memory.close()
     live = [s for s, merged in summaries if not merged]
-    covered = [tuple(s.metadata["covers"]) for s, _ in summaries]
+    covered = [tuple((s.metadata or {})["covers"]) for s, _ in summaries]
 
     def is_covered(m: Any) -> bool:
         return any(a <= (m.seq or 0) <= b for a, b in covered)
@@ -151,8 +141,9 @@ async def threads_show(
     for kind, m in sorted(entries, key=lambda e: e[1].seq or 0):
         when = f"{m.created_at:%Y-%m-%d %H:%M}" if m.created_at else ""
         if kind == "summary":
-            first, last = m.metadata["covers"]
-            how = m.metadata.get("summarizer", "?")
+            meta = m.metadata or {}
+            first, last = meta["covers"]
+            how = meta.get("summarizer", "?")
             console.print(f"[bold magenta]summary[/] of #{first}–#{last} ({how}) [dim]{when}[/dim]", markup=True)
             console.print("  " + m.content.replace("\n", "\n  "), markup=False)
             continue
@@ -168,6 +159,210 @@ async def threads_show(
 def _clip(text: str, width: int = 80) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _thread_json(t: Thread) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "title": t.title,
+        "metadata": t.metadata,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+        "message_count": t.message_count,
+    }
+
+
+def _parse_metadata(text: str | None) -> Any:
+    """``--metadata``: a JSON object, or ``null`` (which clears it on update)."""
+    if text is None:
+        return ops.UNSET
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        _fail(f"--metadata is not valid JSON: {exc}")
+
+
+def _thread_done(verb: str, t: Thread, as_json: bool) -> None:
+    if as_json:
+        _emit_json(_thread_json(t))
+        return
+    title = f" {t.title!r}" if t.title else ""
+    click.echo(f"{verb} thread {t.id}{title} of {t.resource_id} ({t.message_count} messages)")
+
+
+@threads.command("create")
+@click.argument("resource")
+@click.argument("thread", required=False)
+@click.option("--title", default=None, help="A human title.")
+@click.option("--metadata", default=None, help="A JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@run_async
+async def threads_create(
+    ctx: click.Context, resource: str, thread: str | None, title: str | None, metadata: str | None, as_json: bool
+) -> None:
+    """Create an empty THREAD of RESOURCE (an id is made when THREAD is omitted)."""
+    parsed = _parse_metadata(metadata)
+    memory = await _memory(ctx)
+    try:
+        made = await memory.create_thread(
+            resource_id=resource, thread_id=thread, title=title, metadata=None if parsed is ops.UNSET else parsed
+        )
+    finally:
+        await memory.close()
+    _thread_done("created", made, as_json)
+
+
+@threads.command("update")
+@click.argument("resource")
+@click.argument("thread")
+@click.option("--title", default=None, help="The new title.")
+@click.option("--clear-title", is_flag=True, help="Remove the title.")
+@click.option("--metadata", default=None, help="A JSON object that replaces the metadata; null removes it.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@run_async
+async def threads_update(
+    ctx: click.Context,
+    resource: str,
+    thread: str,
+    title: str | None,
+    clear_title: bool,
+    metadata: str | None,
+    as_json: bool,
+) -> None:
+    """Change THREAD's title and/or metadata (what is not given is kept)."""
+    if title is not None and clear_title:
+        _fail("give --title or --clear-title, not both")
+    if title is None and not clear_title and metadata is None:
+        _fail("nothing to change: give --title, --clear-title or --metadata")
+    new_title: Any = None if clear_title else (title if title is not None else ops.UNSET)
+    parsed = _parse_metadata(metadata)
+    memory = await _memory(ctx)
+    try:
+        updated = await memory.update_thread(resource_id=resource, thread_id=thread, title=new_title, metadata=parsed)
+    finally:
+        await memory.close()
+    _thread_done("updated", updated, as_json)
+
+
+# -- messages ------------------------------------------------------------------
+
+#: Who the message log says made a change from the command line.
+CLI_ACTOR = "cli"
+
+_reason_option = click.option("--reason", default=None, help="Why: kept in the message log.")
+
+
+@main.group()
+def messages() -> None:
+    """Change stored messages; every change goes to the message log (see `threads show` to read them)."""
+
+
+def _message_done(verb: str, m: Message | None, as_json: bool, empty: str) -> None:
+    if as_json:
+        _emit_json({**m.to_dict(), "seq": m.seq} if m else None)
+        return
+    if m is None:
+        click.echo(empty)
+        return
+    click.echo(f"{verb} {m.role} message #{m.seq} ({m.id}): {_clip(m.content)}")
+
+
+@messages.command("pop")
+@click.argument("resource")
+@click.argument("thread")
+@_reason_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@run_async
+async def messages_pop(ctx: click.Context, resource: str, thread: str, reason: str | None, as_json: bool) -> None:
+    """Remove THREAD's newest message (undo a turn, one message at a time)."""
+    memory = await _memory(ctx)
+    try:
+        popped = await memory.pop_message(resource_id=resource, thread_id=thread, actor=CLI_ACTOR, reason=reason)
+    finally:
+        await memory.close()
+    _message_done("popped", popped, as_json, f"(no messages in {resource}/{thread}; nothing popped)")
+
+
+@messages.command("edit")
+@click.argument("resource")
+@click.argument("message_id")
+@click.argument("content")
+@_reason_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@run_async
+async def messages_edit(
+    ctx: click.Context, resource: str, message_id: str, content: str, reason: str | None, as_json: bool
+) -> None:
+    """Replace the text of MESSAGE_ID with CONTENT (the old text goes to the message log)."""
+    memory = await _memory(ctx)
+    try:
+        edited = await memory.edit_message(
+            resource_id=resource, message_id=message_id, content=content, actor=CLI_ACTOR, reason=reason
+        )
+    finally:
+        await memory.close()
+    _message_done("edited", edited, as_json, "")
+
+
+@messages.command("delete")
+@click.argument("resource")
+@click.argument("message_id")
+@_reason_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@run_async
+async def messages_delete(
+    ctx: click.Context, resource: str, message_id: str, reason: str | None, as_json: bool
+) -> None:
+    """Delete MESSAGE_ID of RESOURCE (the log keeps who, when and why, not the text)."""
+    memory = await _memory(ctx)
+    try:
+        deleted = await memory.delete_message(
+            resource_id=resource, message_id=message_id, actor=CLI_ACTOR, reason=reason
+        )
+    finally:
+        await memory.close()
+    _message_done("deleted", deleted, as_json, "")
+
+
+@messages.command("log")
+@click.argument("resource")
+@click.option("--message", "message_id", default=None, help="Only this message's changes.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@run_async
+async def messages_log(ctx: click.Context, resource: str, message_id: str | None, as_json: bool) -> None:
+    """Show the edits, pops and deletions of RESOURCE's messages, oldest first."""
+    memory = await _memory(ctx)
+    try:
+        entries = await memory.message_log(resource_id=resource, message_id=message_id)
+    finally:
+        await memory.close()
+    if as_json:
+        _emit_json(entries)
+        return
+    if not entries:
+        click.echo(f"(no changes to the messages of {resource})")
+        return
+    from rich.table import Column, Table
+
+    # Ids fold rather than clip: they are copied into `messages edit`.
+    message = Column("message", overflow="fold")
+    table = Table("when", "action", message, "by", "why", "old text", title=f"message log of {resource}")
+    for e in entries:
+        table.add_row(
+            f"{datetime.fromisoformat(e['created_at']):%Y-%m-%d %H:%M}",
+            e["action"],
+            f"{e['thread_id']} {e['message_id']} ({e['role']})",
+            e["actor"],
+            e["reason"] or "",
+            _clip(e["old_content"]) if e["old_content"] is not None else "",
+        )
+    _console().print(table)
 
 
 # -- working memory ------------------------------------------------------------

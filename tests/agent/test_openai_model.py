@@ -92,13 +92,11 @@ async def test_round_trip_with_tool_calling(server: str, memory: caderno.Memory)
     assert names == ["update_working_memory", "recall", "remember_fact", "budget_total"]
     wire = second["body"]["messages"]
     assert wire[-2]["tool_calls"][0]["function"] == {"name": "budget_total", "arguments": '{"month": "2026-06"}'}
-    assert wire[-1] == {"role": "tool", "content": wire[-1]["content"], "tool_call_id": "call_a"}
-    assert [m.role for m in await memory.get_messages(resource_id="r", thread_id="t")] == [
-        "user",
-        "assistant",
-        "tool",
-        "assistant",
-    ]
+    stored = await memory.get_messages(resource_id="r", thread_id="t")
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    # The tool's result goes back on the wire as the stored tool message, in OpenAI's shape.
+    assert wire[-1] == {"role": "tool", "content": stored[2].content, "tool_call_id": "call_a"}
+    assert json.loads(wire[-1]["content"])["total"] == 6778.3
 
 
 async def test_malformed_arguments_reach_the_model_as_an_error(server: str) -> None:

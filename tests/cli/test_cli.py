@@ -161,3 +161,71 @@ def test_consolidate_and_threads_show_marks(tmp_path: Path) -> None:
     items = json.loads(cli("threads", "show", "casa", "t", "--json", db=db).stdout)
     assert sum(1 for i in items if i.get("summary")) == 1
     assert any(i.get("consolidated") for i in items) and not all(i.get("consolidated", True) for i in items)
+
+
+def test_threads_create_and_update(db: Path) -> None:
+    made = cli(
+        "threads", "create", "casa", "viagem", "--title", "Lisboa", "--metadata", '{"mes": "maio"}', "--json", db=db
+    )
+    assert made.returncode == 0, made.stderr
+    assert {k: json.loads(made.stdout)[k] for k in ("id", "title", "metadata", "message_count")} == {
+        "id": "viagem",
+        "title": "Lisboa",
+        "metadata": {"mes": "maio"},
+        "message_count": 0,
+    }
+    again = cli("threads", "create", "casa", "viagem", db=db)
+    assert again.returncode == 1 and again.stderr.count("\n") == 1 and "already has a thread" in again.stderr
+    anonymous = cli("threads", "create", "casa", db=db)
+    assert anonymous.returncode == 0 and anonymous.stdout.startswith("created thread ")
+
+    def viagem() -> dict:
+        listed = json.loads(cli("threads", "list", "casa", "--json", db=db).stdout)
+        return next(t for t in listed if t["id"] == "viagem")
+
+    assert cli("threads", "update", "casa", "viagem", "--title", "Porto", db=db).returncode == 0
+    assert (viagem()["title"], viagem()["metadata"]) == ("Porto", {"mes": "maio"})
+    assert cli("threads", "update", "casa", "viagem", "--metadata", "null", db=db).returncode == 0
+    assert (viagem()["title"], viagem()["metadata"]) == ("Porto", None)
+    cleared = cli("threads", "update", "casa", "viagem", "--clear-title", "--json", db=db)
+    assert json.loads(cleared.stdout)["title"] is None
+    for args, message in [
+        ((), "nothing to change"),
+        (("--title", "x", "--clear-title"), "not both"),
+        (("--metadata", "{oops"), "--metadata is not valid JSON"),
+        (("--metadata", "[1]"), "metadata must be a JSON object"),
+    ]:
+        out = cli("threads", "update", "casa", "viagem", *args, db=db)
+        assert out.returncode == 1 and out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+    missing = cli("threads", "update", "outra-casa", "viagem", "--title", "x", db=db)
+    assert missing.returncode == 1 and "has no thread 'viagem'" in missing.stderr
+    assert viagem()["title"] is None
+
+
+def test_messages_pop_edit_delete_and_log(db: Path) -> None:
+    first, second = json.loads(cli("threads", "show", "casa", "t1", "--json", db=db).stdout)
+    edited = cli("messages", "edit", "casa", first["id"], "a meta de Lisboa", "--reason", "typo", db=db)
+    assert edited.returncode == 0 and "a meta de Lisboa" in edited.stdout
+    popped = json.loads(cli("messages", "pop", "casa", "t1", "--json", db=db).stdout)
+    assert (popped["id"], popped["content"]) == (second["id"], "EUR 6000")
+    shown = json.loads(cli("threads", "show", "casa", "t1", "--json", db=db).stdout)
+    assert [m["content"] for m in shown] == ["a meta de Lisboa"]
+    deleted = cli("messages", "delete", "casa", first["id"], "--reason", "privacy", db=db)
+    assert deleted.returncode == 0 and "deleted user message" in deleted.stdout
+    empty = cli("messages", "pop", "casa", "t1", db=db)
+    assert empty.returncode == 0 and "nothing popped" in empty.stdout
+    assert json.loads(cli("messages", "pop", "casa", "t1", "--json", db=db).stdout) is None
+    log = json.loads(cli("messages", "log", "casa", "--json", db=db).stdout)
+    assert [(e["action"], e["old_content"], e["actor"], e["reason"]) for e in log] == [
+        ("edit", "a meta de Amsterdam", "cli", "typo"),
+        ("pop", None, "cli", None),
+        ("delete", None, "cli", "privacy"),
+    ]
+    only = json.loads(cli("messages", "log", "casa", "--message", second["id"], "--json", db=db).stdout)
+    assert [e["action"] for e in only] == ["pop"]
+    human = cli("messages", "log", "casa", db=db)
+    assert human.returncode == 0 and all(w in human.stdout for w in ("Amsterdam", "privacy", "edit", "pop", "delete"))
+    for verb in (("edit", "casa", first["id"], "x"), ("delete", "outra-casa", second["id"])):
+        out = cli("messages", *verb, db=db)
+        assert out.returncode == 1 and out.stderr.count("\n") == 1 and "has no message" in out.stderr
+    assert len(json.loads(cli("messages", "log", "casa", "--json", db=db).stdout)) == 3

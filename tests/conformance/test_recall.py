@@ -106,7 +106,10 @@ async def test_fused_results_are_deduplicated_and_in_conversation_order(seeded: 
     firsts: dict[str, int] = {}
     for tid, seq in order:
         firsts.setdefault(tid, seq)
-    assert order == sorted(order, key=lambda x: (min(s for t, s in order if t == x[0]), x[1]))
+    # Thread by thread, threads in order of their first hit, then by sequence.
+    assert len(firsts) >= 2, order  # otherwise the ordering says nothing
+    assert order == sorted(order, key=lambda x: (firsts[x[0]], x[1]))
+    assert list(firsts.values()) == sorted(firsts.values())
     top = await seeded.recall(resource_id=R, query="Lisbon trip budget", thread_id="carro", top=1)
     assert contents(top) == ["We decided the Lisbon trip happens in May, with a budget of EUR 3000."]
 

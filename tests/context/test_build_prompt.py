@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from caderno import Message, ToolCall
-from caderno.context import build_prompt, estimate_tokens, history_units, wordpiece_counter
+from caderno.context import build_prompt, estimate_tokens, history_units, message_tokens, wordpiece_counter
 
 WORDS = st.text(alphabet="abcdefghij klmno", min_size=1, max_size=120)
 
@@ -104,4 +104,9 @@ def test_token_counters() -> None:
     assert count("hello world") == 2
     text = "We decided the Lisbon trip will be the second week of May, and the budget is EUR 3000."
     assert abs(estimate_tokens(text) - count(text)) / count(text) < 0.35
-    assert json.dumps(build_prompt(blocks={}, history=[], turn=[Message.user("x")], max_tokens=10).usage)
+    # usage is stored in message metadata, so it must survive JSON unchanged: plain names and ints.
+    turn = [Message.user("x")]
+    usage = build_prompt(blocks={}, history=[], turn=turn, max_tokens=10).usage
+    assert json.loads(json.dumps(usage)) == usage
+    assert usage == {"history": 0, "turn": message_tokens(turn[0], estimate_tokens), "total": usage["turn"], "budget": 10}
+    assert all(type(v) is int for v in usage.values())
