@@ -398,13 +398,20 @@ def forget_fact(d: Dialect, op: ops.ForgetFact) -> Plan[bool]:
 
 def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings) -> Plan[None]:
     done = [(rid, seq) for rid, seq, _ in op.done]
+    live: set[tuple[str, int]] = set()
+    for rid in sorted({rid for rid, _ in done}):
+        seqs = sorted(seq for r, seq in done if r == rid)
+        rows = yield Q(
+            f"SELECT seq FROM events WHERE resource_id = ? AND seq IN ({marks(len(seqs))}) ORDER BY seq{d.key_share}",
+            (rid, *seqs),
+        )
+        live.update((rid, r[0]) for r in rows)
     # A new row (new feed id) even when re-embedding, so vector caches reading
     # the change feed see it; a message deleted meanwhile gets no vector.
     yield Q("DELETE FROM embeddings WHERE resource_id = ? AND seq = ? AND model = ?", [(*k, op.model) for k in done], "many")
     yield Q(
-        "INSERT INTO embeddings (resource_id, seq, model, dim, vector) SELECT ?, ?, ?, ?, ? "
-        "WHERE EXISTS (SELECT 1 FROM events WHERE resource_id = ? AND seq = ?)",
-        [(rid, seq, op.model, op.dim, vector, rid, seq) for rid, seq, vector in op.done],
+        "INSERT INTO embeddings (resource_id, seq, model, dim, vector) VALUES (?, ?, ?, ?, ?)",
+        [(rid, seq, op.model, op.dim, vector) for rid, seq, vector in op.done if (rid, seq) in live],
         "many",
     )
     yield Q("DELETE FROM embedding_queue WHERE resource_id = ? AND seq = ?", done, "many")

@@ -66,6 +66,9 @@ class Dialect:
     """Row lock for read-modify-write: none on SQLite (one writer), ``FOR UPDATE`` on PostgreSQL."""
     feed_overlap: int
     """How far below the last seen change-feed id a vector refresh re-reads (see ``read_vectors``)."""
+    """How far below the last seen change-feed id a vector refresh re-reads (see ``read_vectors``)."""
+    key_share: str
+    """Row lock that keeps a row from being deleted meanwhile: ``FOR KEY SHARE`` on PostgreSQL."""
     after_erase: tuple[str, ...] = ()
     """Statements run after a resource's rows are deleted (index maintenance)."""
 

@@ -36,6 +36,9 @@ DIALECT = Dialect(
     for_update=" FOR UPDATE",
     # Identity values become visible at commit, not in draw order (see _plans.read_vectors).
     feed_overlap=10_000,
+    # A vector is stored only for a message that still exists: its row is
+    # locked against a concurrent delete for the rest of the transaction.
+    key_share=" FOR KEY SHARE",
 )
 
 _OWN: dict[type[Any], Handler] = {

@@ -46,6 +46,7 @@ DIALECT = Dialect(
     ts=to_iso,
     for_update="",  # one writer: BEGIN IMMEDIATE already excludes every other writer
     feed_overlap=0,  # ids become visible in commit order
+    key_share="",
     # FTS5 keeps deleted terms in its segments until they merge; merging now
     # means erased words leave the file (with secure_delete). The cost grows
     # with the whole index: erase is rare by design.

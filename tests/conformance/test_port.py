@@ -1,0 +1,211 @@
+"""The port itself, operation by operation, on every backend that claims it.
+
+Each operation type of ``caderno.stores.ops`` is run here directly through
+``batch`` at least once (a test checks the list is complete), and a batch
+is shown to be one transaction: all or nothing, and one snapshot for reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import caderno
+from caderno import Message
+from caderno._time import utcnow
+from caderno.errors import Conflict, UsageError
+from caderno.stores import ops
+
+R, T = "casa", "t1"
+RAN: set[type[Any]] = set()
+
+
+async def run(memory: caderno.Memory, *batch: ops.Op[Any]) -> list[Any]:
+    RAN.update(type(op) for op in batch)
+    return await memory.batch(list(batch))
+
+
+def append(memory: caderno.Memory, *texts: str, thread: str = T) -> ops.Append:
+    return memory.append_op(R, thread, memory.prepare_messages([Message.user(t) for t in texts]))
+
+
+def patch(memory: caderno.Memory, data: dict[str, Any], expected: int | None = None) -> ops.PatchWorkingMemory:
+    return memory._patch_op(R, data, expected, "test")
+
+
+async def test_every_backend_claims_every_operation(memory: caderno.Memory) -> None:
+    assert memory.store.supports == ops.ALL
+
+
+async def test_history_and_thread_records(memory: caderno.Memory) -> None:
+    now = utcnow()
+    created, stored = await run(
+        memory,
+        ops.PutThread(resource_id=R, thread_id=T, create=True, title="Amsterdam", now=now),
+        append(memory, "um", "dois", "três"),
+    )
+    assert created.title == "Amsterdam" and [m.content for m in stored] == ["um", "dois", "três"]
+    page, listed, one = await run(
+        memory,
+        ops.ReadThread(resource_id=R, thread_id=T, limit=1, before=stored[2].seq),
+        ops.ListThreads(resource_id=R),
+        ops.GetThread(resource_id=R, thread_id=T),
+    )
+    assert [m.content for m in page] == ["dois"]
+    assert [t.id for t in listed] == [T] and one.message_count == 3
+    (renamed,) = await run(memory, ops.PutThread(resource_id=R, thread_id=T, create=False, title=None, now=now))
+    assert renamed.title is None
+    popped, edited, deleted, missing = await run(
+        memory,
+        ops.PopMessage(resource_id=R, thread_id=T, actor="t", reason=None, now=now),
+        ops.EditMessage(
+            resource_id=R,
+            message_id=stored[0].id,
+            content="UM",
+            rescore=lambda m: (0.9, True),
+            actor="t",
+            reason="typo",
+            now=now,
+        ),
+        ops.DeleteMessage(resource_id=R, message_id=stored[1].id, actor="t", reason=None, now=now),
+        ops.DeleteMessage(resource_id=R, message_id="nope", actor="t", reason=None, now=now),
+    )
+    assert (popped.content, edited.content, edited.importance, deleted.content, missing) == (
+        "três",
+        "UM",
+        0.9,
+        "dois",
+        None,
+    )
+    log, ok, left = await run(
+        memory,
+        ops.ReadMessageLog(resource_id=R),
+        ops.SetImportance(resource_id=R, message_id=stored[0].id, value=0.1),
+        ops.ReadThread(resource_id=R, thread_id=T),
+    )
+    assert [(e["action"], e["old_content"]) for e in log] == [("pop", None), ("edit", "um"), ("delete", None)]
+    assert ok is True and [(m.content, m.importance) for m in left] == [("UM", 0.1)]
+    (gone,) = await run(memory, ops.DeleteThread(resource_id=R, thread_id=T))
+    assert gone is True and await run(memory, ops.ListThreads(resource_id=R)) == [[]]
+
+
+async def test_working_memory_resources_and_facts(memory: caderno.Memory) -> None:
+    now = utcnow()
+    wm, fact = await run(
+        memory,
+        patch(memory, {"goal": "Amsterdam"}),
+        ops.UpsertFact(resource_id=R, category="finance", key="income", value="R$ 14,000", source="user", now=now),
+    )
+    assert wm.version == 1 and fact.value == "R$ 14,000"
+    await run(
+        memory,
+        ops.UpsertFact(resource_id=R, category="finance", key="income", value="R$ 15,000", source="user", now=now),
+    )
+    read, log, facts, history = await run(
+        memory,
+        ops.ReadWorkingMemory(resource_id=R),
+        ops.ReadWorkingMemoryLog(resource_id=R),
+        ops.ReadFacts(resource_id=R, category="finance"),
+        ops.ReadFactHistory(resource_id=R, category="finance", key="income"),
+    )
+    assert read.data == {"goal": "Amsterdam"} and [e["patch"] for e in log] == [{"goal": "Amsterdam"}]
+    assert [f.value for f in facts] == ["R$ 15,000"] and [h["value"] for h in history] == ["R$ 14,000"]
+    await run(memory, append(memory, "oi"))
+    (dump,) = await run(memory, ops.ExportResource(resource_id=R))
+    await run(memory, ops.EraseResource(resource_id=R))
+    assert await run(
+        memory, ops.ExportResource(resource_id=R), ops.ForgetFact(resource_id=R, category="finance", key="income")
+    ) == [
+        caderno._dump.new_dump(R),
+        False,
+    ]
+    await run(memory, ops.ImportResource(dump=caderno._dump.check_dump(dump), now=now))
+    assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
+
+
+async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> None:
+    now = utcnow()
+    (stored,) = await run(memory, append(memory, "Remember: the Amsterdam goal is EUR 6,000.", "ok then"))
+    pending, jobs = await run(
+        memory, ops.CountPendingEmbeddings(), ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=now)
+    )
+    assert pending == 2 and {j.seq for j in jobs} == {m.seq for m in stored}
+    vector = b"\x00\x00\x80\x3f" * 3
+    await run(
+        memory,
+        ops.FinishEmbeddings(
+            model="m", dim=3, done=((R, stored[0].seq, vector),), failed=((R, stored[1].seq, "boom", 60.0),), now=now
+        ),
+    )
+    rows, lexical, salient, by_seq, around = await run(
+        memory,
+        ops.ReadVectors(resource_id=R, model="m", after_id=0),
+        ops.LexicalSearch(resource_id=R, terms=("amsterdam",), limit=5),
+        ops.ReadSalient(resource_id=R, threshold=0.8, limit=5),
+        ops.ReadBySeq(resource_id=R, seqs=(stored[1].seq,)),
+        ops.ReadNeighbours(resource_id=R, thread_id=T, seq=stored[0].seq, before=1, after=1),
+    )
+    assert rows.seqs == [stored[0].seq] and rows.vectors == vector
+    assert [s for s, _ in lexical] == [stored[0].seq]
+    assert [m.id for _, m in salient] == [stored[0].id]
+    assert [(t, m.content) for t, m in by_seq] == [(T, "ok then")]
+    assert [m.content for m in around] == ["ok then"]
+    assert await run(memory, ops.Reindex(resource_id=R)) == [2]
+    candidates, claimed, again, free = await run(
+        memory,
+        ops.FindConsolidationCandidates(resource_id=R, min_chars=10),
+        ops.ClaimConsolidation(resource_id=R, thread_id=T, lease_seconds=60, now=now),
+        ops.ClaimConsolidation(resource_id=R, thread_id=T, lease_seconds=60, now=now),
+        ops.ReadUnconsolidated(resource_id=R, thread_id=T),
+    )
+    assert candidates == [(R, T)] and (claimed, again) == (True, False) and len(free) == 2
+    summary = memory.prepare_messages([Message.system("summary", metadata={"covers": [stored[0].seq, stored[1].seq]})])[
+        0
+    ]
+    written, twice, summaries = await run(
+        memory,
+        ops.WriteSummary(resource_id=R, thread_id=T, summary=summary, covered=(stored[0].seq, stored[1].seq), now=now),
+        ops.WriteSummary(
+            resource_id=R, thread_id=T, summary=summary._stamped(id="s2"), covered=(stored[0].seq,), now=now
+        ),
+        ops.ReadSummaries(resource_id=R, thread_id=T),
+    )
+    assert (written, twice) == (True, False) and [(s.content, merged) for s, merged in summaries] == [
+        ("summary", False)
+    ]
+    candidates, _, _, _, log = await run(
+        memory,
+        ops.ReadFactCandidates(resource_id=R, min_importance=0.7, limit=10),
+        ops.MarkFactsExtracted(resource_id=R, seqs=(stored[0].seq,), now=now),
+        ops.ReleaseConsolidation(resource_id=R, thread_id=T),
+        ops.LogConsolidation(resource_id=R, thread_id=T, step="summary", outcome="failed", detail="x", now=now),
+        ops.ReadConsolidationLog(resource_id=R),
+    )
+    assert [m.id for _, m in candidates] == [stored[0].id] and [e["detail"] for e in log] == ["x"]
+    assert await run(memory, ops.ReadFactCandidates(resource_id=R, min_importance=0.7, limit=10)) == [[]]
+
+
+@pytest.mark.parametrize("failing", ["conflict", "duplicate id"])
+async def test_a_batch_is_one_transaction(memory: caderno.Memory, failing: str) -> None:
+    (first,) = await run(memory, append(memory, "antes"))
+    before = await memory.export_resource(resource_id=R)
+    bad: ops.Op[Any] = (
+        patch(memory, {"x": 2}, expected=7)
+        if failing == "conflict"
+        else memory.append_op(R, "t2", [first[0]._stamped(seq=None)])
+    )
+    with pytest.raises(Conflict if failing == "conflict" else UsageError):
+        await run(
+            memory,
+            append(memory, "depois"),
+            patch(memory, {"x": 1}),
+            ops.UpsertFact(resource_id=R, category="c", key="k", value="v", source="agent", now=utcnow()),
+            bad,
+        )
+    assert await memory.export_resource(resource_id=R) == before
+
+
+def test_every_operation_ran() -> None:
+    """Runs last in this module: the tests above exercised the whole port."""
+    assert RAN >= ops.ALL, sorted(t.__name__ for t in ops.ALL - RAN)
