@@ -246,7 +246,7 @@ class Notebook:
     def _check_old_text(old_text: str | None) -> str:
         if not (old_text or "").strip():
             raise NotebookError("old_text is empty. Give a short, unique piece of the entry to change.")
-        return old_text.strip()
+        return (old_text or "").strip()
 
     def _match(self, target: str, entries: list[str], old_text: str) -> int:
         hits = [i for i, e in enumerate(entries) if old_text in e]
