@@ -8,6 +8,9 @@
      "facts": [{"category", "key", "value", "source", "created_at", "updated_at"}],
      "fact_history": [{"category", "key", "value", "source", "valid_from", "replaced_at"}],
      "message_log": [{"message_id", "thread_id", "action", "role", "old_content", "actor", "reason", "created_at"}],
+     "scheduled_tasks": [{"id", "name", "cron_expr", "original_schedule", "prompt", "source", "is_oneshot", ...}],
+     "macros": [{"trigger_tool", "trigger_pattern", "next_tool", "next_args", "confidence", ...}],
+     "allowed_prefixes": ["git status", ...],
      "threads": [{"id": "...", "title": null, "metadata": null, "created_at": "...",
                   "updated_at": "...", "messages": [Message.to_dict(), ...]}]}
 
@@ -41,6 +44,9 @@ def new_dump(resource_id: str) -> dict[str, Any]:
         "facts": [],
         "fact_history": [],
         "message_log": [],
+        "scheduled_tasks": [],
+        "macros": [],
+        "allowed_prefixes": [],
         "threads": [],
     }
 
@@ -81,7 +87,14 @@ def check_dump(data: Any) -> dict[str, Any]:
         not isinstance(e, dict) or any(not isinstance(e.get(f), str | None) for f in MESSAGE_LOG_FIELDS) for e in log
     ):
         raise UsageError(f"export message_log must be a list of objects with fields {', '.join(MESSAGE_LOG_FIELDS)}")
-    for name in ("working_memory_log", "facts", "fact_history", "message_log"):
+    for name in ("scheduled_tasks", "macros"):
+        items = data.get(name) or []
+        if not isinstance(items, list) or any(not isinstance(i, dict) for i in items):
+            raise UsageError(f"export {name} must be a list of objects")
+    prefixes = data.get("allowed_prefixes") or []
+    if not isinstance(prefixes, list) or any(not isinstance(p, str) for p in prefixes):
+        raise UsageError("export allowed_prefixes must be a list of text")
+    for name in ("working_memory_log", "facts", "fact_history", "message_log", "scheduled_tasks", "macros", "allowed_prefixes"):
         data[name] = data.get(name) or []
     wm = data.get("working_memory")
     if wm is not None and not (isinstance(wm, dict) and isinstance(wm.get("data"), dict)):

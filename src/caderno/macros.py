@@ -19,13 +19,13 @@ a retry or a poll is not a macro.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from .errors import UsageError
+from .messages import Macro, MacroKey, canonical_json
 
 __all__ = [
     "COMMAND_KEYS",
@@ -54,38 +54,8 @@ SUGGEST_THRESHOLD = 0.7
 COMMAND_KEYS = frozenset({"command", "cmd"})
 """Argument names whose string value is a command line: the pattern keeps its first word."""
 
-MacroKey = tuple[str, str, str, str]
-"""``(trigger_tool, trigger_pattern, next_tool, canonical JSON of next_args)``."""
-
 ObservedCall = tuple[str, Any, bool]
 """One tool call of a turn: ``(tool, args, ok)``; ``ok`` is False when it returned an error."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Macro:
-    """A learned follow-up: after ``trigger_tool`` (shaped ``trigger_pattern``), call ``next_tool``."""
-
-    trigger_tool: str
-    """The tool whose successful call triggers the suggestion."""
-    trigger_pattern: str
-    """``arg_pattern`` of the trigger's arguments (JSON text)."""
-    next_tool: str
-    """The tool that followed."""
-    next_args: Any
-    """The exact arguments it was called with (JSON-serialisable)."""
-    confidence: float = START_CONFIDENCE
-    """In [0, 1]; suggested at or above ``SUGGEST_THRESHOLD``."""
-    used_count: int = 0
-    """How many times a suggestion of this macro was taken (``mark_used``)."""
-    success_count: int = 0
-    """Times the follow-up succeeded after the trigger."""
-    failure_count: int = 0
-    """Times the follow-up failed after the trigger."""
-
-    @property
-    def key(self) -> MacroKey:
-        """This macro's key in the macros dict."""
-        return (self.trigger_tool, self.trigger_pattern, self.next_tool, _canonical(self.next_args))
 
 
 def arg_pattern(tool: str, args: Any) -> str:
@@ -131,7 +101,11 @@ def observe(macros: Mapping[MacroKey, Macro], turn_calls: Sequence[ObservedCall]
         if not ok_a or (tool_a == tool_b and _canonical(args_a) == _canonical(args_b)):
             continue
         blank = Macro(
-            trigger_tool=tool_a, trigger_pattern=arg_pattern(tool_a, args_a), next_tool=tool_b, next_args=args_b
+            trigger_tool=tool_a,
+            trigger_pattern=arg_pattern(tool_a, args_a),
+            next_tool=tool_b,
+            next_args=args_b,
+            confidence=START_CONFIDENCE,
         )
         macro = learned.get(blank.key, blank)
         if ok_b:
@@ -205,8 +179,7 @@ def _shape(value: Any, *, key: str | None) -> Any:
     return type(value).__name__
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+_canonical = canonical_json
 
 
 def _clamp(confidence: float) -> float:

@@ -11,7 +11,7 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,7 +22,7 @@ from .errors import NotFound, Unsupported, UsageError
 from .importance import embeddable
 from .importance import score as importance_score
 from .indexer import Indexer
-from .messages import Fact, Message, Thread, WorkingMemory, check_text
+from .messages import Fact, Macro, Message, Thread, WorkingMemory, check_text
 from .recall import DEFAULT_MIN_SIMILARITY, Recalled, Retriever, VectorIndex
 from .stores import ops
 from .stores.base import ResourceDump, Store
@@ -101,6 +101,8 @@ class TurnContext:
     """The resource's working memory."""
     facts: list[Fact]
     """The resource's facts, most recently updated first (empty when not asked)."""
+    macros: list[Macro] = field(default_factory=list)
+    """The resource's learned tool macros (empty when not asked)."""
 
 
 def fact_op(resource_id: str, category: str, key: str, value: str, source: str) -> ops.UpsertFact:
@@ -175,6 +177,14 @@ class Memory:
         self._background: set[asyncio.Task[Any]] = set()
         self._scheduled: set[tuple[str, str]] = set()
         self._fact_vectors: OrderedDict[str, Any] = OrderedDict()
+        from .state import Macros, Prefixes, Tasks
+
+        self.tasks = Tasks(self)
+        """Scheduled tasks (``caderno.state.Tasks``)."""
+        self.macros = Macros(self)
+        """Learned tool macros (``caderno.state.Macros``)."""
+        self.prefixes = Prefixes(self)
+        """Approved command prefixes (``caderno.state.Prefixes``)."""
 
     # -- the port ----------------------------------------------------------------------
 
@@ -314,7 +324,7 @@ class Memory:
         return await self.run(ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=limit, before=before))
 
     async def load_turn(
-        self, *, resource_id: str, thread_id: str, history_limit: int, facts: bool = True
+        self, *, resource_id: str, thread_id: str, history_limit: int, facts: bool = True, macros: bool = False
     ) -> TurnContext:
         """Everything a turn's prompt needs, read in one snapshot (one round trip).
 
@@ -331,12 +341,15 @@ class Memory:
             batch.append(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
         if with_facts := facts and self.supports(ops.ReadFacts):
             batch.append(ops.ReadFacts(resource_id=resource_id))
+        if with_macros := macros and self.supports(ops.ReadMacros):
+            batch.append(ops.ReadMacros(resource_id=resource_id))
         results = await self.batch(batch)
         return TurnContext(
             history=results[0],
             working_memory=results[1],
             summaries=results[2] if with_summaries else [],
-            facts=results[-1] if with_facts else [],
+            facts=results[2 + with_summaries] if with_facts else [],
+            macros=results[-1] if with_macros else [],
         )
 
     async def commit_turn(
@@ -347,8 +360,12 @@ class Memory:
         messages: Sequence[Message],
         patches: Sequence[tuple[dict[str, Any], str]] = (),
         facts: Sequence[ops.UpsertFact] = (),
+        extra: Sequence[ops.Op[Any]] = (),
     ) -> tuple[list[Message], WorkingMemory | None]:
-        """Store a turn in one transaction: its messages, working-memory patches and facts.
+        """Store a turn in one transaction: its messages, working-memory patches, facts and ``extra``.
+
+        ``extra``: other writes the turn's tools held (scheduled tasks, the
+        macros learned from its tool calls).
 
         ``patches`` are ``(patch, source)`` pairs applied in order, each
         merged with the stored state inside the transaction and validated;
@@ -362,6 +379,7 @@ class Memory:
         batch: list[ops.Op[Any]] = [self.append_op(resource_id, thread_id, ready)]
         batch += [self._patch_op(resource_id, patch, None, source) for patch, source in patches]
         batch += list(facts)
+        batch += list(extra)
         results = await self.batch(batch)
         self.indexer.notify()
         return results[0], (results[len(patches)] if patches else None)

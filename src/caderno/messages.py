@@ -15,7 +15,21 @@ from typing import Any, Literal
 from ._time import from_iso, to_iso
 from .errors import UsageError
 
-__all__ = ["ROLES", "Fact", "Message", "Role", "Thread", "ToolCall", "ToolSpec", "WorkingMemory", "check_text"]
+__all__ = [
+    "ROLES",
+    "Fact",
+    "Macro",
+    "MacroKey",
+    "Message",
+    "Role",
+    "ScheduledTask",
+    "Thread",
+    "ToolCall",
+    "ToolSpec",
+    "WorkingMemory",
+    "canonical_json",
+    "check_text",
+]
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -236,3 +250,78 @@ class ToolSpec:
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+def canonical_json(value: Any) -> str:
+    """One text per JSON value (sorted keys, no spaces): for keys and comparisons."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+MacroKey = tuple[str, str, str, str]
+"""``(trigger_tool, trigger_pattern, next_tool, canonical JSON of next_args)``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Macro:
+    """A learned follow-up: after ``trigger_tool`` (shaped ``trigger_pattern``), call ``next_tool``.
+
+    The learning rules are in ``caderno.macros``.
+    """
+
+    trigger_tool: str
+    """The tool whose successful call triggers the suggestion."""
+    trigger_pattern: str
+    """``caderno.macros.arg_pattern`` of the trigger's arguments (JSON text)."""
+    next_tool: str
+    """The tool that followed."""
+    next_args: Any
+    """The exact arguments it was called with (JSON-serialisable)."""
+    confidence: float
+    """In [0, 1]; suggested at or above ``caderno.macros.SUGGEST_THRESHOLD``."""
+    used_count: int = 0
+    """How many times a suggestion of this macro was taken."""
+    success_count: int = 0
+    """Times the follow-up succeeded after the trigger."""
+    failure_count: int = 0
+    """Times the follow-up failed after the trigger."""
+
+    @property
+    def key(self) -> MacroKey:
+        """This macro's key: trigger, pattern, next tool and its arguments."""
+        return (self.trigger_tool, self.trigger_pattern, self.next_tool, canonical_json(self.next_args))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduledTask:
+    """A prompt the agent runs on a schedule, in its own thread (see ``caderno.scheduler``)."""
+
+    id: str
+    """Time-ordered UUID."""
+    resource_id: str
+    """The owner; the task runs as this resource."""
+    name: str
+    """Unique within the resource; config tasks are matched by it."""
+    cron_expr: str | None
+    """5-field cron of a recurring task, else ``None`` (a one-shot)."""
+    original_schedule: str
+    """What the user typed ("todo dia às 9h")."""
+    prompt: str
+    """What the agent is asked when the task fires."""
+    source: str
+    """``tool`` (made by the model or the app) or ``config`` (from ``caderno.toml``)."""
+    is_oneshot: bool
+    """Fires once, then deletes itself."""
+    is_paused: bool = False
+    """A paused task never fires."""
+    is_trusted: bool = False
+    """Its runs skip the approval question for tools that need one."""
+    timezone: str = "UTC"
+    """IANA zone its cron is read in."""
+    thread_id: str = ""
+    """The thread its runs write to (``task:<name>`` by default)."""
+    next_run_at: datetime | None = None
+    """When it fires next (UTC); ``None`` while paused or once a one-shot is claimed."""
+    last_run_at: datetime | None = None
+    """When it last fired."""
+    created_at: datetime | None = None
+    updated_at: datetime | None = None

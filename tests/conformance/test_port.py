@@ -7,6 +7,7 @@ is shown to be one transaction: all or nothing, and one snapshot for reads.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -204,6 +205,88 @@ async def test_a_batch_is_one_transaction(memory: caderno.Memory, failing: str) 
             bad,
         )
     assert await memory.export_resource(resource_id=R) == before
+
+
+async def test_agent_state_operations(memory: caderno.Memory) -> None:
+    from datetime import timedelta
+
+    from caderno.state import advance, build_task
+
+    now = utcnow()
+    daily = build_task(resource_id=R, name="daily", schedule="daily at 9", prompt="resumo", now=now)
+    once = build_task(resource_id=R, name="once", schedule="in 2 hours", prompt="lembrete", now=now)
+    created, _ = await run(memory, ops.PutTask(task=daily, create=True), ops.PutTask(task=once, create=True))
+    assert created == daily
+    with pytest.raises(UsageError, match="already has a task named"):
+        await run(
+            memory,
+            ops.PutTask(task=build_task(resource_id=R, name="daily", schedule="hourly", prompt="x"), create=True),
+        )
+    later = now + timedelta(days=2)
+    claimed, again = await run(
+        memory,
+        ops.ClaimDueTasks(now=later, limit=10, lease_seconds=60, advance=advance),
+        ops.ClaimDueTasks(now=later, limit=10, lease_seconds=60, advance=advance),
+    )
+    assert sorted(t.name for t in claimed) == ["daily", "once"] and again == []  # never twice
+    await run(
+        memory,
+        *(ops.FinishTask(resource_id=R, task_id=t.id, ran_at=later, delete=t.is_oneshot) for t in claimed),
+    )
+    (tasks,) = await run(memory, ops.ListTasks(resource_id=R))
+    assert [t.name for t in tasks] == ["daily"]  # the one-shot deleted itself
+    assert tasks[0].last_run_at == later and tasks[0].next_run_at == advance(daily, later)
+    paused = dataclasses.replace(tasks[0], is_paused=True)
+    assert await run(memory, ops.PutTask(task=paused, create=False)) == [paused]
+    assert await run(
+        memory, ops.ClaimDueTasks(now=later + timedelta(days=9), limit=10, lease_seconds=60, advance=advance)
+    ) == [[]]
+    config = build_task(resource_id=R, name="cfg", schedule="weekly", prompt="p", source="config", now=now)
+    clash = build_task(resource_id=R, name="daily", schedule="weekly", prompt="p", source="config", now=now)
+    (report,) = await run(memory, ops.SyncConfigTasks(tasks=(config, clash), now=now))
+    assert report == {"added": 1, "updated": 0, "deleted": 0, "skipped": 1}
+    (report,) = await run(memory, ops.SyncConfigTasks(tasks=(), now=now))
+    assert report == {"added": 0, "updated": 0, "deleted": 1, "skipped": 0}
+    assert await run(
+        memory, ops.DeleteTask(resource_id=R, name="daily"), ops.DeleteTask(resource_id=R, name="daily")
+    ) == [True, False]
+
+    from caderno import macros as rules
+
+    calls = [("ls", {"command": "ls"}, True), ("cat", {"path": "a"}, True)]
+    learn = memory.macros.learn_op(R, calls)
+    await run(memory, learn, learn)
+    (known,) = await run(memory, ops.ReadMacros(resource_id=R, trigger_tool="ls"))
+    assert [(m.next_tool, m.confidence, m.success_count) for m in known] == [("cat", 0.7, 2)]
+    assert rules.suggest_next({m.key: m for m in known}, "ls", {"command": "ls -la"}) == known
+    marked, missing = await run(
+        memory,
+        ops.MarkMacroUsed(resource_id=R, key=known[0].key, now=now),
+        ops.MarkMacroUsed(resource_id=R, key=("x", "y", "z", "w"), now=now),
+    )
+    assert (marked, missing) == (True, False)
+
+    added, twice, listed = await run(
+        memory,
+        ops.AllowPrefix(resource_id=R, prefix="git status", now=now),
+        ops.AllowPrefix(resource_id=R, prefix="git status", now=now),
+        ops.ListPrefixes(resource_id=R),
+    )
+    assert (added, twice, listed) == (True, False, ["git status"])
+    await run(memory, ops.PutTask(task=build_task(resource_id=R, name="t", schedule="hourly", prompt="p"), create=True))
+    (dump,) = await run(memory, ops.ExportResource(resource_id=R))
+    assert dump["allowed_prefixes"] == ["git status"] and [m["used_count"] for m in dump["macros"]] == [1]
+    assert [t["name"] for t in dump["scheduled_tasks"]] == ["t"]
+    await run(memory, ops.EraseResource(resource_id=R))
+    assert await run(
+        memory, ops.ListPrefixes(resource_id=R), ops.ListTasks(resource_id=R), ops.ReadMacros(resource_id=R)
+    ) == [[], [], []]
+    await run(memory, ops.ImportResource(dump=caderno._dump.check_dump(dump), now=now))
+    assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
+    assert await run(memory, ops.RevokePrefix(resource_id=R, prefix="git status"), ops.ListPrefixes(resource_id=R)) == [
+        True,
+        [],
+    ]
 
 
 def test_every_operation_ran() -> None:

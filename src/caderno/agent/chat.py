@@ -35,15 +35,20 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from .. import macros as macro_rules
+from .._time import utcnow
 from ..context import TokenCounter, build_prompt, estimate_tokens
 from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, UsageError
 from ..memory import AgentMemory, Memory, TurnContext, fact_op
-from ..messages import Message, ToolCall, WorkingMemory
+from ..messages import Macro, MacroKey, Message, ToolCall, WorkingMemory
 from ..notebook import MEMORY_TOOL_SPEC, Notebook
 from ..stores import ops
+from .approval import Approval, ApprovalRequest, Approver, command_of, decide, default_prefix
 from .models import Model
+from .schedule_tool import SCHEDULE_SPEC, schedule_call
 from .tools import Tool, ToolSpec, collect_tools
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "RecallSettings", "ToolCallRecord"]
@@ -148,6 +153,8 @@ class ToolCallRecord:
     """What the tool returned (or the error text the model saw)."""
     error: str | None = None
     """The error text when the call failed, else ``None``."""
+    hint: str | None = None
+    """A learned macro's suggestion shown to the model after this call (``AgentChat(macros=True)``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -200,6 +207,14 @@ class AgentChat:
             ``remember_fact`` tool).
         consolidate: after each turn, summarise the thread in the background
             when it has grown past the memory's threshold.
+        schedule_tool: offer the ``schedule`` tool (create / list / pause /
+            resume / delete scheduled tasks; see ``caderno.scheduler``).
+        timezone: the user's IANA zone, for schedules ("todo dia às 9h").
+        clock: the current time (a scheduled "in 2 hours" counts from it).
+        macros: learn tool macros from each turn's calls and show the best
+            suggestion to the model after a call that usually leads to another.
+        approve: the callback asked before a tool made with
+            ``needs_approval=True`` runs (see ``caderno.agent.approval``).
     """
 
     def __init__(
@@ -219,6 +234,11 @@ class AgentChat:
         token_counter: TokenCounter = estimate_tokens,
         facts: int = 8,
         consolidate: bool = True,
+        schedule_tool: bool = False,
+        timezone: str = "UTC",
+        clock: Callable[[], datetime] = utcnow,
+        macros: bool = False,
+        approve: Approver | None = None,
     ) -> None:
         if history_limit < 2:
             raise UsageError("history_limit must be at least 2 (one exchange)")
@@ -242,7 +262,10 @@ class AgentChat:
                 type(memory).__name__,
             )
             recall, recall_tool, facts, consolidate = None, False, 0, False
+            schedule_tool, macros = False, False
         else:
+            if not self.full.supports(*ops.AGENT_STATE):
+                schedule_tool, macros = False, False
             if not self.full.supports(*ops.FACTS):
                 facts = 0
             if not self.full.supports(*ops.RECALL):
@@ -255,7 +278,20 @@ class AgentChat:
         self.consolidate = consolidate
         self.recall = RecallSettings() if recall is True else (recall or None)
         self.recall_tool = recall_tool
-        for reserved in (UPDATE_WM_SPEC.name, MEMORY_TOOL_SPEC.name, RECALL_SPEC.name, REMEMBER_FACT_SPEC.name):
+        from ..state import _check_zone
+
+        self.schedule_tool = schedule_tool
+        self.timezone = _check_zone(timezone)
+        self.clock = clock
+        self.macros = macros
+        self.approve = approve
+        for reserved in (
+            UPDATE_WM_SPEC.name,
+            MEMORY_TOOL_SPEC.name,
+            RECALL_SPEC.name,
+            REMEMBER_FACT_SPEC.name,
+            SCHEDULE_SPEC.name,
+        ):
             if reserved in self.tools:
                 raise UsageError(f"the tool name {reserved} is reserved")
         self.notebook = notebook
@@ -276,6 +312,8 @@ class AgentChat:
             builtin.append(RECALL_SPEC)
         if self.facts:
             builtin.append(REMEMBER_FACT_SPEC)
+        if self.schedule_tool:
+            builtin.append(SCHEDULE_SPEC)
         return [*builtin, *(t.spec for t in self.tools.values())]
 
     def notebook_for(self, resource_id: str) -> Notebook | None:
@@ -323,8 +361,12 @@ class AgentChat:
         messages: Sequence[Message] | str,
         resource_id: str = "default",
         thread_id: str = "default",
+        trusted: bool = False,
     ) -> ChatResult:
         """Run one turn and store it.
+
+        ``trusted``: tools that need approval run without asking (a trusted
+        scheduled task).
 
         Two asks on the same thread in this process run one after the other;
         across processes they may interleave by whole turns (each turn is
@@ -343,7 +385,7 @@ class AgentChat:
         self._locks[key] = (lock, users + 1)
         try:
             async with lock:
-                return await self._turn(list(messages), resource_id, thread_id)
+                return await self._turn(list(messages), resource_id, thread_id, trusted)
         finally:
             lock, users = self._locks[key]
             if users == 1:
@@ -357,14 +399,18 @@ class AgentChat:
         """The turn's reads: one batch on a ``Memory``, two calls on a four-method memory."""
         if self.full is not None:
             return await self.full.load_turn(
-                resource_id=resource_id, thread_id=thread_id, history_limit=self.history_limit, facts=bool(self.facts)
+                resource_id=resource_id,
+                thread_id=thread_id,
+                history_limit=self.history_limit,
+                facts=bool(self.facts),
+                macros=self.macros,
             )
         history = await self.memory.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
         data = await self.memory.get_working_memory(resource_id=resource_id)
         state = None if data is None else WorkingMemory(resource_id=resource_id, data=data, version=0)
         return TurnContext(history=history, summaries=[], working_memory=state, facts=[])
 
-    async def _turn(self, new: list[Message], resource_id: str, thread_id: str) -> ChatResult:
+    async def _turn(self, new: list[Message], resource_id: str, thread_id: str, trusted: bool) -> ChatResult:
         ctx = await self._load(resource_id, thread_id)
         covered_to = max((m.metadata["covers"][1] for m, _ in ctx.summaries if m.metadata), default=0)
         history = [m for m in ctx.history if (m.seq or 0) > covered_to]  # summarised turns show as their summary
@@ -380,7 +426,13 @@ class AgentChat:
             blocks["recalled"] = remembered.content if remembered else None
         turn: list[Message] = list(new)
         records: list[ToolCallRecord] = []
-        held = _Held(working_memory=state.data if state else None)
+        held = _Held(
+            working_memory=state.data if state else None,
+            resource_id=resource_id,
+            thread_id=thread_id,
+            trusted=trusted,
+            macros={m.key: m for m in ctx.macros},
+        )
         specs = self.tool_specs
         usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for _ in range(self.max_steps):
@@ -408,8 +460,11 @@ class AgentChat:
                 break
             for call in reply.tool_calls:
                 record = await self._call(call, held, resource_id, thread_id, notebook, specs)
+                record = self._after_call(record, held, records)
                 records.append(record)
                 content = record.error if record.error else _as_text(record.result)
+                if record.hint:
+                    content += "\n\n" + record.hint
                 turn.append(Message.tool(content, tool_call_id=call.id, name=call.name))
         else:
             raise ModelError(
@@ -434,12 +489,16 @@ class AgentChat:
     ) -> tuple[list[Message], WorkingMemory | None]:
         """Store the turn: one transaction on a ``Memory`` (messages, patches, facts)."""
         if self.full is not None:
+            extra = list(held.writes)
+            if self.macros and held.calls:
+                extra.append(self.full.macros.learn_op(resource_id, held.calls, held.used))
             stored, patched = await self.full.commit_turn(
                 resource_id=resource_id,
                 thread_id=thread_id,
                 messages=turn,
                 patches=[(p, WM_SOURCE) for p in held.patches],
                 facts=held.facts,
+                extra=extra,
             )
             return stored, patched or state
         # A four-method memory has no transaction spanning calls: append first,
@@ -481,11 +540,20 @@ class AgentChat:
             return self._remember_fact_call(call, resource_id, held)
         if call.name == UPDATE_WM_SPEC.name:
             return self._patch_call(call, held, resource_id)
+        if call.name == SCHEDULE_SPEC.name and self.schedule_tool and self.full is not None:
+            result, error = await schedule_call(
+                self.full, call, resource_id, held.writes, now=self.clock(), timezone=self.timezone
+            )
+            return ToolCallRecord(name=call.name, args=args, result=result, error=error)
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(spec.name for spec in specs))
             error = f"Error: unknown tool {call.name!r}. Available tools: {known}."
             return ToolCallRecord(name=call.name, args=args, result=None, error=error)
+        if tool.needs_approval:
+            refusal = await self._approval(tool, args, held)
+            if refusal is not None:
+                return ToolCallRecord(name=call.name, args=args, result=None, error=refusal)
         try:
             result = await tool.run(args)
         except InvalidToolArguments as exc:
@@ -495,6 +563,58 @@ class AgentChat:
             error = f"Error: tool {call.name} raised {type(exc).__name__}: {exc}"
             return ToolCallRecord(name=call.name, args=args, result=None, error=error)
         return ToolCallRecord(name=call.name, args=args, result=result)
+
+    async def _approval(self, tool: Tool, args: Any, held: _Held) -> str | None:
+        """``None`` when the tool may run; else the error the model reads (see ``caderno.agent.approval``)."""
+        if held.trusted:
+            return None
+        command = command_of(args)
+        state = self.full is not None and self.full.supports(*ops.AGENT_STATE)
+        if state and self.full is not None and await self.full.prefixes.is_allowed(
+            resource_id=held.resource_id, command=command
+        ):
+            return None
+        if self.approve is None:
+            return f"Error: {tool.name} needs the user's approval and no one can give it here; it was not run."
+        request = ApprovalRequest(
+            resource_id=held.resource_id, thread_id=held.thread_id, tool=tool.name, arguments=args, command=command
+        )
+        answer: Approval = await decide(self.approve, request)
+        if answer.decision == "no":
+            return f"Error: the user did not approve {tool.name}({command!r}); it was not run."
+        if answer.decision == "always" and state and self.full is not None:
+            prefix = answer.prefix or default_prefix(command)
+            if prefix:
+                try:
+                    await self.full.prefixes.allow_always(resource_id=held.resource_id, prefix=prefix)
+                except CadernoError as exc:  # a prefix with operators: run this once, remember nothing
+                    log.info("approval prefix %r not stored: %s", prefix, exc)
+        return None
+
+    def _after_call(self, record: ToolCallRecord, held: _Held, records: list[ToolCallRecord]) -> ToolCallRecord:
+        """Learn from the call (macros) and attach the best suggestion that follows it."""
+        if not self.macros:
+            return record
+        ok = record.error is None
+        if held.calls and held.suggested is not None:
+            key, next_tool, next_args = held.suggested
+            if (record.name, macro_rules.canonical_json(record.args)) == (next_tool, macro_rules.canonical_json(next_args)):
+                held.used.append(key)
+        held.calls.append((record.name, record.args, ok))
+        held.suggested = None
+        if not ok:
+            return record
+        best = macro_rules.suggest_next(held.macros, record.name, record.args)
+        if not best:
+            return record
+        macro = best[0]
+        held.suggested = (macro.key, macro.next_tool, macro.next_args)
+        hint = (
+            f"Hint: after {record.name} like this, {macro.next_tool} usually follows, with arguments "
+            f"{macro_rules.canonical_json(macro.next_args)} (learned, confidence {macro.confidence:.1f}). "
+            "Use it only if it fits what the user asked."
+        )
+        return ToolCallRecord(name=record.name, args=record.args, result=record.result, error=record.error, hint=hint)
 
     def _patch_call(self, call: ToolCall, held: _Held, resource_id: str) -> ToolCallRecord:
         """``update_working_memory``: validated now against the turn's pending state, written at commit."""
@@ -636,8 +756,17 @@ class _Held:
     """What a turn's tools decided, held until the turn commits."""
 
     working_memory: dict[str, Any] | None
+    resource_id: str = ""
+    thread_id: str = ""
+    trusted: bool = False
     patches: list[dict[str, Any]] = field(default_factory=list)
     facts: list[ops.UpsertFact] = field(default_factory=list)
+    writes: list[ops.Op[Any]] = field(default_factory=list)
+    """Other writes the tools held (scheduled tasks)."""
+    macros: dict[MacroKey, Macro] = field(default_factory=dict)
+    calls: list[macro_rules.ObservedCall] = field(default_factory=list)
+    suggested: tuple[MacroKey, str, Any] | None = None
+    used: list[MacroKey] = field(default_factory=list)
 
 
 def _add_usage(usage: dict[str, int], reply: Message, prompt: list[Message], count: TokenCounter) -> None:

@@ -43,10 +43,19 @@ def _doc_parts(doc: str) -> tuple[str, dict[str, str]]:
 class Tool:
     """A callable plus its schema; ``await tool.run(arguments)`` validates and calls."""
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        needs_approval: bool = False,
+    ) -> None:
         from pydantic import ConfigDict, create_model
 
         self.fn = fn
+        self.needs_approval = needs_approval
+        """``AgentChat`` asks its approval callback before running it (see ``caderno.agent.approval``)."""
         self.name = name or fn.__name__
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
@@ -98,15 +107,23 @@ class Tool:
         return result
 
 
-def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None) -> Any:
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
+) -> Any:
     """Mark a function (or method) as a tool; usable bare or with arguments.
 
     Methods marked on a class are collected when an instance is passed in
     ``tools=``, so one object can contribute several tools.
+    ``needs_approval=True``: ``AgentChat`` asks before each call (see
+    ``caderno.agent.approval``).
     """
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(f, _MARK, {"name": name, "description": description})
+        setattr(f, _MARK, {"name": name, "description": description, "needs_approval": needs_approval})
         return f
 
     return mark(fn) if fn is not None else mark

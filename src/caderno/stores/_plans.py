@@ -15,7 +15,7 @@ from .._time import from_iso
 from ..errors import Conflict, UsageError
 from ..importance import embeddable
 from ..messages import Fact, Message, Thread, WorkingMemory
-from . import ops
+from . import _plans_state, ops
 from ._rows import EVENT_COLUMNS, dumps, event_params, loads, row_to_fact, row_to_message, row_to_thread
 from ._sql import (
     EVENT_INSERT,
@@ -254,6 +254,7 @@ def export_resource(d: Dialect, op: ops.ExportResource) -> Plan[dict[str, Any]]:
     )
     dump["fact_history"] = [dict(zip(FACT_HISTORY_FIELDS, (*r[:4], iso(r[4]), iso(r[5])), strict=True)) for r in history]
     dump["message_log"] = yield from read_message_log(d, ops.ReadMessageLog(resource_id=rid))
+    dump.update((yield from _plans_state.export_state(d, rid)))
     threads = yield Q(
         f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.resource_id = ? "
         "ORDER BY coalesce((SELECT min(seq) FROM events e WHERE e.resource_id = t.resource_id "
@@ -281,8 +282,10 @@ def import_resource(d: Dialect, op: ops.ImportResource) -> Plan[None]:
     rid = dump["resource_id"]
     exists = yield Q(
         "SELECT 1 FROM resources WHERE resource_id = ? UNION ALL SELECT 1 FROM threads WHERE resource_id = ? "
-        "UNION ALL SELECT 1 FROM facts WHERE resource_id = ? LIMIT 1",
-        (rid, rid, rid),
+        "UNION ALL SELECT 1 FROM facts WHERE resource_id = ? UNION ALL SELECT 1 FROM scheduled_tasks "
+        "WHERE resource_id = ? UNION ALL SELECT 1 FROM macros WHERE resource_id = ? "
+        "UNION ALL SELECT 1 FROM allowed_prefixes WHERE resource_id = ? LIMIT 1",
+        (rid,) * 6,
         "one",
     )
     if exists:
@@ -329,6 +332,7 @@ def import_resource(d: Dialect, op: ops.ImportResource) -> Plan[None]:
             yield Q(EVENT_INSERT, [(rid, t["id"], *event_params(m)) for m in t["_parsed"]], "many")
         except UniqueViolation:
             raise UsageError("the export holds a message id twice") from None
+    yield from _plans_state.import_state(d, rid, dump, now)
     rows = yield Q("SELECT seq, role, content FROM events WHERE resource_id = ?", (rid,))
     yield enqueue_embeddings(rid, [seq for seq, role, content in rows if embeddable(role, content)])
 
@@ -620,4 +624,5 @@ SHARED: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
     ops.MarkFactsExtracted: mark_facts_extracted,
     ops.LogConsolidation: log_consolidation,
     ops.ReadConsolidationLog: read_consolidation_log,
+    **_plans_state.SHARED_STATE,
 }

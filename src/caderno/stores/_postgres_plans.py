@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UsageError
-from ..messages import Message
+from ..messages import Message, ScheduledTask
 from . import ops
+from ._plans_state import DUE, TASK_FIELDS, due_tasks_claimed
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import Dialect, Plan, Q, UniqueViolation, later
 
@@ -113,3 +114,13 @@ def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
         "none",
     )
     return True
+
+
+def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTask]]:
+    # SKIP LOCKED: workers on any number of machines take disjoint tasks; the
+    # lease and the moved next run keep them theirs after the commit.
+    rows = yield Q(
+        f"SELECT {TASK_FIELDS} FROM scheduled_tasks WHERE {DUE} ORDER BY next_run_at LIMIT ? FOR UPDATE SKIP LOCKED",
+        (op.now, False, op.now, op.limit),
+    )
+    return (yield from due_tasks_claimed(d, op, rows))

@@ -171,6 +171,53 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= {SALIENT!r};
         """,
     ),
+    (
+        "0005_agent_state",
+        """
+        CREATE TABLE scheduled_tasks (
+            resource_id       text NOT NULL,
+            id                text NOT NULL,
+            name              text NOT NULL,
+            cron_expr         text,
+            original_schedule text NOT NULL,
+            prompt            text NOT NULL,
+            source            text NOT NULL,
+            is_oneshot        boolean NOT NULL,
+            is_paused         boolean NOT NULL DEFAULT false,
+            is_trusted        boolean NOT NULL DEFAULT false,
+            timezone          text NOT NULL,
+            thread_id         text NOT NULL,
+            next_run_at       timestamptz,
+            last_run_at       timestamptz,
+            claimed_until     timestamptz,
+            created_at        timestamptz NOT NULL,
+            updated_at        timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, id),
+            UNIQUE (resource_id, name)
+        );
+        CREATE INDEX scheduled_tasks_due ON scheduled_tasks (next_run_at) WHERE NOT is_paused;
+        CREATE TABLE macros (
+            resource_id     text NOT NULL,
+            trigger_tool    text NOT NULL,
+            trigger_pattern text NOT NULL,
+            next_tool       text NOT NULL,
+            next_args       text NOT NULL,
+            confidence      double precision NOT NULL,
+            used_count      integer NOT NULL DEFAULT 0,
+            success_count   integer NOT NULL DEFAULT 0,
+            failure_count   integer NOT NULL DEFAULT 0,
+            created_at      timestamptz NOT NULL,
+            updated_at      timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, trigger_tool, trigger_pattern, next_tool, next_args)
+        );
+        CREATE TABLE allowed_prefixes (
+            resource_id text NOT NULL,
+            prefix      text NOT NULL,
+            created_at  timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, prefix)
+        );
+        """,
+    ),
 ]
 
 #: Key of the advisory lock that serialises migrations (any constant works).

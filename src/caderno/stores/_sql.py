@@ -95,6 +95,9 @@ def later(d: Dialect, now: datetime, seconds: float) -> Any:
 
 #: Every table that holds a resource's rows, children first (erase and delete walk it).
 RESOURCE_TABLES = (
+    "scheduled_tasks",
+    "macros",
+    "allowed_prefixes",
     "embedding_queue",
     "embeddings",
     "message_log",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UsageError
-from ..messages import Message
+from ..messages import Message, ScheduledTask
 from . import ops
+from ._plans_state import DUE, TASK_FIELDS, due_tasks_claimed
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import EVENT_INSERT, Dialect, ForeignKeyViolation, Plan, Q, UniqueViolation, ensure_resource, later, marks
 
@@ -100,3 +101,13 @@ def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
         "rowcount",
     )
     return bool(done)
+
+
+def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTask]]:
+    # The single writer serialises claims: two workers never take one slot.
+    now = d.ts(op.now)
+    rows = yield Q(
+        f"SELECT {TASK_FIELDS} FROM scheduled_tasks WHERE {DUE} ORDER BY next_run_at LIMIT ?",
+        (now, False, now, op.limit),
+    )
+    return (yield from due_tasks_claimed(d, op, rows))

@@ -1,4 +1,4 @@
-"""SQLite schema: append-only, named migrations, and the legacy import.
+"""SQLite schema: append-only, named migrations (the legacy import is ``_sqlite_legacy``).
 
 An applied migration is never edited; a change is a new entry at the end.
 ``PRAGMA user_version`` mirrors the number applied, so a database migrated by
@@ -7,13 +7,12 @@ a newer caderno is recognised and refused instead of downgraded.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from typing import Any
 
-from .._time import from_iso, to_iso, utcnow
+from .._time import to_iso, utcnow
 from ..errors import SchemaTooNew
 from ..importance import SALIENT
+from . import _sqlite_legacy
 
 #: (name, statements). Statements are run one by one (triggers contain ';').
 MIGRATIONS: list[tuple[str, list[str]]] = [
@@ -146,16 +145,69 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             f"CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= {SALIENT!r}",
         ],
     ),
+    (
+        "0005_agent_state",
+        [
+            """CREATE TABLE scheduled_tasks (
+                resource_id       TEXT NOT NULL,
+                id                TEXT NOT NULL,
+                name              TEXT NOT NULL,
+                cron_expr         TEXT,
+                original_schedule TEXT NOT NULL,
+                prompt            TEXT NOT NULL,
+                source            TEXT NOT NULL,
+                is_oneshot        INTEGER NOT NULL,
+                is_paused         INTEGER NOT NULL DEFAULT 0,
+                is_trusted        INTEGER NOT NULL DEFAULT 0,
+                timezone          TEXT NOT NULL,
+                thread_id         TEXT NOT NULL,
+                next_run_at       TEXT,
+                last_run_at       TEXT,
+                claimed_until     TEXT,
+                created_at        TEXT NOT NULL,
+                updated_at        TEXT NOT NULL,
+                PRIMARY KEY (resource_id, id),
+                UNIQUE (resource_id, name)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX scheduled_tasks_due ON scheduled_tasks (next_run_at) WHERE is_paused = 0",
+            """CREATE TABLE macros (
+                resource_id     TEXT NOT NULL,
+                trigger_tool    TEXT NOT NULL,
+                trigger_pattern TEXT NOT NULL,
+                next_tool       TEXT NOT NULL,
+                next_args       TEXT NOT NULL,
+                confidence      REAL NOT NULL,
+                used_count      INTEGER NOT NULL DEFAULT 0,
+                success_count   INTEGER NOT NULL DEFAULT 0,
+                failure_count   INTEGER NOT NULL DEFAULT 0,
+                created_at      TEXT NOT NULL,
+                updated_at      TEXT NOT NULL,
+                PRIMARY KEY (resource_id, trigger_tool, trigger_pattern, next_tool, next_args)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE allowed_prefixes (
+                resource_id TEXT NOT NULL,
+                prefix      TEXT NOT NULL,
+                created_at  TEXT NOT NULL,
+                PRIMARY KEY (resource_id, prefix)
+            ) WITHOUT ROWID""",
+        ],
+    ),
 ]
-
-_LEGACY_COLUMNS = {"id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at"}
 
 
 def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
-    """Bring the schema up to date, in one transaction; safe to run concurrently."""
+    """Bring the schema up to date, in one transaction; safe to run concurrently.
+
+    An older agent's database is opened too: its clashing tables are moved
+    aside before the migrations and its rows imported after them, in the same
+    transaction (``_sqlite_legacy`` says which shapes are accepted).
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        ours = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone()
+        # Without schema_migrations the file is not caderno's, and its
+        # user_version (if any) is another program's number, not ours.
+        version = conn.execute("PRAGMA user_version").fetchone()[0] if ours else 0
         if version > len(MIGRATIONS):
             raise SchemaTooNew(
                 f"database schema version {version} is newer than this caderno understands "
@@ -166,6 +218,7 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
         unknown = applied - {name for name, _ in MIGRATIONS}
         if unknown:
             raise SchemaTooNew(f"database has migrations this caderno does not know: {', '.join(sorted(unknown))}")
+        _sqlite_legacy.rename_clashes(conn, MIGRATIONS, applied)
         for index, (name, statements) in enumerate(MIGRATIONS, start=1):
             if name in applied:
                 continue
@@ -174,71 +227,8 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
                     conn.execute(statement)
             conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, to_iso(utcnow())))
             conn.execute(f"PRAGMA user_version = {index}")
-        _import_legacy(conn, legacy_resource_id)
+        _sqlite_legacy.import_legacy(conn, legacy_resource_id)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-
-
-def _import_legacy(conn: sqlite3.Connection, resource_id: str) -> None:
-    """Move an older ``messages`` table into ``events``; keyed by message id.
-
-    Rows already copied by an earlier, interrupted run are skipped, so nothing
-    is duplicated; the old table is dropped only once every row is in.
-    """
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
-    if not columns >= _LEGACY_COLUMNS:
-        return
-    optional = [c for c in ("tool_name", "importance", "consolidated_at") if c in columns]
-    select = ", ".join(
-        ["id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at", *optional]
-    )
-    rows = conn.execute(f"SELECT {select} FROM messages ORDER BY session_id, created_at, id").fetchall()
-    now = to_iso(utcnow())
-    for row in rows:
-        rec = dict(
-            zip(
-                ["id", "session_id", "role", "content", "tool_call_id", "tool_calls_json", "created_at", *optional],
-                row,
-                strict=True,
-            )
-        )
-        created = to_iso(from_iso(rec["created_at"])) if rec["created_at"] else now
-        conn.execute(
-            "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (resource_id, thread_id) DO NOTHING",
-            (resource_id, rec["session_id"], created),
-        )
-        conn.execute(
-            "INSERT OR IGNORE INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, "
-            "tool_call_id, name, importance, created_at, consolidated_at) VALUES (?,?,?,'message',?,?,?,?,?,?,?,?)",
-            (
-                rec["id"],
-                resource_id,
-                rec["session_id"],
-                rec["role"],
-                rec["content"] or "",
-                _legacy_tool_calls(rec["tool_calls_json"]),
-                rec["tool_call_id"],
-                rec.get("tool_name"),
-                rec.get("importance", 0.5) if rec.get("importance") is not None else 0.5,
-                created,
-                rec.get("consolidated_at"),
-            ),
-        )
-    conn.execute("DROP TABLE messages")
-
-
-def _legacy_tool_calls(raw: str | None) -> str | None:
-    """Normalise OpenAI-style or flat tool-call JSON to ``[{id, name, arguments}]``."""
-    if not raw:
-        return None
-    calls: list[dict[str, Any]] = []
-    for call in json.loads(raw) or []:
-        fn = call.get("function") or call
-        args = fn.get("arguments") or {}
-        if isinstance(args, str):
-            args = json.loads(args) if args.strip() else {}
-        calls.append({"id": call.get("id"), "name": fn.get("name"), "arguments": args})
-    return json.dumps(calls, ensure_ascii=False) if calls else None

@@ -11,7 +11,8 @@ import copy
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
 from typing import Any
 
 from .._dump import new_dump
@@ -19,7 +20,7 @@ from .._text import tokenize
 from .._time import from_iso, to_iso
 from ..errors import Conflict, UsageError
 from ..importance import embeddable
-from ..messages import Fact, Message, Thread, WorkingMemory
+from ..messages import Fact, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
 from . import ops
 from ._sql import iso
 from .ops import EmbeddingJob, VectorRows
@@ -49,6 +50,10 @@ class _Resource:
     facts_done: set[int] = field(default_factory=set)
     consolidation_log: list[dict[str, Any]] = field(default_factory=list)
     message_log: list[dict[str, Any]] = field(default_factory=list)
+    tasks: dict[str, ScheduledTask] = field(default_factory=dict)  # by name
+    task_claims: dict[str, Any] = field(default_factory=dict)  # task id -> claimed until
+    macros: dict[MacroKey, Macro] = field(default_factory=dict)
+    prefixes: dict[str, Any] = field(default_factory=dict)  # prefix -> approved at
 
     def copy(self) -> _Resource:
         """A copy whose containers are new (messages are immutable, so they are shared)."""
@@ -65,6 +70,10 @@ class _Resource:
             facts_done=set(self.facts_done),
             consolidation_log=list(self.consolidation_log),
             message_log=list(self.message_log),
+            tasks=dict(self.tasks),
+            task_claims=dict(self.task_claims),
+            macros=dict(self.macros),
+            prefixes=dict(self.prefixes),
         )
 
 
@@ -127,6 +136,18 @@ class InMemoryStore:
             ops.MarkFactsExtracted: self._mark_facts_extracted,
             ops.LogConsolidation: self._log_consolidation,
             ops.ReadConsolidationLog: self._read_consolidation_log,
+            ops.PutTask: self._put_task,
+            ops.ListTasks: self._list_tasks,
+            ops.DeleteTask: self._delete_task,
+            ops.ClaimDueTasks: self._claim_due_tasks,
+            ops.FinishTask: self._finish_task,
+            ops.SyncConfigTasks: self._sync_config_tasks,
+            ops.ReadMacros: self._read_macros,
+            ops.LearnMacros: self._learn_macros,
+            ops.MarkMacroUsed: self._mark_macro_used,
+            ops.AllowPrefix: self._allow_prefix,
+            ops.RevokePrefix: self._revoke_prefix,
+            ops.ListPrefixes: self._list_prefixes,
         }
 
     async def open(self) -> None:
@@ -158,7 +179,7 @@ class InMemoryStore:
             op.dump["resource_id"] for op in batch if isinstance(op, ops.ImportResource)
         }
         resources = {rid: (r.copy() if (r := self._resources.get(rid)) else None) for rid in rids if rid is not None}
-        if None in rids:  # an operation over every resource
+        if None in rids or any(isinstance(op, ops.ClaimDueTasks | ops.SyncConfigTasks) for op in batch):
             resources = {rid: r.copy() for rid, r in self._resources.items()}
         queue = {seq: dict(job) for seq, job in self._queue.items()}
         return resources, queue, dict(self._vectors), self._feed
@@ -398,6 +419,9 @@ class InMemoryStore:
             for h in res.fact_history
         ]
         dump["message_log"] = [dict(e) for e in res.message_log]
+        dump["scheduled_tasks"] = [_task_dict(t) for t in self._list_tasks(ops.ListTasks(resource_id=op.resource_id))]
+        dump["macros"] = [_macro_dict(m) for m in sorted(res.macros.values(), key=lambda m: m.key)]
+        dump["allowed_prefixes"] = sorted(res.prefixes)
         threads = sorted(res.threads.items(), key=lambda kv: (kv[1].messages[0].seq if kv[1].messages else 0, kv[0]))
         for tid, t in threads:
             dump["threads"].append(
@@ -418,6 +442,9 @@ class InMemoryStore:
         if resource_id in self._resources:
             raise UsageError(f"resource {resource_id!r} already holds data; erase it before importing")
         ids = [m.id for t in dump["threads"] for m in t["_parsed"]]
+        names = [t["name"] for t in dump["scheduled_tasks"]]
+        if len(set(names)) != len(names):
+            raise UsageError("the export holds a task name twice")
         if len(set(ids)) != len(ids):
             raise UsageError("the export holds a message id twice")
         res = _Resource()
@@ -438,6 +465,18 @@ class InMemoryStore:
             )
         res.fact_history = [dict(h) for h in dump["fact_history"]]
         res.message_log = [dict(e) for e in dump["message_log"]]
+        for t in dump["scheduled_tasks"]:
+            res.tasks[t["name"]] = ScheduledTask(
+                **{
+                    **t,
+                    "resource_id": resource_id,
+                    **{k: from_iso(t[k]) if t[k] else None for k in _TASK_TIMES},
+                }
+            )
+        for m in dump["macros"]:
+            macro = Macro(**m)
+            res.macros[macro.key] = macro
+        res.prefixes = {p: op.now for p in dump["allowed_prefixes"]}
         for t in dump["threads"]:
             msgs = []
             for m in t["_parsed"]:
@@ -679,3 +718,132 @@ class InMemoryStore:
     def _read_consolidation_log(self, op: ops.ReadConsolidationLog) -> list[dict[str, Any]]:
         res = self._resources.get(op.resource_id)
         return list(res.consolidation_log) if res else []
+
+    # -- agent state ----------------------------------------------------------------------
+
+    def _put_task(self, op: ops.PutTask) -> ScheduledTask | None:
+        t = op.task
+        res = self._resources.get(t.resource_id)
+        if op.create:
+            if res is not None and t.name in res.tasks:
+                raise UsageError(f"resource {t.resource_id!r} already has a task named {t.name!r}")
+            self._resources.setdefault(t.resource_id, _Resource()).tasks[t.name] = t
+            return t
+        old = next((x for x in res.tasks.values() if x.id == t.id), None) if res else None
+        if res is None or old is None:
+            return None
+        del res.tasks[old.name]
+        res.tasks[t.name] = t
+        return t
+
+    def _list_tasks(self, op: ops.ListTasks) -> list[ScheduledTask]:
+        found = [
+            t for rid, res in sorted(self._resources.items()) if op.resource_id in (None, rid) for t in res.tasks.values()
+        ]
+        return sorted(found, key=lambda t: (t.resource_id, t.name))
+
+    def _delete_task(self, op: ops.DeleteTask) -> bool:
+        res = self._resources.get(op.resource_id)
+        return bool(res and res.tasks.pop(op.name, None))
+
+    def _claim_due_tasks(self, op: ops.ClaimDueTasks) -> list[ScheduledTask]:
+        lease = op.now + timedelta(seconds=op.lease_seconds)
+        due = []
+        for res in self._resources.values():
+            for t in res.tasks.values():
+                claimed = res.task_claims.get(t.id)
+                if t.is_paused or t.next_run_at is None or t.next_run_at > op.now:
+                    continue
+                if claimed is not None and claimed >= op.now:
+                    continue
+                due.append((res, t))
+        due.sort(key=lambda pair: pair[1].next_run_at or op.now)
+        claimed_tasks = []
+        for res, t in due[: op.limit]:
+            res.task_claims[t.id] = lease
+            if not t.is_oneshot:
+                res.tasks[t.name] = replace(t, next_run_at=op.advance(t, op.now))
+            claimed_tasks.append(t)
+        return claimed_tasks
+
+    def _finish_task(self, op: ops.FinishTask) -> None:
+        res = self._resources.get(op.resource_id)
+        task = next((t for t in res.tasks.values() if t.id == op.task_id), None) if res else None
+        if res is None or task is None:
+            return
+        res.task_claims.pop(task.id, None)
+        if op.delete:
+            del res.tasks[task.name]
+        else:
+            res.tasks[task.name] = replace(task, last_run_at=op.ran_at, updated_at=op.ran_at)
+
+    def _sync_config_tasks(self, op: ops.SyncConfigTasks) -> dict[str, int]:
+        report = {"added": 0, "updated": 0, "deleted": 0, "skipped": 0}
+        wanted = {(t.resource_id, t.name) for t in op.tasks}
+        for t in op.tasks:
+            res = self._resources.setdefault(t.resource_id, _Resource())
+            old = res.tasks.get(t.name)
+            if old is None:
+                res.tasks[t.name] = t
+                report["added"] += 1
+            elif old.source != "config":
+                report["skipped"] += 1
+            elif _schedule_of(old) != _schedule_of(t):
+                res.tasks[t.name] = replace(
+                    t, id=old.id, is_paused=old.is_paused, last_run_at=old.last_run_at, created_at=old.created_at
+                )
+                report["updated"] += 1
+        for rid, res in self._resources.items():
+            for name, t in list(res.tasks.items()):
+                if t.source == "config" and (rid, name) not in wanted:
+                    del res.tasks[name]
+                    report["deleted"] += 1
+        return report
+
+    def _read_macros(self, op: ops.ReadMacros) -> list[Macro]:
+        res = self._resources.get(op.resource_id)
+        found = [m for m in (res.macros.values() if res else ()) if op.trigger_tool in (None, m.trigger_tool)]
+        return sorted(found, key=lambda m: (-m.confidence, m.trigger_tool, m.next_tool, m.key[3]))
+
+    def _learn_macros(self, op: ops.LearnMacros) -> None:
+        res = self._resources.setdefault(op.resource_id, _Resource())
+        res.macros = dict(op.learn(dict(res.macros)))
+
+    def _mark_macro_used(self, op: ops.MarkMacroUsed) -> bool:
+        res = self._resources.get(op.resource_id)
+        macro = res.macros.get(op.key) if res else None
+        if res is None or macro is None:
+            return False
+        res.macros[op.key] = replace(macro, used_count=macro.used_count + 1)
+        return True
+
+    def _allow_prefix(self, op: ops.AllowPrefix) -> bool:
+        res = self._resources.setdefault(op.resource_id, _Resource())
+        if op.prefix in res.prefixes:
+            return False
+        res.prefixes[op.prefix] = op.now
+        return True
+
+    def _revoke_prefix(self, op: ops.RevokePrefix) -> bool:
+        res = self._resources.get(op.resource_id)
+        return bool(res and res.prefixes.pop(op.prefix, None) is not None)
+
+    def _list_prefixes(self, op: ops.ListPrefixes) -> list[str]:
+        res = self._resources.get(op.resource_id)
+        return sorted(res.prefixes) if res else []
+
+
+_TASK_TIMES = ("next_run_at", "last_run_at", "created_at", "updated_at")
+
+
+def _task_dict(t: ScheduledTask) -> dict[str, Any]:
+    out = {f.name: getattr(t, f.name) for f in fields(t) if f.name != "resource_id"}
+    return {k: iso(v) if k in _TASK_TIMES else v for k, v in out.items()}
+
+
+def _macro_dict(m: Macro) -> dict[str, Any]:
+    return {f.name: getattr(m, f.name) for f in fields(m)}
+
+
+def _schedule_of(t: ScheduledTask) -> tuple[Any, ...]:
+    return (t.cron_expr, t.original_schedule, t.prompt, t.is_oneshot, t.is_trusted, t.timezone, t.thread_id)

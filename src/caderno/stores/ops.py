@@ -15,6 +15,7 @@ backend that claims it:
 * ``FACTS`` — the fact store.
 * ``RECALL`` — the embedding queue, vectors, full text and salience.
 * ``CONSOLIDATION`` — summaries and the fact-extraction queue.
+* ``AGENT_STATE`` — scheduled tasks, learned tool macros, approved command prefixes.
 
 All policy (ids, validation, merge rules, thresholds, which messages are
 embedded) lives above the port: operations carry finished values.
@@ -27,10 +28,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ..messages import Fact, Message, Thread, WorkingMemory
+from ..messages import Fact, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
 
 __all__ = [
+    "AGENT_STATE",
     "ALL",
+    "AllowPrefix",
+    "ClaimDueTasks",
+    "DeleteTask",
+    "FinishTask",
+    "LearnMacros",
+    "ListPrefixes",
+    "ListTasks",
+    "MarkMacroUsed",
+    "PutTask",
+    "ReadMacros",
+    "RevokePrefix",
+    "SyncConfigTasks",
     "CONSOLIDATION",
     "CORE",
     "FACTS",
@@ -549,6 +563,133 @@ class ReadConsolidationLog(Op[list[dict[str, Any]]]):
     resource_id: str
 
 
+# -- agent state (AGENT_STATE) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PutTask(Op["ScheduledTask | None"]):
+    """Create a task (``create``: ``UsageError`` when its name is taken) or replace one by id.
+
+    Result: the stored task, or ``None`` when replacing a task that is gone.
+    """
+
+    writes: ClassVar[bool] = True
+    task: ScheduledTask
+    create: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListTasks(Op[list[ScheduledTask]]):
+    """The resource's tasks (every resource's when ``None``), by name."""
+
+    resource_id: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeleteTask(Op[bool]):
+    """Delete a task by name; False when there was none."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimDueTasks(Op[list[ScheduledTask]]):
+    """Take the tasks due at ``now`` (not paused, not claimed by a live worker) for ``lease_seconds``.
+
+    A recurring task's ``next_run_at`` moves to ``advance(task, now)`` at
+    once (so runs missed while nothing ran fire once, and no other worker
+    fires the same slot); a one-shot keeps it until ``FinishTask`` deletes
+    it, so a worker that dies lets another fire it after the lease. Result:
+    the claimed tasks as they were before the claim.
+    """
+
+    writes: ClassVar[bool] = True
+    now: datetime
+    limit: int
+    lease_seconds: float
+    advance: Callable[[ScheduledTask, datetime], datetime | None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FinishTask(Op[None]):
+    """Record a run: a one-shot is deleted; a recurring task gets ``last_run_at`` and its claim back."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    task_id: str
+    ran_at: datetime
+    delete: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SyncConfigTasks(Op[dict[str, int]]):
+    """Make the ``config`` tasks exactly ``tasks`` (upserted by resource and name); tool tasks untouched.
+
+    Result: counts ``added``, ``updated``, ``deleted``, ``skipped`` (a name
+    a tool-made task already holds).
+    """
+
+    writes: ClassVar[bool] = True
+    tasks: tuple[ScheduledTask, ...]
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadMacros(Op[list[Macro]]):
+    """The resource's macros (of one trigger tool, or all), best first."""
+
+    resource_id: str
+    trigger_tool: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LearnMacros(Op[None]):
+    """Read the resource's macros, ``learn`` (policy, run in the transaction), write what changed."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    learn: Callable[[dict[MacroKey, Macro]], dict[MacroKey, Macro]]
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MarkMacroUsed(Op[bool]):
+    """Count one use of a macro's suggestion; False when there is no such macro."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    key: MacroKey
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AllowPrefix(Op[bool]):
+    """Approve a command prefix for good; False when it was already approved."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    prefix: str
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RevokePrefix(Op[bool]):
+    """Withdraw an approved prefix; False when there was none."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    prefix: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListPrefixes(Op[list[str]]):
+    """The resource's approved prefixes, sorted."""
+
+    resource_id: str
+
+
 CORE: frozenset[type[Op[Any]]] = frozenset(
     {
         Append,
@@ -598,5 +739,21 @@ CONSOLIDATION: frozenset[type[Op[Any]]] = frozenset(
         ReadConsolidationLog,
     }
 )
+AGENT_STATE: frozenset[type[Op[Any]]] = frozenset(
+    {
+        PutTask,
+        ListTasks,
+        DeleteTask,
+        ClaimDueTasks,
+        FinishTask,
+        SyncConfigTasks,
+        ReadMacros,
+        LearnMacros,
+        MarkMacroUsed,
+        AllowPrefix,
+        RevokePrefix,
+        ListPrefixes,
+    }
+)
 #: Every operation a full backend handles.
-ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION
+ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE

@@ -47,6 +47,7 @@ _OWN: dict[type[Any], Handler] = {
     ops.LexicalSearch: _postgres_plans.lexical_search,
     ops.ReadBySeq: _postgres_plans.read_by_seq,
     ops.ClaimConsolidation: _postgres_plans.claim_consolidation,
+    ops.ClaimDueTasks: _postgres_plans.claim_due_tasks,
 }
 
 #: Operations whose plan is one statement: alone in a batch, they need no transaction.
@@ -76,6 +77,13 @@ _ONE_STATEMENT = frozenset(
         ops.MarkFactsExtracted,
         ops.LogConsolidation,
         ops.ReadConsolidationLog,
+        ops.ListTasks,
+        ops.DeleteTask,
+        ops.ReadMacros,
+        ops.MarkMacroUsed,
+        ops.AllowPrefix,
+        ops.RevokePrefix,
+        ops.ListPrefixes,
     }
 )
 

@@ -58,6 +58,7 @@ _OWN: dict[type[Any], Handler] = {
     ops.LexicalSearch: _sqlite_plans.lexical_search,
     ops.ReadBySeq: _sqlite_plans.read_by_seq,
     ops.ClaimConsolidation: _sqlite_plans.claim_consolidation,
+    ops.ClaimDueTasks: _sqlite_plans.claim_due_tasks,
 }
 
 
@@ -174,11 +175,20 @@ class SQLiteStore:
                 if self._writer is not None:
                     self._writer.close()
                     self._writer = None
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
-            while not self._idle.empty():
-                self._idle.get_nowait()
+            # A read still running in a worker thread (a cancelled caller's,
+            # say) keeps its connection: wait for every reader slot, so no
+            # connection is closed under a thread that is using it.
+            for _ in range(self._max_readers):
+                self._reader_slots.acquire()
+            try:
+                for conn in self._readers:
+                    conn.close()
+                self._readers.clear()
+                while not self._idle.empty():
+                    self._idle.get_nowait()
+            finally:
+                for _ in range(self._max_readers):
+                    self._reader_slots.release()
 
         await asyncio.to_thread(close_all)
         self._write_executor.shutdown(wait=False)
@@ -256,6 +266,8 @@ class SQLiteStore:
         if self._writer is None or not self._write_lock.acquire(timeout=0.002):
             return False
         try:
+            if self._writer is None:  # closed while we waited
+                return False
             version = self._writer.execute("PRAGMA data_version").fetchone()[0]
         finally:
             self._write_lock.release()

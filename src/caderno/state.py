@@ -1,0 +1,269 @@
+"""The agent's other durable state: scheduled tasks, learned tool macros, approved command prefixes.
+
+Reached from a ``Memory`` as ``memory.tasks``, ``memory.macros`` and
+``memory.prefixes``. Validation and policy live here (schedules parsed
+with ``caderno.schedule``, macro rules in ``caderno.macros``, prefix
+matching in ``caderno.approvals``); each call is one batch of the port.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from . import approvals
+from . import macros as macro_rules
+from ._time import new_id, utcnow
+from .errors import NotFound, UsageError
+from .messages import Macro, MacroKey, ScheduledTask, check_text
+from .schedule import next_run, parse_schedule
+from .stores import ops
+
+if TYPE_CHECKING:
+    from .memory import Memory
+
+__all__ = ["MAX_TASK_NAME", "MAX_TASK_PROMPT", "TASK_BATCH", "TASK_LEASE_SECONDS", "Macros", "Prefixes", "Tasks"]
+
+#: Longest task name, in characters.
+MAX_TASK_NAME = 100
+#: Longest task prompt, in characters: a prompt, not a document.
+MAX_TASK_PROMPT = 4000
+#: Most due tasks one worker claims at a time.
+TASK_BATCH = 10
+#: How long a worker holds a claimed task: longer than one agent turn.
+TASK_LEASE_SECONDS = 600.0
+TASK_SOURCES = ("tool", "config")
+
+
+def _check_zone(timezone: str) -> str:
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        raise UsageError(f"unknown time zone {timezone!r}; use an IANA name such as 'America/Sao_Paulo'") from None
+    return timezone
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError("a task needs a name (non-empty text)")
+    if len(name) > MAX_TASK_NAME:
+        raise UsageError(f"task name is {len(name)} characters long; the limit is {MAX_TASK_NAME}")
+    check_text(name, "task name")
+    return name.strip()
+
+
+def advance(task: ScheduledTask, now: datetime) -> datetime | None:
+    """A recurring task's next run after ``now`` (missed slots are skipped: they fire once, now)."""
+    if task.cron_expr is None:
+        return None
+    return next_run(task.cron_expr, after=now, tz=task.timezone)
+
+
+def build_task(
+    *,
+    resource_id: str,
+    name: str,
+    schedule: str,
+    prompt: str,
+    timezone: str = "UTC",
+    thread_id: str | None = None,
+    trusted: bool = False,
+    source: str = "tool",
+    now: datetime | None = None,
+) -> ScheduledTask:
+    """A validated task with its first run computed (policy once, for the API, the tool and the config)."""
+    from .memory import check_id
+
+    check_id(resource_id, "resource_id")
+    name = _check_name(name)
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UsageError(f"task {name!r} needs a prompt (what the agent is asked when it fires)")
+    if len(prompt) > MAX_TASK_PROMPT:
+        raise UsageError(f"task prompt is {len(prompt)} characters long; the limit is {MAX_TASK_PROMPT}")
+    check_text(prompt, "task prompt")
+    if source not in TASK_SOURCES:
+        raise UsageError(f"task source must be tool or config, not {source!r}")
+    if not isinstance(schedule, str):
+        raise UsageError("schedule must be text, such as 'daily at 9am' or 'todo dia às 9h'")
+    now = now or utcnow()
+    parsed = parse_schedule(schedule, now=now, tz=_check_zone(timezone))
+    first = parsed.run_at if parsed.is_oneshot else next_run(parsed.cron_expr or "", after=now, tz=timezone)
+    return ScheduledTask(
+        id=new_id(),
+        resource_id=resource_id,
+        name=name,
+        cron_expr=parsed.cron_expr,
+        original_schedule=parsed.original,
+        prompt=prompt.strip(),
+        source=source,
+        is_oneshot=parsed.is_oneshot,
+        is_trusted=bool(trusted),
+        timezone=timezone,
+        thread_id=check_id(thread_id, "thread_id") if thread_id else f"task:{name}"[:256],
+        next_run_at=first,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+class Tasks:
+    """Scheduled tasks of every resource (``memory.tasks``)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    async def add(self, **kwargs: Any) -> ScheduledTask:
+        """Create a task from what a person typed; see ``build_task`` for the arguments.
+
+        Raises:
+            UsageError: a bad schedule (the message lists the accepted forms),
+                an unknown time zone, or a name the resource already uses.
+        """
+        task = build_task(**kwargs)
+        created = await self._memory.run(ops.PutTask(task=task, create=True))
+        assert created is not None
+        return created
+
+    async def list(self, *, resource_id: str | None = None) -> builtins.list[ScheduledTask]:
+        """The resource's tasks by name (every resource's when ``None``)."""
+        return await self._memory.run(ops.ListTasks(resource_id=resource_id))
+
+    async def get(self, *, resource_id: str, name: str) -> ScheduledTask:
+        """One task by name.
+
+        Raises:
+            NotFound: the resource has no task of that name.
+        """
+        for task in await self.list(resource_id=resource_id):
+            if task.name == name:
+                return task
+        raise NotFound(f"resource {resource_id!r} has no task named {name!r}", resource_id=resource_id)
+
+    async def pause(self, *, resource_id: str, name: str) -> ScheduledTask:
+        """Stop a task from firing until it is resumed."""
+        task = await self.get(resource_id=resource_id, name=name)
+        return await self._replace(replace(task, is_paused=True, updated_at=utcnow()))
+
+    async def resume(self, *, resource_id: str, name: str, now: datetime | None = None) -> ScheduledTask:
+        """Let a paused task fire again, from its next slot after ``now`` (a one-shot keeps its moment)."""
+        now = now or utcnow()
+        task = await self.get(resource_id=resource_id, name=name)
+        following = task.next_run_at if task.is_oneshot else advance(task, now)
+        return await self._replace(replace(task, is_paused=False, next_run_at=following, updated_at=now))
+
+    async def delete(self, *, resource_id: str, name: str) -> None:
+        """Delete a task.
+
+        Raises:
+            NotFound: the resource has no task of that name.
+        """
+        if not await self._memory.run(ops.DeleteTask(resource_id=resource_id, name=name)):
+            raise NotFound(f"resource {resource_id!r} has no task named {name!r}", resource_id=resource_id)
+
+    async def sync_config(self, tasks: Sequence[ScheduledTask], *, now: datetime | None = None) -> dict[str, int]:
+        """Make the config tasks exactly ``tasks`` (see ``caderno.config``); tool-made tasks are untouched."""
+        if any(t.source != "config" for t in tasks):
+            raise UsageError("sync_config takes config tasks only (source='config')")
+        return await self._memory.run(ops.SyncConfigTasks(tasks=tuple(tasks), now=now or utcnow()))
+
+    async def claim_due(
+        self, *, now: datetime | None = None, limit: int = TASK_BATCH, lease_seconds: float = TASK_LEASE_SECONDS
+    ) -> builtins.list[ScheduledTask]:
+        """Take the tasks due now; no other worker gets them until they are finished or the lease ends."""
+        op = ops.ClaimDueTasks(now=now or utcnow(), limit=limit, lease_seconds=lease_seconds, advance=advance)
+        return await self._memory.run(op)
+
+    async def finish(self, task: ScheduledTask, *, ran_at: datetime | None = None) -> None:
+        """Record that a claimed task ran: a one-shot deletes itself."""
+        op = ops.FinishTask(
+            resource_id=task.resource_id, task_id=task.id, ran_at=ran_at or utcnow(), delete=task.is_oneshot
+        )
+        await self._memory.run(op)
+
+    async def _replace(self, task: ScheduledTask) -> ScheduledTask:
+        stored = await self._memory.run(ops.PutTask(task=task, create=False))
+        if stored is None:
+            raise NotFound(f"task {task.name!r} was deleted meanwhile", resource_id=task.resource_id)
+        return stored
+
+
+class Macros:
+    """Tool macros learned per resource (``memory.macros``); the rules are in ``caderno.macros``."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    def learn_op(
+        self, resource_id: str, calls: Sequence[macro_rules.ObservedCall], used: Sequence[MacroKey] = ()
+    ) -> ops.LearnMacros:
+        """The operation that learns from one turn's calls (and counts the suggestions taken)."""
+
+        def learn(known: dict[MacroKey, Macro]) -> dict[MacroKey, Macro]:
+            learned = macro_rules.observe(known, list(calls))
+            for key in used:
+                if key in learned:
+                    learned = macro_rules.mark_used(learned, key)
+            return learned
+
+        return ops.LearnMacros(resource_id=resource_id, learn=learn, now=utcnow())
+
+    async def learn(self, *, resource_id: str, calls: Sequence[macro_rules.ObservedCall]) -> None:
+        """Learn from a sequence of ``(tool, args, ok)`` calls of one turn."""
+        await self._memory.run(self.learn_op(resource_id, calls))
+
+    async def list(self, *, resource_id: str) -> builtins.list[Macro]:
+        """The resource's macros, most confident first."""
+        return await self._memory.run(ops.ReadMacros(resource_id=resource_id))
+
+    async def suggest_next(self, *, resource_id: str, tool: str, args: Any) -> builtins.list[Macro]:
+        """Follow-ups worth suggesting after a successful ``tool(args)``, best first."""
+        known = await self._memory.run(ops.ReadMacros(resource_id=resource_id, trigger_tool=tool))
+        return macro_rules.suggest_next({m.key: m for m in known}, tool, args)
+
+    async def mark_used(self, *, resource_id: str, key: MacroKey) -> None:
+        """Count that a suggestion was taken.
+
+        Raises:
+            NotFound: the resource has no such macro.
+        """
+        if not await self._memory.run(ops.MarkMacroUsed(resource_id=resource_id, key=key, now=utcnow())):
+            raise NotFound(f"resource {resource_id!r} has no macro {key!r}", resource_id=resource_id)
+
+
+class Prefixes:
+    """Command prefixes a resource approved for good (``memory.prefixes``)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    async def allow_always(self, *, resource_id: str, prefix: str) -> str:
+        """Approve every command that starts with ``prefix`` (whole words); returns it normalised.
+
+        Raises:
+            UsageError: an empty prefix, or one with shell operators.
+        """
+        prefix = approvals.normalize_prefix(prefix)
+        await self._memory.run(ops.AllowPrefix(resource_id=resource_id, prefix=prefix, now=utcnow()))
+        return prefix
+
+    async def revoke(self, *, resource_id: str, prefix: str) -> None:
+        """Withdraw an approval.
+
+        Raises:
+            NotFound: the resource never approved that prefix.
+        """
+        prefix = approvals.normalize_prefix(prefix)
+        if not await self._memory.run(ops.RevokePrefix(resource_id=resource_id, prefix=prefix)):
+            raise NotFound(f"resource {resource_id!r} has no approved prefix {prefix!r}", resource_id=resource_id)
+
+    async def list(self, *, resource_id: str) -> builtins.list[str]:
+        """The approved prefixes, sorted."""
+        return await self._memory.run(ops.ListPrefixes(resource_id=resource_id))
+
+    async def is_allowed(self, *, resource_id: str, command: str) -> bool:
+        """Whether an approved prefix covers ``command`` (never one with shell operators)."""
+        return approvals.is_allowed(await self.list(resource_id=resource_id), command)

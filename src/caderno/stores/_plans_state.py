@@ -1,0 +1,374 @@
+"""Shared plans of the agent's other durable state: scheduled tasks, tool macros, command prefixes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import UsageError
+from ..messages import Macro, MacroKey, ScheduledTask, canonical_json
+from . import ops
+from ._rows import loads
+from ._sql import Dialect, Plan, Q, UniqueViolation, iso, later
+
+TASK_FIELDS = (
+    "id, resource_id, name, cron_expr, original_schedule, prompt, source, is_oneshot, is_paused, is_trusted, "
+    "timezone, thread_id, next_run_at, last_run_at, created_at, updated_at"
+)
+_TASK_NAMES = TASK_FIELDS.split(", ")
+MACRO_FIELDS = "trigger_tool, trigger_pattern, next_tool, next_args, confidence, used_count, success_count, failure_count"
+
+
+def task_from_row(row: Any) -> ScheduledTask:
+    from .._time import from_iso
+
+    values = dict(zip(_TASK_NAMES, row, strict=True))
+    for flag in ("is_oneshot", "is_paused", "is_trusted"):
+        values[flag] = bool(values[flag])
+    for when in ("next_run_at", "last_run_at", "created_at", "updated_at"):
+        if isinstance(values[when], str):
+            values[when] = from_iso(values[when])
+    return ScheduledTask(**values)
+
+
+def task_params(d: Dialect, t: ScheduledTask) -> tuple[Any, ...]:
+    """The values of ``TASK_FIELDS`` for an INSERT."""
+    ts = _ts(d)
+    return (
+        t.id,
+        t.resource_id,
+        t.name,
+        t.cron_expr,
+        t.original_schedule,
+        t.prompt,
+        t.source,
+        t.is_oneshot,
+        t.is_paused,
+        t.is_trusted,
+        t.timezone,
+        t.thread_id,
+        ts(t.next_run_at),
+        ts(t.last_run_at),
+        ts(t.created_at),
+        ts(t.updated_at),
+    )
+
+
+def _ts(d: Dialect) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else d.ts(value)
+
+
+_INSERT_TASK = f"INSERT INTO scheduled_tasks ({TASK_FIELDS}) VALUES ({','.join('?' * len(_TASK_NAMES))})"
+_UPDATE_TASK = (
+    "UPDATE scheduled_tasks SET cron_expr = ?, original_schedule = ?, prompt = ?, source = ?, is_oneshot = ?, "
+    "is_paused = ?, is_trusted = ?, timezone = ?, thread_id = ?, next_run_at = ?, last_run_at = ?, updated_at = ? "
+    "WHERE resource_id = ? AND id = ?"
+)
+
+
+def _update_params(d: Dialect, t: ScheduledTask) -> tuple[Any, ...]:
+    ts = _ts(d)
+    return (
+        t.cron_expr,
+        t.original_schedule,
+        t.prompt,
+        t.source,
+        t.is_oneshot,
+        t.is_paused,
+        t.is_trusted,
+        t.timezone,
+        t.thread_id,
+        ts(t.next_run_at),
+        ts(t.last_run_at),
+        ts(t.updated_at),
+        t.resource_id,
+        t.id,
+    )
+
+
+def put_task(d: Dialect, op: ops.PutTask) -> Plan[ScheduledTask | None]:
+    t = op.task
+    if op.create:
+        try:
+            yield Q(_INSERT_TASK, task_params(d, t), "none")
+        except UniqueViolation:
+            raise UsageError(f"resource {t.resource_id!r} already has a task named {t.name!r}") from None
+        return t
+    done = yield Q(_UPDATE_TASK, _update_params(d, t), "rowcount")
+    return t if done else None
+
+
+def list_tasks(d: Dialect, op: ops.ListTasks) -> Plan[list[ScheduledTask]]:
+    if op.resource_id is None:
+        rows = yield Q(f"SELECT {TASK_FIELDS} FROM scheduled_tasks ORDER BY resource_id, name")
+    else:
+        rows = yield Q(f"SELECT {TASK_FIELDS} FROM scheduled_tasks WHERE resource_id = ? ORDER BY name", (op.resource_id,))
+    return [task_from_row(r) for r in rows]
+
+
+def delete_task(d: Dialect, op: ops.DeleteTask) -> Plan[bool]:
+    done = yield Q("DELETE FROM scheduled_tasks WHERE resource_id = ? AND name = ?", (op.resource_id, op.name), "rowcount")
+    return bool(done)
+
+
+def due_tasks_claimed(d: Dialect, op: ops.ClaimDueTasks, rows: list[Any]) -> Plan[list[ScheduledTask]]:
+    """The second half of a claim, shared: lease each selected task and move its next run."""
+    tasks = [task_from_row(r) for r in rows]
+    lease = later(d, op.now, op.lease_seconds)
+    for t in tasks:
+        following = t.next_run_at if t.is_oneshot else op.advance(t, op.now)
+        yield Q(
+            "UPDATE scheduled_tasks SET claimed_until = ?, next_run_at = ? WHERE resource_id = ? AND id = ?",
+            (lease, None if following is None else d.ts(following), t.resource_id, t.id),
+            "none",
+        )
+    return tasks
+
+
+#: The WHERE clause of a due task (the dialects add their own locking).
+DUE = "next_run_at <= ? AND is_paused = ? AND (claimed_until IS NULL OR claimed_until < ?)"
+
+
+def finish_task(d: Dialect, op: ops.FinishTask) -> Plan[None]:
+    key = (op.resource_id, op.task_id)
+    if op.delete:
+        yield Q("DELETE FROM scheduled_tasks WHERE resource_id = ? AND id = ?", key, "none")
+    else:
+        yield Q(
+            "UPDATE scheduled_tasks SET last_run_at = ?, claimed_until = NULL, updated_at = ? "
+            "WHERE resource_id = ? AND id = ?",
+            (d.ts(op.ran_at), d.ts(op.ran_at), *key),
+            "none",
+        )
+
+
+def sync_config_tasks(d: Dialect, op: ops.SyncConfigTasks) -> Plan[dict[str, int]]:
+    report = {"added": 0, "updated": 0, "deleted": 0, "skipped": 0}
+    rows = yield Q(f"SELECT {TASK_FIELDS} FROM scheduled_tasks")
+    existing = {(t.resource_id, t.name): t for t in (task_from_row(r) for r in rows)}
+    wanted = {(t.resource_id, t.name) for t in op.tasks}
+    for t in op.tasks:
+        old = existing.get((t.resource_id, t.name))
+        if old is None:
+            yield Q(_INSERT_TASK, task_params(d, t), "none")
+            report["added"] += 1
+        elif old.source != "config":
+            report["skipped"] += 1  # a tool-made task holds the name: never touched
+        elif (old.cron_expr, old.original_schedule, old.prompt, old.is_oneshot, old.is_trusted, old.timezone, old.thread_id) != (
+            t.cron_expr,
+            t.original_schedule,
+            t.prompt,
+            t.is_oneshot,
+            t.is_trusted,
+            t.timezone,
+            t.thread_id,
+        ):
+            # The schedule changed: keep the id, pause state and history, recompute the next run.
+            changed = ScheduledTask(
+                **{
+                    **{name: getattr(t, name) for name in _TASK_NAMES},
+                    "id": old.id,
+                    "is_paused": old.is_paused,
+                    "last_run_at": old.last_run_at,
+                    "created_at": old.created_at,
+                }
+            )
+            yield Q(_UPDATE_TASK, _update_params(d, changed), "none")
+            report["updated"] += 1
+    for key, old in existing.items():
+        if old.source == "config" and key not in wanted:
+            yield Q("DELETE FROM scheduled_tasks WHERE resource_id = ? AND id = ?", (old.resource_id, old.id), "none")
+            report["deleted"] += 1
+    return report
+
+
+# -- macros ---------------------------------------------------------------------------------
+
+
+def _macro_from_row(row: Any) -> Macro:
+    return Macro(
+        trigger_tool=row[0],
+        trigger_pattern=row[1],
+        next_tool=row[2],
+        next_args=loads(row[3]),
+        confidence=float(row[4]),
+        used_count=row[5],
+        success_count=row[6],
+        failure_count=row[7],
+    )
+
+
+def read_macros(d: Dialect, op: ops.ReadMacros) -> Plan[list[Macro]]:
+    sql, params = f"SELECT {MACRO_FIELDS} FROM macros WHERE resource_id = ?", [op.resource_id]
+    if op.trigger_tool is not None:
+        sql += " AND trigger_tool = ?"
+        params.append(op.trigger_tool)
+    rows = yield Q(sql + " ORDER BY confidence DESC, trigger_tool, next_tool, next_args", params)
+    return [_macro_from_row(r) for r in rows]
+
+
+def learn_macros(d: Dialect, op: ops.LearnMacros) -> Plan[None]:
+    known = yield from read_macros(d, ops.ReadMacros(resource_id=op.resource_id))
+    before: dict[MacroKey, Macro] = {m.key: m for m in known}
+    after = op.learn(dict(before))
+    now = d.ts(op.now)
+    changed = [m for key, m in after.items() if before.get(key) != m]
+    yield Q(
+        f"INSERT INTO macros (resource_id, {MACRO_FIELDS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
+        "ON CONFLICT (resource_id, trigger_tool, trigger_pattern, next_tool, next_args) DO UPDATE SET "
+        "confidence = excluded.confidence, used_count = excluded.used_count, "
+        "success_count = excluded.success_count, failure_count = excluded.failure_count, updated_at = excluded.updated_at",
+        [
+            (
+                op.resource_id,
+                m.trigger_tool,
+                m.trigger_pattern,
+                m.next_tool,
+                canonical_json(m.next_args),
+                m.confidence,
+                m.used_count,
+                m.success_count,
+                m.failure_count,
+                now,
+                now,
+            )
+            for m in changed
+        ],
+        "many",
+    )
+
+
+def mark_macro_used(d: Dialect, op: ops.MarkMacroUsed) -> Plan[bool]:
+    done = yield Q(
+        "UPDATE macros SET used_count = used_count + 1, updated_at = ? "
+        "WHERE resource_id = ? AND trigger_tool = ? AND trigger_pattern = ? AND next_tool = ? AND next_args = ?",
+        (d.ts(op.now), op.resource_id, *op.key),
+        "rowcount",
+    )
+    return bool(done)
+
+
+# -- approved command prefixes --------------------------------------------------------------
+
+
+def allow_prefix(d: Dialect, op: ops.AllowPrefix) -> Plan[bool]:
+    done = yield Q(
+        "INSERT INTO allowed_prefixes (resource_id, prefix, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        (op.resource_id, op.prefix, d.ts(op.now)),
+        "rowcount",
+    )
+    return bool(done)
+
+
+def revoke_prefix(d: Dialect, op: ops.RevokePrefix) -> Plan[bool]:
+    done = yield Q(
+        "DELETE FROM allowed_prefixes WHERE resource_id = ? AND prefix = ?", (op.resource_id, op.prefix), "rowcount"
+    )
+    return bool(done)
+
+
+def list_prefixes(d: Dialect, op: ops.ListPrefixes) -> Plan[list[str]]:
+    rows = yield Q("SELECT prefix FROM allowed_prefixes WHERE resource_id = ? ORDER BY prefix", (op.resource_id,))
+    return [r[0] for r in rows]
+
+
+# -- in exports -----------------------------------------------------------------------------
+
+
+def export_state(d: Dialect, resource_id: str) -> Plan[dict[str, Any]]:
+    """The resource's tasks, macros and prefixes, as export sections."""
+    tasks = yield from list_tasks(d, ops.ListTasks(resource_id=resource_id))
+    macros = yield from read_macros(d, ops.ReadMacros(resource_id=resource_id))
+    prefixes = yield from list_prefixes(d, ops.ListPrefixes(resource_id=resource_id))
+    return {
+        "scheduled_tasks": [
+            {name: iso(getattr(t, name)) for name in _TASK_NAMES if name != "resource_id"} for t in tasks
+        ],
+        "macros": [
+            {
+                "trigger_tool": m.trigger_tool,
+                "trigger_pattern": m.trigger_pattern,
+                "next_tool": m.next_tool,
+                "next_args": m.next_args,
+                "confidence": m.confidence,
+                "used_count": m.used_count,
+                "success_count": m.success_count,
+                "failure_count": m.failure_count,
+            }
+            for m in sorted(macros, key=lambda m: m.key)
+        ],
+        "allowed_prefixes": prefixes,
+    }
+
+
+def import_state(d: Dialect, resource_id: str, dump: dict[str, Any], now: Any) -> Plan[None]:
+    from .._time import from_iso
+
+    def when(value: Any) -> Any:
+        return None if value is None else d.ts(from_iso(value))
+
+    yield Q(
+        _INSERT_TASK,
+        [
+            (
+                t["id"],
+                resource_id,
+                t["name"],
+                t["cron_expr"],
+                t["original_schedule"],
+                t["prompt"],
+                t["source"],
+                t["is_oneshot"],
+                t["is_paused"],
+                t["is_trusted"],
+                t["timezone"],
+                t["thread_id"],
+                when(t["next_run_at"]),
+                when(t["last_run_at"]),
+                when(t["created_at"]),
+                when(t["updated_at"]),
+            )
+            for t in dump["scheduled_tasks"]
+        ],
+        "many",
+    )
+    yield Q(
+        f"INSERT INTO macros (resource_id, {MACRO_FIELDS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (
+                resource_id,
+                m["trigger_tool"],
+                m["trigger_pattern"],
+                m["next_tool"],
+                canonical_json(m["next_args"]),
+                m["confidence"],
+                m["used_count"],
+                m["success_count"],
+                m["failure_count"],
+                d.ts(now),
+                d.ts(now),
+            )
+            for m in dump["macros"]
+        ],
+        "many",
+    )
+    yield Q(
+        "INSERT INTO allowed_prefixes (resource_id, prefix, created_at) VALUES (?, ?, ?)",
+        [(resource_id, p, d.ts(now)) for p in dump["allowed_prefixes"]],
+        "many",
+    )
+
+
+SHARED_STATE: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
+    ops.PutTask: put_task,
+    ops.ListTasks: list_tasks,
+    ops.DeleteTask: delete_task,
+    ops.FinishTask: finish_task,
+    ops.SyncConfigTasks: sync_config_tasks,
+    ops.ReadMacros: read_macros,
+    ops.LearnMacros: learn_macros,
+    ops.MarkMacroUsed: mark_macro_used,
+    ops.AllowPrefix: allow_prefix,
+    ops.RevokePrefix: revoke_prefix,
+    ops.ListPrefixes: list_prefixes,
+}

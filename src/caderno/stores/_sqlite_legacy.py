@@ -1,0 +1,466 @@
+"""Opening an older agent's SQLite database: its tables moved into caderno's.
+
+Everything here runs inside ``migrate``'s one ``BEGIN IMMEDIATE``
+transaction, so a crash or an error at any point leaves the file exactly as
+it was; the next open starts over. Every insert is keyed on the target's
+natural key (``ON CONFLICT … DO NOTHING``, never ``INSERT OR IGNORE``, which
+would also swallow NOT NULL failures), so a repeated run adds nothing twice.
+Legacy rows go to the resource named by the store option
+``legacy_resource_id``.
+
+Before caderno's migrations run, a table, index or trigger whose name a
+pending migration is about to create, and that no applied migration created,
+belongs to the older agent: a table is renamed ``legacy_<name>`` (or
+``legacy_<name>_2``…), an index or trigger of that name is dropped (both are
+derived; the rows stay in the renamed table).
+
+Shapes accepted (columns beyond these are ignored; "optional" ones may be
+missing; a table without its required columns is left untouched):
+
+``messages``
+    required ``id, session_id, role, content``; optional ``tool_call_id,
+    tool_calls_json, tool_name, created_at, importance, consolidated_at``.
+    ``tool_calls_json`` is a list (or one object) of OpenAI-style
+    ``{id, function: {name, arguments}}`` or flat ``{id, name, arguments}``
+    calls. Arguments that are not a JSON object stay as the raw text
+    (``ToolCall.arguments`` may be a string); a call without an id gets
+    ``legacy-<message id>-<n>``. A ``tool`` row without ``tool_call_id`` takes
+    the id of the one unanswered call of the preceding assistant message
+    that fits (same tool name) and records ``{"legacy":
+    {"inferred_tool_call_id": true}}``; when no single call fits it gets
+    ``legacy-<row id>`` and ``{"legacy": {"synthesized_tool_call_id": true}}``
+    (the context window then treats it as an orphan result, and drops it).
+    Whatever cannot be represented is kept in ``metadata["legacy"]``:
+    tool-call JSON that is not a list of calls (``tool_calls_json``), an
+    unknown role (``role``; stored as ``system``, ``developer`` as ``system``,
+    ``function`` as ``tool``), an unreadable time (``created_at``). Imported
+    messages are not queued for embedding; ``caderno reindex`` does that.
+``facts`` (renamed ``legacy_facts``)
+    required ``category, key, value``; optional ``source, created_at,
+    updated_at``. Categories are lowercased as ``Memory`` does; an empty
+    source becomes ``agent`` (the older agent wrote it through its tool).
+    When two rows meet on one key (categories differing only in case, or a
+    fact already there), the newest is current and the others go to
+    ``facts_history``.
+``macros`` (renamed ``legacy_macros``)
+    required ``trigger_tool, next_tool``; optional ``trigger_pattern``
+    (default ``{}``), ``next_args`` (JSON text; text that is not JSON is kept
+    as a JSON string), ``confidence`` (default 0.5), ``used_count,
+    success_count, failure_count, created_at, updated_at``.
+``scheduled_tasks`` (renamed ``legacy_scheduled_tasks``)
+    required ``name, prompt``; optional ``id, cron_expr, original_schedule,
+    source, is_oneshot, is_paused, is_trusted, timezone, thread_id,
+    next_run_at, last_run_at, created_at, updated_at``. Defaults: ``source``
+    ``tool`` (``config`` is kept), ``timezone`` UTC, ``thread_id``
+    ``task:<name>``, a missing next run of a recurring task computed from its
+    cron. A name held by another task becomes ``<name> (legacy <id>)``.
+``terminal_allowed_prefixes``
+    required ``prefix``; optional ``created_at``. Prefixes are normalised as
+    ``Memory.prefixes`` does; one that is empty or holds a shell operator is
+    never approved, and stays behind in the old table.
+``events`` of another shape (renamed ``legacy_events``), and any other
+    clashing table, is kept renamed and untouched: there is no known shape
+    to map it from.
+
+A table whose rows all moved is dropped at the end; one with rows that
+could not move keeps exactly those rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from .._time import from_iso, new_id, to_iso, utcnow
+from ..messages import ROLES, canonical_json
+
+#: Default confidence of a legacy macro that does not say (the middle of [0, 1]).
+_DEFAULT_CONFIDENCE = 0.5
+#: Default importance of a legacy message without one (as the older agent's column default).
+_DEFAULT_IMPORTANCE = 0.5
+#: Epoch numbers above this are milliseconds, not seconds (1e11 s is the year 5138).
+_EPOCH_MILLIS = 1e11
+
+_CREATED = re.compile(
+    r"CREATE\s+(?:VIRTUAL\s+|UNIQUE\s+)?(TABLE|INDEX|TRIGGER)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE
+)
+
+
+# -- before the migrations: move clashing tables aside ---------------------------------------
+
+
+def rename_clashes(conn: sqlite3.Connection, migrations: list[tuple[str, list[str]]], applied: set[str]) -> None:
+    """Rename the older agent's tables that carry a name a pending migration creates.
+
+    A name is foreign when it exists but no applied migration created it:
+    caderno's own objects are never touched, and the check needs no column
+    comparison.
+    """
+    ours: set[str] = set()
+    pending: dict[str, str] = {}
+    for name, statements in migrations:
+        for statement in statements:
+            for kind, created in _CREATED.findall(statement):
+                if name in applied:
+                    ours.add(created)
+                else:
+                    pending.setdefault(created, kind.lower())
+    existing = dict(conn.execute("SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall())
+    for created in sorted(set(pending) - ours):
+        kind = existing.get(created)
+        if kind == "table":
+            conn.execute(f'ALTER TABLE "{created}" RENAME TO "{_free_name(conn, "legacy_" + created)}"')
+        elif kind in ("index", "trigger"):
+            conn.execute(f'DROP {kind.upper()} "{created}"')
+
+
+def _free_name(conn: sqlite3.Connection, base: str) -> str:
+    name, n = base, 1
+    while _exists(conn, name):
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
+def _exists(conn: sqlite3.Connection, table: str) -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    return found is not None
+
+
+# -- after the migrations: import ------------------------------------------------------------
+
+
+def import_legacy(conn: sqlite3.Connection, resource_id: str) -> None:
+    """Move every recognised older table into caderno's tables (see the module docstring)."""
+    # Text that is not valid UTF-8 must not stop the import: keep it, with
+    # the bad bytes replaced, rather than failing the whole open.
+    factory = conn.text_factory
+    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    try:
+        now = to_iso(utcnow())
+        moved = False
+        for table, required, run in (
+            ("messages", {"id", "session_id", "role", "content"}, _import_messages),
+            ("legacy_facts", {"category", "key", "value"}, _import_facts),
+            ("legacy_macros", {"trigger_tool", "next_tool"}, _import_macros),
+            ("legacy_scheduled_tasks", {"name", "prompt"}, _import_tasks),
+            ("terminal_allowed_prefixes", {"prefix"}, _import_prefixes),
+        ):
+            columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+            if not columns or not columns >= required:
+                continue
+            if not moved:
+                conn.execute(
+                    "INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (resource_id) DO NOTHING",
+                    (resource_id, now, now),
+                )
+                moved = True
+            if run(conn, table, resource_id, now):
+                conn.execute(f'DROP TABLE "{table}"')
+    finally:
+        conn.text_factory = factory
+
+
+def _rows(conn: sqlite3.Connection, sql: str) -> Iterator[dict[str, Any]]:
+    cursor = conn.execute(sql)
+    names = [d[0] for d in cursor.description]
+    for row in cursor.fetchall():
+        yield dict(zip(names, row, strict=True))
+
+
+def _when(value: Any) -> str | None:
+    """RFC 3339 text of a legacy time (text or epoch number), or ``None`` when unreadable."""
+    if value is None or value == "":
+        return None
+    try:
+        if isinstance(value, int | float):
+            seconds = value / 1000 if value > _EPOCH_MILLIS else value
+            return to_iso(datetime.fromtimestamp(seconds, UTC))
+        return to_iso(from_iso(str(value)))
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _text(value: Any, default: str = "") -> str:
+    if value is None:
+        return default
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "t", "yes", "y")
+    return bool(value)
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
+    has_time = any(r[1] == "created_at" for r in conn.execute(f'PRAGMA table_info("{table}")'))
+    order = "session_id, created_at, id" if has_time else "session_id, rowid"
+    rows = list(_rows(conn, f'SELECT * FROM "{table}" ORDER BY {order}'))
+    last_time: dict[str, str] = {}
+    # Per thread: the calls of the latest assistant message not yet answered.
+    pending: dict[str, list[tuple[str, str]]] = {}
+    for n, rec in enumerate(rows):
+        thread = _text(rec["session_id"], "default")
+        msg_id = _text(rec["id"]) or f"legacy-{thread}-{n}"
+        legacy: dict[str, Any] = {}
+        role = _text(rec["role"])
+        if role not in ROLES:
+            legacy["role"] = rec["role"]
+            role = {"function": "tool", "developer": "system"}.get(role, "system")
+        created = _when(rec.get("created_at"))
+        if created is None:
+            if rec.get("created_at") is not None:
+                legacy["created_at"] = rec["created_at"]
+            created = last_time.get(thread, now)
+        last_time[thread] = created
+
+        calls, raw_kept = _tool_calls(rec.get("tool_calls_json"), msg_id)
+        if raw_kept is not None or (calls and role != "assistant"):
+            # Only assistant messages carry calls; anything else keeps its raw text.
+            legacy["tool_calls_json"] = _text(rec.get("tool_calls_json"))
+            calls = None
+        if calls:
+            pending[thread] = [(c["id"], c["name"]) for c in calls]
+            synthesized = [c["id"] for c in calls if c.pop("synthesized", False)]
+            if synthesized:
+                legacy["synthesized_tool_call_ids"] = synthesized
+        call_id = _text(rec.get("tool_call_id")) or None
+        name = _text(rec.get("tool_name")) or None
+        if role == "tool":
+            waiting = pending.get(thread, [])
+            if call_id is None:
+                fits = [c for c in waiting if name is None or c[1] == name]
+                if len(fits) == 1:
+                    call_id = fits[0][0]
+                    legacy["inferred_tool_call_id"] = True
+                else:
+                    call_id = f"legacy-{msg_id}"
+                    legacy["synthesized_tool_call_id"] = True
+            pending[thread] = [c for c in waiting if c[0] != call_id]
+
+        importance = rec.get("importance")
+        try:
+            importance = _DEFAULT_IMPORTANCE if importance is None else min(1.0, max(0.0, float(importance)))
+        except (TypeError, ValueError):
+            importance = _DEFAULT_IMPORTANCE
+        conn.execute(
+            "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (resource_id, thread_id) DO NOTHING",
+            (resource_id, thread, created),
+        )
+        conn.execute(
+            "INSERT INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, tool_call_id, name, "
+            "importance, created_at, consolidated_at, metadata) VALUES (?,?,?,'message',?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT (resource_id, id) DO NOTHING",
+            (
+                msg_id,
+                resource_id,
+                thread,
+                role,
+                _text(rec["content"]),
+                json.dumps(calls, ensure_ascii=False) if calls else None,
+                call_id,
+                name,
+                importance,
+                created,
+                rec.get("consolidated_at"),
+                json.dumps({"legacy": legacy}, ensure_ascii=False) if legacy else None,
+            ),
+        )
+    return True
+
+
+def _tool_calls(raw: Any, msg_id: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """``([{id, name, arguments}], None)``, or ``(None, raw)`` when the JSON is not a list of calls."""
+    if raw is None or _text(raw).strip() == "":
+        return None, None
+    try:
+        parsed = json.loads(raw)
+    except (TypeError, ValueError):
+        return None, _text(raw)
+    if isinstance(parsed, dict):
+        parsed = [parsed]
+    if not isinstance(parsed, list) or not all(isinstance(c, dict) for c in parsed):
+        return None, _text(raw)
+    calls: list[dict[str, Any]] = []
+    for i, call in enumerate(parsed):
+        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        args = fn.get("arguments")
+        if args is None or (isinstance(args, str) and not args.strip()):
+            args = {}
+        elif isinstance(args, str):
+            try:
+                decoded = json.loads(args)
+            except ValueError:
+                decoded = None
+            # Only a JSON object becomes parsed arguments; anything else keeps the model's text.
+            args = decoded if isinstance(decoded, dict) else args
+        out = {"id": _text(call.get("id") or fn.get("id")), "name": _text(fn.get("name")), "arguments": args}
+        if not out["id"]:
+            out["id"], out["synthesized"] = f"legacy-{msg_id}-{i}", True
+        calls.append(out)
+    return calls or None, None
+
+
+# -- facts, macros, tasks, prefixes -----------------------------------------------------------
+
+
+def _import_facts(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
+    facts: list[tuple[str, str, str, str, str, str]] = []
+    for rec in _rows(conn, f'SELECT * FROM "{table}"'):
+        created = _when(rec.get("created_at")) or _when(rec.get("updated_at")) or now
+        source = _text(rec.get("source")).strip() or "agent"
+        category = _text(rec["category"]).strip().lower() or "general"
+        key = _text(rec["key"]).strip() or f"legacy-{rec.get('id', len(facts))}"
+        facts.append((category, key, _text(rec["value"]), source, created, _when(rec.get("updated_at")) or created))
+    facts.sort(key=lambda f: f[5], reverse=True)  # newest first: it becomes the current value
+    replaced = []
+    for category, key, value, source, created, updated in facts:
+        done = conn.execute(
+            "INSERT INTO facts (resource_id, category, key, value, source, created_at, updated_at) "
+            "VALUES (?,?,?,?,?,?,?) ON CONFLICT (resource_id, category, key) DO NOTHING",
+            (resource_id, category, key, value, source, created, updated),
+        ).rowcount
+        if not done:
+            replaced.append((category, key, value, source, updated))
+    for category, key, value, source, updated in reversed(replaced):  # history reads oldest first
+        current = conn.execute(
+            "SELECT value, updated_at FROM facts WHERE resource_id = ? AND category = ? AND key = ?",
+            (resource_id, category, key),
+        ).fetchone()
+        if current[0] == value:
+            continue
+        entry = (resource_id, category, key, value, updated)
+        conn.execute(
+            "INSERT INTO facts_history (resource_id, category, key, value, source, valid_from, replaced_at) "
+            "SELECT ?,?,?,?,?,?,? WHERE NOT EXISTS (SELECT 1 FROM facts_history WHERE resource_id = ? "
+            "AND category = ? AND key = ? AND value = ? AND valid_from = ?)",
+            (*entry[:4], source, updated, current[1], *entry),
+        )
+    return True
+
+
+def _import_macros(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
+    for rec in _rows(conn, f'SELECT * FROM "{table}"'):
+        raw_args = rec.get("next_args")
+        try:
+            args = {} if raw_args is None else json.loads(raw_args)
+        except (TypeError, ValueError):
+            args = _text(raw_args)  # not JSON: kept as a JSON string
+        try:
+            confidence = min(1.0, max(0.0, float(rec.get("confidence", _DEFAULT_CONFIDENCE))))
+        except (TypeError, ValueError):
+            confidence = _DEFAULT_CONFIDENCE
+        created = _when(rec.get("created_at")) or now
+        conn.execute(
+            "INSERT INTO macros (resource_id, trigger_tool, trigger_pattern, next_tool, next_args, confidence, "
+            "used_count, success_count, failure_count, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT (resource_id, trigger_tool, trigger_pattern, next_tool, next_args) DO NOTHING",
+            (
+                resource_id,
+                _text(rec["trigger_tool"]),
+                _text(rec.get("trigger_pattern"), "{}"),
+                _text(rec["next_tool"]),
+                canonical_json(args),
+                confidence,
+                _count(rec.get("used_count")),
+                _count(rec.get("success_count")),
+                _count(rec.get("failure_count")),
+                created,
+                _when(rec.get("updated_at")) or created,
+            ),
+        )
+    return True
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _import_tasks(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
+    order = "id" if any(r[1] == "id" for r in conn.execute(f'PRAGMA table_info("{table}")')) else "name"
+    for rec in _rows(conn, f'SELECT * FROM "{table}" ORDER BY {order}'):
+        task_id = _text(rec.get("id")) or new_id()
+        name = _text(rec["name"]) or f"legacy-{task_id}"
+        holder = conn.execute(
+            "SELECT id FROM scheduled_tasks WHERE resource_id = ? AND name = ?", (resource_id, name)
+        ).fetchone()
+        if holder is not None and holder[0] != task_id:
+            name = f"{name} (legacy {task_id})"
+        cron = _text(rec.get("cron_expr")).strip() or None
+        oneshot = _flag(rec["is_oneshot"]) if rec.get("is_oneshot") is not None else cron is None
+        paused = _flag(rec.get("is_paused"))
+        timezone = _text(rec.get("timezone")) or "UTC"
+        next_run = _when(rec.get("next_run_at"))
+        if next_run is None and cron and not oneshot and not paused:
+            next_run = _next_run(cron, timezone)
+        created = _when(rec.get("created_at")) or now
+        source = _text(rec.get("source"))
+        conn.execute(
+            "INSERT INTO scheduled_tasks (resource_id, id, name, cron_expr, original_schedule, prompt, source, "
+            "is_oneshot, is_paused, is_trusted, timezone, thread_id, next_run_at, last_run_at, created_at, "
+            "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+            (
+                resource_id,
+                task_id,
+                name,
+                cron,
+                _text(rec.get("original_schedule")) or cron or "",
+                _text(rec["prompt"]),
+                source if source in ("tool", "config") else "tool",
+                oneshot,
+                paused,
+                _flag(rec.get("is_trusted")),
+                timezone,
+                _text(rec.get("thread_id")) or f"task:{name}",
+                next_run,
+                _when(rec.get("last_run_at")),
+                created,
+                _when(rec.get("updated_at")) or created,
+            ),
+        )
+    return True
+
+
+def _next_run(cron: str, timezone: str) -> str | None:
+    from ..errors import UsageError
+    from ..schedule import next_run
+
+    try:
+        return to_iso(next_run(cron, after=utcnow(), tz=timezone))
+    except UsageError:
+        return None  # an unreadable cron: kept as it is, it never fires
+
+
+def _import_prefixes(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
+    from ..approvals import normalize_prefix
+    from ..errors import UsageError
+
+    kept = False
+    for rec in _rows(conn, f'SELECT * FROM "{table}"'):
+        try:
+            prefix = normalize_prefix(_text(rec["prefix"]))
+        except UsageError:
+            kept = True  # never approve what caderno would refuse; it stays in the old table
+            continue
+        conn.execute(
+            "INSERT INTO allowed_prefixes (resource_id, prefix, created_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (resource_id, prefix) DO NOTHING",
+            (resource_id, prefix, _when(rec.get("created_at")) or now),
+        )
+        conn.execute(f'DELETE FROM "{table}" WHERE prefix IS ?', (rec["prefix"],))
+    return not kept
