@@ -1,10 +1,21 @@
-"""Small file helpers: the caderno home, exclusive locks, atomic writes."""
+"""Small file helpers: the caderno home, exclusive locks, atomic writes.
+
+None of them follows a symbolic link at the file itself: a lock file or a
+data file that is a link (planted by another local user, or by a tool the
+agent ran) could otherwise make caderno create, read or truncate a file
+anywhere the process can reach. The *directory* may be a link; that is the
+user's choice of where the files live. Refusals are ``OSError`` with
+``errno.ELOOP`` (what ``O_NOFOLLOW`` itself raises), for the caller to turn
+into its own error.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +28,14 @@ def caderno_home() -> Path:
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``<path>.lock`` (across processes)."""
+    """Hold an exclusive ``flock`` on ``<path>.lock`` (across processes).
+
+    Raises:
+        OSError: ``ELOOP`` when the lock file is a symbolic link (it is
+            neither followed nor created through), or any error opening it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -28,11 +44,57 @@ def locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def read_regular(path: Path, *, max_bytes: int) -> bytes:
+    """The bytes of ``path``, which must be a regular file, not a link.
+
+    Opened with ``O_NOFOLLOW`` (a link is never read through) and
+    ``O_NONBLOCK`` (a FIFO planted at the path cannot hang the reader), then
+    checked with ``fstat`` on the open descriptor, so nothing can be swapped
+    in between the check and the read.
+
+    Raises:
+        FileNotFoundError: nothing is at ``path``.
+        OSError: ``ELOOP`` for a symbolic link, ``EINVAL`` for something
+            other than a regular file, ``EFBIG`` when it holds more than
+            ``max_bytes``, or the error of the read itself.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if info.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"larger than the {max_bytes:,} bytes caderno reads", str(path))
+        chunks = []
+        remaining = max_bytes + 1
+        # Read to EOF rather than st_size: the file may grow under us.
+        while remaining > 0 and (chunk := os.read(fd, min(remaining, 1 << 20))):
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > max_bytes:
+            raise OSError(errno.EFBIG, f"larger than the {max_bytes:,} bytes caderno reads", str(path))
+        return data
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text``: temp file in the same directory, fsync, rename.
 
-    Readers see the old file or the new one, never half of either.
+    Readers see the old file or the new one, never half of either. On any
+    failure (disk full, file too large, permissions) the old file is left
+    as it was and the temp file is removed.
+
+    Raises:
+        OSError: ``ELOOP`` when ``path`` is a symbolic link (refused rather
+            than replaced, so a planted link is noticed), or the write's error.
     """
+    if os.path.islink(path):
+        raise OSError(errno.ELOOP, "is a symbolic link", str(path))
+    # The temp file is created with O_EXCL under a random name in the same
+    # directory, and rename() replaces a directory entry without following
+    # it: no step of a write can create or change a file elsewhere.
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:

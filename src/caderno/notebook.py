@@ -8,18 +8,33 @@ session's ``load()`` sees every note.
 
 Every mutation locks ``<file>.lock``, re-reads the file (so concurrent
 writers merge instead of overwriting), mutates, and writes atomically.
+
+Both files end up in the model's instructions, so they are treated as
+hostile input. Written content is screened (:func:`scan`: hidden characters,
+injection phrasings after folding look-alikes). ``MEMORY.md``, ``USER.md``
+and their ``.lock`` files are never followed when they are symbolic links:
+the notebook refuses them (a planted link could feed another file into the
+prompt, or make a write land elsewhere). The directory itself may be a link,
+because users point it at a synced folder and only they can place that
+link. Any OS failure (disk full, size limit, permissions) becomes a
+:class:`~caderno.errors.NotebookError`, which ``tool()`` hands the model as
+its failure JSON; the file is left as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import re
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ._files import atomic_write, locked
+from ._files import atomic_write, locked, read_regular
 from .errors import NotebookError
 from .messages import ToolSpec
 
@@ -31,12 +46,113 @@ RULE = "═" * 46
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}
 HEADERS = {"memory": "MEMORY (your personal notes)", "user": "USER PROFILE (who the user is)"}
 
-_INVISIBLE = re.compile("[\u200b-\u200d\u2060\ufeff\u202a-\u202e]")
-#: (pattern, name) pairs refused in written content. Scanned case-insensitively.
+#: Characters that render as nothing (or reorder what is shown) but that the
+#: model still reads: a note could hide an instruction from the user who
+#: reviews MEMORY.md. Every format character (category ``Cf``: soft hyphen,
+#: LRM/RLM/ALM, bidi embeddings and isolates, zero-width space/joiners, word
+#: joiner, invisible operators, BOM, Unicode tag characters, …) is refused,
+#: plus these invisible characters of other categories.
+_INVISIBLE_EXTRA = frozenset(
+    "\u034f"  # COMBINING GRAPHEME JOINER (Mn)
+    "\u115f\u1160\u3164\uffa0"  # Hangul fillers (Lo): blank letters
+    "\u17b4\u17b5"  # Khmer inherent vowels (Mn): render as nothing
+    "\u180e"  # MONGOLIAN VOWEL SEPARATOR (Cf since Unicode 6.3, Zs before)
+    "\u2028\u2029"  # line / paragraph separators: invisible line breaks
+    # BRAILLE PATTERN BLANK (So) looks like a space but is not whitespace,
+    # so it slips past trimming and fakes empty notes. Only the blank cell
+    # is refused; real braille text keeps its other patterns.
+    "\u2800"
+)
+#: Variation selectors (Mn) carry hidden bytes ("emoji smuggling"): one per
+#: byte after an innocent character. VS-15/VS-16 (U+FE0E/U+FE0F) alone after
+#: a character are ordinary text/emoji presentation ("☕️") and stay allowed;
+#: any other selector, or two in a row, is refused.
+_PRESENTATION_SELECTORS = frozenset("\ufe0e\ufe0f")
+#: Control characters a note may hold: tab and line breaks. Others (ESC
+#: above all) can rewrite a terminal that shows the file.
+_ALLOWED_CONTROLS = frozenset("\t\n\r")
+
+
+def _is_variation_selector(ch: str) -> bool:
+    return "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"
+
+
+def _first_invisible(content: str) -> tuple[int, str] | None:
+    """``(index, kind)`` of the first hidden character of ``content``, or ``None``."""
+    previous = ""
+    for index, ch in enumerate(content):
+        category = unicodedata.category(ch)
+        if category == "Cf" or ch in _INVISIBLE_EXTRA:
+            return index, "invisible or bidirectional control character"
+        if category == "Cc" and ch not in _ALLOWED_CONTROLS:
+            return index, "control character"
+        if category == "Cs":
+            return index, "lone surrogate"
+        if _is_variation_selector(ch) and (
+            ch not in _PRESENTATION_SELECTORS or not previous or _is_variation_selector(previous)
+        ):
+            return index, "variation selector (can smuggle hidden data)"
+        previous = ch
+    return None
+
+
+class _InvisibleFinder:
+    """``_INVISIBLE.search(text)``: truthy when ``text`` holds a hidden character.
+
+    The set of hidden characters is a Unicode category, not a short list, so
+    it is tested per character rather than with one regular expression.
+    """
+
+    @staticmethod
+    def search(text: str) -> tuple[int, str] | None:
+        return _first_invisible(text)
+
+
+_INVISIBLE = _InvisibleFinder()
+
+#: Look-alike letters folded to Latin before matching, so "іgnоrе" written
+#: with Cyrillic і/о/е is read as "ignore". A small explicit table of the
+#: Cyrillic and Greek letters that are near-identical to Latin ones in common
+#: fonts (lowercase: matching runs after casefold).
+_LOOKALIKES = str.maketrans(
+    {
+        "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c",
+        "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i", "ј": "j", "ԁ": "d", "ԛ": "q", "ԝ": "w",
+        "һ": "h", "ɡ": "g", "ı": "i", "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v",
+        "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "γ": "y", "ω": "w", "ϲ": "c", "ϳ": "j",
+    }
+)  # fmt: skip
+
+
+def _fold(content: str) -> str:
+    """The text injection patterns are matched against.
+
+    NFKC folds full-width and styled letters ("ｉｇｎｏｒｅ", "𝐢𝐠𝐧𝐨𝐫𝐞"),
+    dropping combining marks folds "ïgnöre", casefold and the look-alike
+    table fold case and Cyrillic/Greek letters, and runs of spaces become one.
+    """
+    text = unicodedata.normalize("NFKC", content)
+    text = "".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
+    text = text.casefold().translate(_LOOKALIKES)
+    return re.sub(r"[^\S\n]+", " ", text)
+
+
+#: (pattern, name) pairs refused in written content, matched against
+#: :func:`_fold` of the content (so also case-insensitively).
 _BLOCKED: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(r"ignore\s+(all\s+)?(the\s+)?(previous|prior|above|earlier)\s+instructions", re.I),
         "prompt injection ('ignore previous instructions')",
+    ),
+    (
+        re.compile(
+            r"\b(ignore|disregard|forget|override|bypass)\s+"
+            r"((all|any|every|each|of|the|your|my|these|those|its|their|that)\s+)*"
+            r"((previous|prior|above|earlier|preceding|former|original|initial|system|existing|current|old|given|safety)\s+)*"
+            r"(instructions?|rules|guidelines|directives|directions|prompts?|programming|constraints|guardrails|policies)\b",
+            re.I,
+        ),
+        "prompt injection ('ignore previous instructions' and variants)",
     ),
     (re.compile(r"\byou\s+are\s+now\b", re.I), "role hijack ('you are now …')"),
     (re.compile(r"\bdo\s+not\s+tell\s+the\s+user\b", re.I), "concealment ('do not tell the user')"),
@@ -56,18 +172,37 @@ _BLOCKED: list[tuple[re.Pattern[str], str]] = [
         ),
         "exfiltration (curl/wget with secrets)",
     ),
+    (
+        # Uploading a local file: curl's "@file" data/form arguments and
+        # -T/--upload-file, wget's --post-file/--body-file. (Case is folded,
+        # so -F and -T appear as -f and -t.)
+        re.compile(
+            r"\bcurl\b[^\n]*\s(-[a-z]*[dft]|--data(-[a-z]+)?|--form(-string)?|--json)(\s+|=)?['\"]?[^\s'\"]*@"
+            r"|\bcurl\b[^\n]*\s(-t|--upload-file)\s+\S"
+            r"|\bwget\b[^\n]*--(post|body)-file\b",
+            re.I,
+        ),
+        "exfiltration (curl/wget uploading a file)",
+    ),
 ]
 
 
 def scan(content: str) -> None:
-    """Refuse content with invisible control characters or injection patterns."""
-    found = _INVISIBLE.search(content)
+    """Refuse content with hidden characters or injection patterns.
+
+    Raises:
+        NotebookError: naming the character (``U+XXXX`` and its Unicode
+            name) or the pattern found.
+    """
+    found = _first_invisible(content)
     if found:
-        raise NotebookError(
-            f"Blocked: invisible or bidirectional control character U+{ord(found.group()):04X} in content."
-        )
+        index, kind = found
+        ch = content[index]
+        name = unicodedata.name(ch, "") or ("control character" if ord(ch) < 0xA0 else "unnamed")
+        raise NotebookError(f"Blocked: {kind} U+{ord(ch):04X} ({name}) at position {index} in content.")
+    folded = _fold(content)
     for pattern, name in _BLOCKED:
-        if pattern.search(content):
+        if pattern.search(folded):
             raise NotebookError(f"Blocked: content matches {name}; notes must not carry instructions or secrets.")
 
 
@@ -85,6 +220,25 @@ class NotebookOutcome:
     """``P% — used/limit chars``."""
     message: str
     """What happened, for the model."""
+
+
+#: Most bytes read from a notebook file (at least; a larger char limit raises
+#: it to 4 bytes per allowed character). A hand-edited or planted file of
+#: gigabytes would otherwise be read whole into memory and into the prompt.
+MAX_FILE_BYTES = 1024 * 1024
+
+
+def _os_problem(exc: OSError, about: str) -> str:
+    """What the OS said, in one line for the model; names the file when it is not ``about``."""
+    name = Path(exc.filename).name if exc.filename else about
+    if exc.errno == errno.ELOOP:
+        return (
+            f"{name} is a symbolic link, and caderno never follows links inside a notebook directory "
+            f"(replace it with a regular file)"
+        )
+    code = errno.errorcode.get(exc.errno or 0)
+    reason = (exc.strerror or str(exc)) + (f" ({code})" if code else "")
+    return reason if name == about else f"{name}: {reason}"
 
 
 def _usage(used: int, limit: int) -> str:
@@ -139,9 +293,13 @@ class Notebook:
     def _read(self, target: str) -> list[str]:
         path = self.path(target)
         try:
-            raw = path.read_bytes()
+            raw = read_regular(path, max_bytes=max(MAX_FILE_BYTES, 4 * self.limits[target]))
         except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise NotebookError(
+                f"Could not read {path.name}: {_os_problem(exc, path.name)}. It was not changed."
+            ) from None
         try:
             return _parse(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
@@ -181,7 +339,7 @@ class Notebook:
     def add(self, target: str, content: str, *, dry_run: bool = False) -> NotebookOutcome:
         """Add an entry. Raises ``NotebookError`` with a message for the model."""
         content = self._check_content(content, "Content")
-        with locked(self.path(target)):
+        with self._locked(target):
             entries = self.entries(target)
             if content in entries:
                 return self._outcome(target, entries, "Entry already exists (no duplicate added).")
@@ -195,7 +353,7 @@ class Notebook:
         if not (content or "").strip():
             raise NotebookError("New content is empty. To delete an entry, use 'remove'.")
         content = self._check_content(content, "New content")
-        with locked(self.path(target)):
+        with self._locked(target):
             entries = self.entries(target)
             index = self._match(target, entries, old_text)
             new = entries[:index] + [content] + entries[index + 1 :]
@@ -206,15 +364,37 @@ class Notebook:
     def remove(self, target: str, old_text: str, *, dry_run: bool = False) -> NotebookOutcome:
         """Remove the one entry containing ``old_text``."""
         old_text = self._check_old_text(old_text)
-        with locked(self.path(target)):
+        with self._locked(target):
             entries = self.entries(target)
             index = self._match(target, entries, old_text)
             return self._commit(target, entries[:index] + entries[index + 1 :], "Entry removed.", dry_run)
 
+    @contextlib.contextmanager
+    def _locked(self, target: str) -> Iterator[None]:
+        """The file's lock, with a failure to take it reported as a ``NotebookError``."""
+        path = self.path(target)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(locked(path))
+            except OSError as exc:
+                raise NotebookError(
+                    f"Could not lock {path.name}: {_os_problem(exc, path.name)}. Nothing was changed."
+                ) from None
+            yield
+
     def _commit(self, target: str, entries: list[str], message: str, dry_run: bool) -> NotebookOutcome:
         if not dry_run:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path(target), DELIMITER.join(entries) + ("\n" if entries else ""))
+            path = self.path(target)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, DELIMITER.join(entries) + ("\n" if entries else ""))
+            except OSError as exc:
+                # The write is atomic, so a full disk or a size limit leaves
+                # the old file whole; the model gets a reason, not a crash.
+                raise NotebookError(
+                    f"Could not write {path.name}: {_os_problem(exc, path.name)}. {path.name} is unchanged; "
+                    f"this is a problem with the disk, not with the entry, so do not retry now."
+                ) from None
         return self._outcome(target, entries, message)
 
     def _outcome(self, target: str, entries: list[str], message: str) -> NotebookOutcome:
@@ -287,7 +467,7 @@ class Notebook:
             outcome = self.apply(action, target, content, old_text, dry_run=dry_run)
         except NotebookError as exc:
             payload: dict[str, Any] = {"success": False, "error": str(exc)}
-            if target in FILES:
+            if isinstance(target, str) and target in FILES:
                 try:
                     live = self.entries(target)
                     payload["usage"] = _usage(len(DELIMITER.join(live)), self.limits[target])
@@ -300,6 +480,11 @@ class Notebook:
         self, action: str, target: str, content: str | None, old_text: str | None, *, dry_run: bool = False
     ) -> NotebookOutcome:
         """Dispatch one action; raises ``NotebookError`` with the model's message."""
+        # The arguments come from a model: a number or a list where text
+        # belongs must be an error it can read, not a TypeError in the agent.
+        for name, value in (("action", action), ("target", target), ("content", content), ("old_text", old_text)):
+            if value is not None and not isinstance(value, str):
+                raise NotebookError(f"'{name}' must be a string, not {type(value).__name__}.")
         self._check_target(target)
         if action == "add":
             if content is None:
