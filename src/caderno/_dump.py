@@ -24,8 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._json import check_json
+from ._validate import DUMP_DEPTH, check_fact, check_id, check_message, check_metadata, check_time, check_title
 from .errors import UsageError
-from .messages import Message
+from .messages import Message, check_text
 
 FORMAT = "caderno.resource"
 FACT_FIELDS = ("category", "key", "value", "source", "created_at", "updated_at")
@@ -52,51 +54,218 @@ def new_dump(resource_id: str) -> dict[str, Any]:
 
 
 def check_dump(data: Any) -> dict[str, Any]:
-    """Validate an export before anything is written; returns it with parsed messages.
+    """Validate an export before anything is written: every field, by the rules of a live write.
 
-    Each thread's ``messages`` becomes a list of ``Message`` under ``_parsed``,
-    in a copy: the caller's dict is left as it was (it may be imported again).
+    Returns a checked copy (the caller's dict is left as it was) in which each
+    thread's ``messages`` are also parsed, as ``Message`` values, under
+    ``_parsed``. A value ``append_messages``, ``update_working_memory`` or
+    ``remember_fact`` would refuse is refused here too, and so are wrong
+    types and shapes, timestamps that do not parse, and duplicate ids.
+
+    Raises:
+        UsageError: what is wrong and where (``threads[2].messages[5].id``).
     """
+    from ._validate import check_id, check_time
+
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError(f"not a caderno export (expected format {FORMAT!r})")
     if data.get("version") != VERSION:
         raise UsageError(f"unsupported export version {data.get('version')!r}; this caderno reads {VERSION}")
-    if not isinstance(data.get("resource_id"), str):
-        raise UsageError("export has no resource_id")
-    threads = data.get("threads")
-    if not isinstance(threads, list):
-        raise UsageError("export has no threads list")
-    data = {**data, "threads": [dict(t) if isinstance(t, dict) else t for t in threads]}
-    for thread in data["threads"]:
-        if not isinstance(thread, dict) or not isinstance(thread.get("id"), str):
-            raise UsageError("export holds a thread without an id")
-        try:
-            thread["_parsed"] = [Message.from_dict(m) for m in thread.get("messages") or []]
-        except (KeyError, TypeError) as exc:
-            raise UsageError(f"export thread {thread['id']!r} holds a malformed message: {exc}") from None
-        if any(m.id is None or m.created_at is None for m in thread["_parsed"]):
-            raise UsageError(f"export thread {thread['id']!r} holds a message without id or created_at")
-    for name, fields in (("facts", FACT_FIELDS), ("fact_history", FACT_HISTORY_FIELDS)):
-        items = data.get(name) or []
-        if not isinstance(items, list) or any(
-            not isinstance(i, dict) or any(not isinstance(i.get(f), str) for f in fields) for i in items
-        ):
-            raise UsageError(f"export {name} must be a list of objects with text fields {', '.join(fields)}")
-    log = data.get("message_log") or []
-    if not isinstance(log, list) or any(
-        not isinstance(e, dict) or any(not isinstance(e.get(f), str | None) for f in MESSAGE_LOG_FIELDS) for e in log
-    ):
-        raise UsageError(f"export message_log must be a list of objects with fields {', '.join(MESSAGE_LOG_FIELDS)}")
-    for name in ("scheduled_tasks", "macros"):
-        items = data.get(name) or []
-        if not isinstance(items, list) or any(not isinstance(i, dict) for i in items):
-            raise UsageError(f"export {name} must be a list of objects")
-    prefixes = data.get("allowed_prefixes") or []
-    if not isinstance(prefixes, list) or any(not isinstance(p, str) for p in prefixes):
-        raise UsageError("export allowed_prefixes must be a list of text")
-    for name in ("working_memory_log", "facts", "fact_history", "message_log", "scheduled_tasks", "macros", "allowed_prefixes"):
-        data[name] = data.get(name) or []
+    check_json(data, "export", max_bytes=None, max_depth=DUMP_DEPTH)  # JSON only, bounded depth, no NaN
+    check_id(data.get("resource_id"), "export resource_id")
+    unknown = set(data) - {"format", "version", "resource_id", "working_memory", "threads", *_LISTS}
+    if unknown:
+        raise UsageError(f"export has unknown section(s): {', '.join(sorted(unknown))}")
+    out = {**data, **{name: _list(data, name) for name in _LISTS}, "threads": _list(data, "threads")}
+
     wm = data.get("working_memory")
-    if wm is not None and not (isinstance(wm, dict) and isinstance(wm.get("data"), dict)):
-        raise UsageError("export working_memory must be an object with a data object")
-    return data
+    if wm is not None:
+        _fields(wm, "working_memory", {"data": dict, "version": int, "updated_at": str | None})
+        if wm["version"] < 1:
+            raise UsageError(f"export working_memory.version must be 1 or more, not {wm['version']}")
+        check_time(wm.get("updated_at"), "working_memory.updated_at", optional=True)
+    for i, e in enumerate(out["working_memory_log"]):
+        where = f"working_memory_log[{i}]"
+        _fields(e, where, {"version": int, "patch": dict, "source": str, "created_at": str})
+        if e["version"] < 1:
+            raise UsageError(f"export {where}.version must be 1 or more")
+        check_id(e["source"], f"{where}.source")
+        check_time(e["created_at"], f"{where}.created_at")
+    for name, fields in (("facts", FACT_FIELDS), ("fact_history", FACT_HISTORY_FIELDS)):
+        seen: set[tuple[str, str]] = set()
+        for i, f in enumerate(out[name]):
+            where = f"{name}[{i}]"
+            _fields(f, where, dict.fromkeys(fields, str))
+            check_fact(f["category"], f["key"], f["value"], f["source"])
+            for when in fields[4:]:
+                check_time(f[when], f"{where}.{when}")
+            if name == "facts":
+                if (f["category"], f["key"]) in seen:
+                    raise UsageError(f"export facts hold {f['category']}/{f['key']} twice")
+                seen.add((f["category"], f["key"]))
+    for i, e in enumerate(out["message_log"]):
+        where = f"message_log[{i}]"
+        _fields(e, where, {f: (str | None if f in ("old_content", "reason") else str) for f in MESSAGE_LOG_FIELDS})
+        if e["action"] not in ("edit", "pop", "delete"):
+            raise UsageError(f"export {where}.action must be edit, pop or delete")
+        for f in ("message_id", "thread_id", "actor"):
+            check_id(e[f], f"{where}.{f}")
+        check_time(e["created_at"], f"{where}.created_at")
+    _check_state(out)
+
+    ids: set[str] = set()
+    threads = []
+    for i, t in enumerate(out["threads"]):
+        where = f"threads[{i}]"
+        _fields(t, where, {"id": str, "title": str | None, "metadata": dict | None, "messages": list})
+        check_id(t["id"], f"{where}.id")
+        check_title(t.get("title"))
+        check_metadata(t.get("metadata"), f"{where}.metadata")
+        for when in ("created_at", "updated_at"):
+            check_time(t.get(when), f"{where}.{when}", optional=True)
+        parsed = []
+        for j, raw in enumerate(t["messages"]):
+            parsed.append(_message(raw, f"{where}.messages[{j}]"))
+            if parsed[-1].id in ids:
+                raise UsageError(f"export holds message id {parsed[-1].id!r} twice")
+            ids.add(parsed[-1].id or "")
+        threads.append({**t, "_parsed": parsed})
+    if len({t["id"] for t in threads}) != len(threads):
+        raise UsageError("export holds a thread id twice")
+    out["threads"] = threads
+    return out
+
+
+_LISTS = (
+    "working_memory_log",
+    "facts",
+    "fact_history",
+    "message_log",
+    "scheduled_tasks",
+    "macros",
+    "allowed_prefixes",
+)
+
+
+def _list(data: dict[str, Any], name: str) -> list[Any]:
+    items = data.get(name)
+    if items is None:
+        return []  # an export made before that section existed
+    if not isinstance(items, list):
+        raise UsageError(f"export {name} must be a list, not {type(items).__name__}")
+    return items
+
+
+def _fields(item: Any, where: str, kinds: dict[str, Any]) -> None:
+    """``item`` is an object whose listed fields have these types (``None`` allowed where the type says)."""
+    if not isinstance(item, dict):
+        raise UsageError(f"export {where} must be an object, not {type(item).__name__}")
+    for name, kind in kinds.items():
+        value = item.get(name)
+        allowed = kind.__args__ if hasattr(kind, "__args__") else (kind,)
+        if isinstance(value, bool) and bool not in allowed:
+            raise UsageError(f"export {where}.{name} must be {_kind_name(allowed)}, not a boolean")
+        if not isinstance(value, tuple(a for a in allowed if a is not type(None))) and not (
+            value is None and type(None) in allowed
+        ):
+            raise UsageError(f"export {where}.{name} must be {_kind_name(allowed)}, not {type(value).__name__}")
+
+
+def _kind_name(kinds: tuple[Any, ...]) -> str:
+    names = {dict: "an object", list: "a list", str: "text", int: "an integer", float: "a number", bool: "true or false"}
+    return " or ".join(names.get(k, "null") for k in kinds)
+
+
+def _message(raw: Any, where: str) -> Message:
+    _fields(raw, where, {"id": str, "role": str, "created_at": str})
+    try:
+        m = Message.from_dict(raw)
+    except (KeyError, TypeError, ValueError, AttributeError, UsageError) as exc:
+        raise UsageError(f"export {where} is not a message: {exc}") from None
+    try:
+        check_message(m)
+    except UsageError as exc:
+        raise UsageError(f"export {where}: {exc}") from None
+    return m
+
+
+def _check_state(out: dict[str, Any]) -> None:
+    """Scheduled tasks, macros and prefixes of a dump."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from .approvals import normalize_prefix
+    from .schedule import next_run
+    from .state import MAX_TASK_NAME, MAX_TASK_PROMPT
+
+    names: set[str] = set()
+    for i, t in enumerate(out["scheduled_tasks"]):
+        where = f"scheduled_tasks[{i}]"
+        _fields(
+            t,
+            where,
+            {
+                "id": str,
+                "name": str,
+                "cron_expr": str | None,
+                "original_schedule": str,
+                "prompt": str,
+                "source": str,
+                "is_oneshot": bool,
+                "is_paused": bool,
+                "is_trusted": bool,
+                "timezone": str,
+                "thread_id": str,
+            },
+        )
+        for f in ("id", "name", "thread_id"):
+            check_id(t[f], f"{where}.{f}")
+        if len(t["name"]) > MAX_TASK_NAME or len(t["prompt"]) > MAX_TASK_PROMPT or not t["prompt"].strip():
+            raise UsageError(f"export {where}: name or prompt empty or too long")
+        check_text(t["prompt"], f"{where}.prompt")
+        check_text(t["original_schedule"], f"{where}.original_schedule")
+        if t["source"] not in ("tool", "config") or t["is_oneshot"] != (t["cron_expr"] is None):
+            raise UsageError(f"export {where}: source must be tool or config, and only a one-shot has no cron")
+        try:
+            ZoneInfo(t["timezone"])
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UsageError(f"export {where}.timezone is not a time zone: {t['timezone']!r}") from None
+        if t["cron_expr"] is not None:
+            try:
+                created = check_time(t.get("created_at"), f"{where}.created_at")
+                assert created is not None
+                next_run(t["cron_expr"], after=created, tz=t["timezone"])
+            except UsageError as exc:
+                raise UsageError(f"export {where}.cron_expr: {exc}") from None
+        for when in ("next_run_at", "last_run_at", "created_at", "updated_at"):
+            check_time(t.get(when), f"{where}.{when}", optional=when in ("next_run_at", "last_run_at"))
+        if t["name"] in names:
+            raise UsageError(f"export holds the task name {t['name']!r} twice")
+        names.add(t["name"])
+    for i, m in enumerate(out["macros"]):
+        where = f"macros[{i}]"
+        _fields(
+            m,
+            where,
+            {
+                "trigger_tool": str,
+                "trigger_pattern": str,
+                "next_tool": str,
+                "confidence": float | int,
+                "used_count": int,
+                "success_count": int,
+                "failure_count": int,
+            },
+        )
+        if set(m) - {"trigger_tool", "trigger_pattern", "next_tool", "next_args", "confidence"} - {
+            "used_count",
+            "success_count",
+            "failure_count",
+        }:
+            raise UsageError(f"export {where} has unknown fields")
+        if not 0 <= m["confidence"] <= 1 or min(m["used_count"], m["success_count"], m["failure_count"]) < 0:
+            raise UsageError(f"export {where}: confidence must be within [0, 1] and counts not negative")
+        for f in ("trigger_tool", "trigger_pattern", "next_tool"):
+            check_id(m[f], f"{where}.{f}")
+    for i, prefix in enumerate(out["allowed_prefixes"]):
+        if not isinstance(prefix, str) or normalize_prefix(prefix) != prefix:
+            raise UsageError(f"export allowed_prefixes[{i}] is not a normalised command prefix")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from datetime import datetime
@@ -19,6 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from .config import load_config
 from .errors import CadernoError
 from .memory import Memory, connect
 from .messages import Message, Thread
@@ -59,19 +61,32 @@ async def _memory(ctx: click.Context) -> Memory:
     return await connect(ctx.obj["db"])
 
 
+#: The database when neither ``--db`` nor the config file names one.
+DEFAULT_DB = "caderno.db"
+
+
 @click.group()
 @click.option(
     "--db",
     envvar="CADERNO_DB",
-    default="caderno.db",
-    show_default=True,
-    help="Database URL or SQLite file path (env CADERNO_DB).",
+    default=None,
+    help=f"Database URL or SQLite file path (env CADERNO_DB; default: the config's [database] url, else {DEFAULT_DB}).",
+)
+@click.option(
+    "--config",
+    envvar="CADERNO_CONFIG",
+    default=None,
+    help="caderno.toml: database, [model] and [[scheduled_tasks]] (env CADERNO_CONFIG).",
 )
 @click.version_option(package_name="caderno")
 @click.pass_context
-def main(ctx: click.Context, db: str) -> None:
+def main(ctx: click.Context, db: str | None, config: str | None) -> None:
     """caderno: durable memory for AI agents."""
-    ctx.obj = {"db": db}
+    try:
+        loaded = load_config(config)
+    except CadernoError as exc:
+        _fail(str(exc))
+    ctx.obj = {"db": db or loaded.database_url or DEFAULT_DB, "config": loaded}
 
 
 # -- threads -------------------------------------------------------------------
@@ -559,13 +574,60 @@ async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: boo
 @click.pass_context
 @run_async
 async def worker_cmd(ctx: click.Context, interval_hours: float) -> None:
-    """Run forever: embed pending messages and consolidate every INTERVAL (for a long-running host)."""
+    """Run until stopped: embed pending messages, consolidate every INTERVAL, run due scheduled tasks.
+
+    With a config file, its [[scheduled_tasks]] are synced at start, and due
+    tasks run every caderno.scheduler.POLL_SECONDS when it names a [model].
+    Ctrl-C or SIGTERM stops it; a turn in flight is committed whole or not at all.
+    """
+    from . import scheduler
+    from ._cli_state import NO_MODEL, sync_report_text
+
+    config = ctx.obj["config"]
+    model = config.chat_model()
+    wanted = config.tasks() if config.path is not None else None
     memory = await _memory(ctx)
-    click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {interval_hours:g} h (Ctrl-C to stop)", err=True)
     try:
-        await memory.run_background(interval_hours=interval_hours)
+        click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {interval_hours:g} h (Ctrl-C to stop)", err=True)
+        if wanted is not None:
+            click.echo(sync_report_text(await memory.tasks.sync_config(wanted)), err=True)
+        jobs = [memory.run_background(interval_hours=interval_hours)]
+        if model is None:
+            click.echo(f"{NO_MODEL}; this worker only embeds and consolidates", err=True)
+        else:
+            from .agent.chat import AgentChat
+
+            chat = AgentChat(model=model, memory=memory, schedule_tool=True)
+            jobs.append(scheduler.run_forever(memory, chat))
+            click.echo(f"running due tasks every {scheduler.POLL_SECONDS:g} s", err=True)
+        await _until_stopped(jobs)
+        click.echo("caderno worker stopped", err=True)
     finally:
         await memory.close()
+        if model is not None:
+            await model.aclose()
+
+
+async def _until_stopped(jobs: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``jobs`` until SIGINT or SIGTERM (or one of them fails), then cancel and await them all."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # Windows: Ctrl-C still ends asyncio.run
+            pass
+    running = [asyncio.ensure_future(job) for job in jobs]
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (*running, stopper):
+            task.cancel()
+        await asyncio.gather(*running, stopper, return_exceptions=True)
+    for task in done:
+        if task is not stopper and not task.cancelled() and (exc := task.exception()) is not None:
+            raise exc
 
 
 @main.command("reindex")
@@ -770,5 +832,19 @@ def demo_cmd(ctx: click.Context, day: str | None) -> None:
     click.echo(f"Veja o que ficou guardado: caderno --db {db} threads list {demo.RESOURCE}")
 
 
+def _register() -> None:
+    from ._cli_state import GROUPS
+
+    for group in GROUPS:
+        main.add_command(group)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    # Run as ``python -m caderno.cli``, this file is ``__main__``, and the
+    # groups in ``_cli_state`` import ``caderno.cli``: use that module's
+    # ``main`` (registered below on import) rather than registering twice.
+    from caderno.cli import main as _main
+
+    _main()
+else:
+    _register()

@@ -7,7 +7,8 @@ backend behaves the same. ``connect(url)`` picks the backend.
 from __future__ import annotations
 
 import asyncio
-import json
+import copy
+import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Generator, Sequence
@@ -16,7 +17,9 @@ from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
 from . import _dump
+from ._json import MAX_MESSAGES_PER_APPEND
 from ._time import new_id, utcnow
+from ._validate import MAX_ID_LENGTH, check_actor, check_fact, check_id, check_message, check_metadata, check_title
 from .consolidation import ConsolidationSettings, Consolidator
 from .errors import NotFound, Unsupported, UsageError
 from .importance import embeddable
@@ -43,22 +46,27 @@ class _Default:
 #: "Not given": use caderno's default (for ``embedder``, the local MiniLM).
 DEFAULT: Any = _Default()
 
-MAX_ID_LENGTH = 256
 #: Fact texts whose vectors are kept for ranking facts per turn (least recently used go first).
 FACT_VECTOR_CACHE = 4096
-#: Fact limits, in characters: short enough to show many per turn.
-MAX_FACT_CATEGORY, MAX_FACT_KEY, MAX_FACT_VALUE = 64, 256, 4000
-FACT_SOURCES = ("agent", "user", "consolidation")
 
 
-def check_id(value: Any, what: str) -> str:
-    """Resource and thread ids: non-empty text of at most 256 characters, no NUL."""
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"{what} must be a non-empty string")
-    if len(value) > MAX_ID_LENGTH:
-        raise UsageError(f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
-    check_text(value, what)
-    return value
+def fact_op(resource_id: str, category: str, key: str, value: str, source: str) -> ops.UpsertFact:
+    """Validate a fact and build its upsert (policy once, for the tool, the API and consolidation)."""
+    check_id(resource_id, "resource_id")
+    check_fact(category, key, value, source)
+    return ops.UpsertFact(
+        resource_id=resource_id,
+        category=category.strip().lower(),
+        key=key.strip(),
+        value=value.strip(),
+        source=source,
+        now=utcnow(),
+    )
+
+
+def detached(messages: list[Message]) -> list[Message]:
+    """Copies whose metadata the caller may change without touching what stores and caches hold."""
+    return [m._stamped(metadata=copy.deepcopy(m.metadata)) if m.metadata else m for m in messages]
 
 
 @runtime_checkable
@@ -103,29 +111,6 @@ class TurnContext:
     """The resource's facts, most recently updated first (empty when not asked)."""
     macros: list[Macro] = field(default_factory=list)
     """The resource's learned tool macros (empty when not asked)."""
-
-
-def fact_op(resource_id: str, category: str, key: str, value: str, source: str) -> ops.UpsertFact:
-    """Validate a fact and build its upsert (policy once, for the tool, the API and consolidation)."""
-    check_id(resource_id, "resource_id")
-    if source not in FACT_SOURCES:
-        raise UsageError(f"source must be agent, user or consolidation, not {source!r}")
-    for name, text in (("category", category), ("key", key), ("value", value)):
-        if not isinstance(text, str) or not text.strip():
-            raise UsageError(f"fact {name} must be non-empty text")
-        check_text(text, f"fact {name}")
-    if len(category) > MAX_FACT_CATEGORY or len(key) > MAX_FACT_KEY or len(value) > MAX_FACT_VALUE:
-        raise UsageError(
-            f"fact too long: category <= {MAX_FACT_CATEGORY}, key <= {MAX_FACT_KEY}, value <= {MAX_FACT_VALUE} characters"
-        )
-    return ops.UpsertFact(
-        resource_id=resource_id,
-        category=category.strip().lower(),
-        key=key.strip(),
-        value=value.strip(),
-        source=source,
-        now=utcnow(),
-    )
 
 
 class Memory:
@@ -254,23 +239,22 @@ class Memory:
             UsageError: a non-Message item, text that cannot be stored (NUL,
                 lone surrogates), a bad id, or a non-JSON tool argument.
         """
-        if isinstance(messages, Message):
-            raise UsageError("messages must be a list of Message, not a single Message")
+        if isinstance(messages, Message) or not isinstance(messages, Sequence):
+            raise UsageError("messages must be a list of Message")
+        if len(messages) > MAX_MESSAGES_PER_APPEND:
+            raise UsageError(f"{len(messages)} messages in one append; the limit is {MAX_MESSAGES_PER_APPEND}")
         ready = []
         for m in messages:
             if not isinstance(m, Message):
                 raise UsageError(f"messages must be Message instances, got {type(m).__name__}")
-            check_text(m.content, "message content")
-            if m.id is not None:
-                check_id(m.id, "message id")
-            if m.tool_calls or m.metadata:
-                try:
-                    json.dumps([c.to_dict() for c in m.tool_calls or ()], ensure_ascii=False).encode("utf-8")
-                    json.dumps(m.metadata, ensure_ascii=False).encode("utf-8")
-                except (TypeError, ValueError, UnicodeEncodeError) as exc:
-                    raise UsageError(f"tool call arguments and metadata must be JSON: {exc}") from None
+            check_message(m)
             ready.append(
-                m._stamped(id=m.id or new_id(), created_at=m.created_at or utcnow(), importance=importance_score(m))
+                m._stamped(
+                    id=m.id or new_id(),
+                    created_at=m.created_at or utcnow(),
+                    importance=importance_score(m),
+                    metadata=copy.deepcopy(m.metadata),  # the caller's dict stays the caller's
+                )
             )
         return ready
 
@@ -302,7 +286,7 @@ class Memory:
             return []
         stored = await self.run(self.append_op(resource_id, thread_id, ready))
         self.indexer.notify()
-        return stored
+        return detached(stored)
 
     async def get_messages(
         self, *, resource_id: str, thread_id: str, limit: int | None = None, before: int | None = None
@@ -321,7 +305,8 @@ class Memory:
             raise UsageError(f"before must be a message seq (an integer) or None, not {before!r}")
         if limit == 0:
             return []
-        return await self.run(ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=limit, before=before))
+        found = await self.run(ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=limit, before=before))
+        return detached(found)
 
     async def load_turn(
         self, *, resource_id: str, thread_id: str, history_limit: int, facts: bool = True, macros: bool = False
@@ -345,7 +330,7 @@ class Memory:
             batch.append(ops.ReadMacros(resource_id=resource_id))
         results = await self.batch(batch)
         return TurnContext(
-            history=results[0],
+            history=detached(results[0]),
             working_memory=results[1],
             summaries=results[2] if with_summaries else [],
             facts=results[2 + with_summaries] if with_facts else [],
@@ -382,7 +367,7 @@ class Memory:
         batch += list(extra)
         results = await self.batch(batch)
         self.indexer.notify()
-        return results[0], (results[len(patches)] if patches else None)
+        return detached(results[0]), (results[len(patches)] if patches else None)
 
     async def list_threads(self, *, resource_id: str) -> list[Thread]:
         """The resource's threads, most recently active first."""
@@ -412,8 +397,8 @@ class Memory:
         """
         check_id(resource_id, "resource_id")
         thread_id = check_id(thread_id, "thread_id") if thread_id is not None else new_id()
-        _check_title(title)
-        _check_metadata(metadata)
+        check_title(title)
+        check_metadata(metadata)
         op = ops.PutThread(
             resource_id=resource_id, thread_id=thread_id, create=True, title=title, metadata=metadata, now=utcnow()
         )
@@ -433,9 +418,9 @@ class Memory:
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
         if title is not ops.UNSET:
-            _check_title(title)
+            check_title(title)
         if metadata is not ops.UNSET:
-            _check_metadata(metadata)
+            check_metadata(metadata)
         op = ops.PutThread(
             resource_id=resource_id, thread_id=thread_id, create=False, title=title, metadata=metadata, now=utcnow()
         )
@@ -467,7 +452,7 @@ class Memory:
         """
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
-        _check_actor(actor, reason)
+        check_actor(actor, reason)
         op = ops.PopMessage(resource_id=resource_id, thread_id=thread_id, actor=actor, reason=reason, now=utcnow())
         popped = await self.run(op)
         if popped is not None:
@@ -490,7 +475,7 @@ class Memory:
         if not isinstance(content, str):
             raise UsageError(f"content must be a string, not {type(content).__name__}")
         check_text(content, "message content")
-        _check_actor(actor, reason)
+        check_actor(actor, reason)
         op = ops.EditMessage(
             resource_id=resource_id,
             message_id=message_id,
@@ -520,7 +505,7 @@ class Memory:
         """
         check_id(resource_id, "resource_id")
         check_id(message_id, "message_id")
-        _check_actor(actor, reason)
+        check_actor(actor, reason)
         op = ops.DeleteMessage(resource_id=resource_id, message_id=message_id, actor=actor, reason=reason, now=utcnow())
         deleted = await self.run(op)
         if deleted is None:
@@ -819,6 +804,22 @@ class Memory:
             Deduplicated hits in conversation order (thread, then sequence).
         """
         check_id(resource_id, "resource_id")
+        if not isinstance(query, str):
+            raise UsageError(f"query must be text, not {type(query).__name__}")
+        check_text(query, "query")
+        if message_range is not None:
+            pair = (message_range, message_range) if isinstance(message_range, int) else message_range
+            if (
+                not isinstance(pair, tuple | list)
+                or len(pair) != 2
+                or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in pair)
+            ):
+                raise UsageError(f"message_range must be a non-negative integer or a pair of them, not {message_range!r}")
+            message_range = (pair[0], pair[1])
+        if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
+            raise UsageError(f"top must be a positive integer or None, not {top!r}")
+        if not isinstance(min_similarity, int | float) or isinstance(min_similarity, bool):
+            raise UsageError(f"min_similarity must be a number, not {min_similarity!r}")
         if scope not in ("resource", "thread"):
             raise UsageError(f"scope must be 'resource' or 'thread', not {scope!r}")
         if thread_id is not None:
@@ -828,7 +829,7 @@ class Memory:
         for name, value in (("recent", recent), ("salient", salient), ("relevant", relevant), ("lexical", lexical)):
             if not isinstance(value, int) or value < 0:
                 raise UsageError(f"{name} must be a non-negative integer, not {value!r}")
-        return await self.retriever.recall(
+        hits = await self.retriever.recall(
             resource_id=resource_id,
             query=query,
             thread_id=thread_id,
@@ -838,43 +839,13 @@ class Memory:
             message_range=message_range,
             top=top,
         )
+        return [dataclasses.replace(h, message=detached([h.message])[0]) for h in hits]
 
 
 def _no_thread(resource_id: str, thread_id: str) -> NotFound:
     return NotFound(
         f"resource {resource_id!r} has no thread {thread_id!r}", resource_id=resource_id, thread_id=thread_id
     )
-
-
-#: Longest thread title, in characters.
-MAX_TITLE = 500
-
-
-def _check_title(title: Any) -> None:
-    if title is not None:
-        if not isinstance(title, str):
-            raise UsageError(f"title must be text or None, not {type(title).__name__}")
-        if len(title) > MAX_TITLE:
-            raise UsageError(f"title is {len(title)} characters long; the limit is {MAX_TITLE}")
-        check_text(title, "title")
-
-
-def _check_metadata(metadata: Any) -> None:
-    if metadata is not None:
-        if not isinstance(metadata, dict):
-            raise UsageError(f"metadata must be a JSON object or None, not {type(metadata).__name__}")
-        try:
-            json.dumps(metadata, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        except (TypeError, ValueError, UnicodeEncodeError) as exc:
-            raise UsageError(f"metadata must be JSON: {exc}") from None
-
-
-def _check_actor(actor: Any, reason: Any) -> None:
-    check_id(actor, "actor")
-    if reason is not None:
-        if not isinstance(reason, str):
-            raise UsageError(f"reason must be text or None, not {type(reason).__name__}")
-        check_text(reason, "reason")
 
 
 def open_store(url: str | Any, **options: Any) -> Store:

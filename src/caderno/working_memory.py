@@ -7,7 +7,6 @@ transaction so the read-merge-write is atomic in the database.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -85,12 +84,16 @@ def schema_of(schema: Any) -> dict[str, Any] | None:
 
 def check_patch(patch: Any, resource_id: str) -> dict[str, Any]:
     """Accept a patch only if it is a JSON object (a dict with str keys)."""
+    from ._json import MAX_PATCH_BYTES, check_json
+    from .errors import UsageError
+
     if not isinstance(patch, Mapping):
         raise InvalidPatch(
             f"a working-memory patch must be a JSON object, not {type(patch).__name__}", resource_id=resource_id
         )
     try:
-        json.dumps(patch, ensure_ascii=False).encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise InvalidPatch(f"patch is not JSON-serialisable: {exc}", resource_id=resource_id) from None
-    return dict(patch)
+        check_json(patch, "patch", max_bytes=MAX_PATCH_BYTES)
+    except UsageError as exc:
+        raise InvalidPatch(str(exc), resource_id=resource_id) from None
+    # A copy: the caller may keep mutating its dict after the call.
+    return copy.deepcopy(dict(patch))

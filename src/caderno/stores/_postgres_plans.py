@@ -11,16 +11,28 @@ from ._plans_state import DUE, TASK_FIELDS, due_tasks_claimed
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import Dialect, Plan, Q, UniqueViolation, later
 
+#: Messages per append statement: 10 parameters each stays far below
+#: PostgreSQL's 65,535 parameters per statement.
+APPEND_CHUNK = 1000
+
 
 def append(d: Dialect, op: ops.Append) -> Plan[list[Message]]:
-    """One statement, one round trip, atomic on its own.
+    """One statement per ``APPEND_CHUNK`` messages: a turn is one round trip, atomic on its own.
 
     The advisory lock (per thread) is joined into the insert's source rows,
     so it is held before any sequence value is drawn: writers of one thread
-    queue and each turn gets consecutive places in the thread. The embedding
+    queue and each turn gets consecutive places in the thread. The lock is
+    the transaction's, so a larger append (several statements, run in one
+    transaction) keeps it from its first chunk to the commit. The embedding
     queue is filled by the same statement, for the ids policy chose.
     """
-    messages = op.messages
+    stored: list[Message] = []
+    for start in range(0, len(op.messages), APPEND_CHUNK):
+        stored += yield from _append_chunk(op, op.messages[start : start + APPEND_CHUNK])
+    return stored
+
+
+def _append_chunk(op: ops.Append, messages: tuple[Message, ...]) -> Plan[list[Message]]:
     rows_sql = ", ".join(["(?, ?, ?, ?, ?, ?, ?::double precision, ?::timestamptz, ?, ?::int)"] * len(messages))
     sql = (
         "WITH r AS (INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
@@ -42,7 +54,7 @@ def append(d: Dialect, op: ops.Append) -> Plan[list[Message]]:
     params: list[Any] = [rid, now, now, rid, tid, now, f"{rid}\x1f{tid}", rid, tid]
     for i, m in enumerate(messages):
         params += [*event_params(m), i]
-    params += [rid, sorted(op.embed)]
+    params += [rid, sorted(m.id for m in messages if m.id in op.embed)]
     try:
         rows = yield Q(sql, params)
     except UniqueViolation:

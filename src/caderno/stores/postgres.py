@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from .._secrets import redact_url, scrub, secrets_of, split_url
 from ..errors import MissingExtra, SchemaTooNew, StorageError, UsageError
 from . import _plans, _postgres_plans, ops
 from ._postgres_schema import MIGRATION_LOCK, MIGRATIONS
@@ -113,19 +114,22 @@ async def _execute(conn: Any, q: Q) -> Any:
         raise ForeignKeyViolation(str(exc)) from exc
 
 
-def redact(url: str) -> str:
-    """The URL with any password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+#: The loggers psycopg writes connection errors to.
+_DRIVER_LOGGERS = ("psycopg", "psycopg.pool")
 
 
-def _scrub(text: str, url: str) -> str:
-    password = urlsplit(url).password
-    return text.replace(password, "***") if password else text
+class _ScrubLogs(logging.Filter):
+    """Masks a store's secrets in the records of psycopg's own loggers (the pool logs connection errors)."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            record.msg, record.args = scrub(record.getMessage(), self.secrets), ()
+            record.exc_info = record.exc_text = None  # a traceback would repeat the driver's text
+        return True
 
 
 class PostgresStore:
@@ -146,15 +150,22 @@ class PostgresStore:
             import psycopg_pool  # noqa: F401
         except ImportError:
             raise MissingExtra("postgres", "psycopg and psycopg-pool") from None
-        parts = urlsplit(url)
-        query = dict(parse_qsl(parts.query))
+        # Other parameters keep their exact text: libpq reads them as written
+        # (re-encoding turned "options=-c statement_timeout=1234" into something it refuses).
+        conninfo, query = split_url(url, _OUR_PARAMS)
+        self._conninfo = "postgresql://" + conninfo.split("://", 1)[1] if "://" in conninfo else conninfo
+        self.url = redact_url(url)
+        self._secrets = secrets_of(url)
         self.schema = schema or query.get("schema")
         if self.schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", self.schema):
             raise UsageError(f"schema name {self.schema!r} must be lowercase letters, digits and '_'")
-        self.pool_size = int(pool_size or query.get("pool_size") or 10)
-        rest = urlencode({k: v for k, v in query.items() if k not in _OUR_PARAMS})
-        self._conninfo = urlunsplit(parts._replace(scheme="postgresql", query=rest))
-        self.url = redact(url)
+        try:
+            self.pool_size = int(pool_size or query.get("pool_size") or 10)
+        except ValueError:
+            raise UsageError(f"pool_size must be a whole number, not {query.get('pool_size')!r}") from None
+        if not 1 <= self.pool_size <= 1000:
+            raise UsageError(f"pool_size must be between 1 and 1000, not {self.pool_size}")
+        self._log_filter = _ScrubLogs(self._secrets)
         self._pool: Any = None
         self._open_lock = asyncio.Lock()
 
@@ -165,6 +176,9 @@ class PostgresStore:
             if self._pool is not None:
                 return
             from psycopg_pool import AsyncConnectionPool
+
+            for name in _DRIVER_LOGGERS:
+                logging.getLogger(name).addFilter(self._log_filter)
 
             schema = self.schema
 
@@ -182,9 +196,15 @@ class PostgresStore:
                 check=AsyncConnectionPool.check_connection,
                 name="caderno",
             )
+            import psycopg
+            import psycopg_pool
+
             try:
                 await self._first_connect(pool)
                 await self._migrate(pool)
+            except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                await pool.close()
+                raise StorageError(f"cannot open PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}") from None
             except BaseException:
                 await pool.close()
                 raise
@@ -199,7 +219,7 @@ class PostgresStore:
             conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
             raise StorageError(
-                f"cannot connect to PostgreSQL at {self.url}: {_scrub(str(exc), self._conninfo)}"
+                f"cannot connect to PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}"
             ) from None
         try:
             if self.schema:
@@ -230,6 +250,8 @@ class PostgresStore:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+        for name in _DRIVER_LOGGERS:
+            logging.getLogger(name).removeFilter(self._log_filter)
 
     async def _tx(self, fn: Callable[[Any], Awaitable[T]], *, write: bool = True, transaction: bool = True) -> T:
         """Run ``fn(conn)``, in one transaction unless it is a single statement.
@@ -250,7 +272,8 @@ class PostgresStore:
                     async with conn.transaction():
                         return await fn(conn)
             except (psycopg.Error, UniqueViolation, ForeignKeyViolation) as exc:
-                raise StorageError(f"PostgreSQL error on {self.url}: {_scrub(str(exc), self._conninfo)}") from exc
+                # No cause chain: the driver's exception may quote the connection string.
+                raise StorageError(f"PostgreSQL error on {self.url}: {scrub(str(exc), self._secrets)}") from None
 
         if not write:
             return await run()
@@ -273,6 +296,8 @@ class PostgresStore:
 
         # A single one-statement operation is atomic on its own: no BEGIN/COMMIT round trips.
         alone = len(batch) == 1 and type(batch[0]) in _ONE_STATEMENT
+        if isinstance(batch[0], ops.Append) and len(batch[0].messages) > _postgres_plans.APPEND_CHUNK:
+            alone = False  # several statements: they need one transaction
         return await self._tx(run, write=writes, transaction=not alone)
 
     def _handler(self, op: ops.Op[Any]) -> Handler:

@@ -1,0 +1,142 @@
+"""One validation layer for everything that enters caderno.
+
+Append, patch, import, tool arguments, the CLI and the HTTP API all pass
+their values through these checks before anything is written, so a refusal
+is the same ``UsageError`` on every backend and changes nothing. The JSON
+rules and the size policy are in ``caderno._json``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ._json import MAX_JSON_DEPTH, MAX_MESSAGE_CHARS, MAX_METADATA_BYTES, MAX_PATCH_BYTES, check_json
+from ._time import from_iso
+from .errors import UsageError
+from .messages import Message, check_text
+
+__all__ = [
+    "FACT_SOURCES",
+    "MAX_FACT_CATEGORY",
+    "MAX_FACT_KEY",
+    "MAX_FACT_VALUE",
+    "MAX_ID_LENGTH",
+    "MAX_TITLE",
+    "check_actor",
+    "check_fact",
+    "check_id",
+    "check_message",
+    "check_metadata",
+    "check_time",
+    "check_title",
+]
+
+#: Resource, thread, message and other ids: long enough for any UUID or slug.
+MAX_ID_LENGTH = 256
+#: Fact limits, in characters: short enough to show many per turn.
+MAX_FACT_CATEGORY, MAX_FACT_KEY, MAX_FACT_VALUE = 64, 256, 4000
+FACT_SOURCES = ("agent", "user", "consolidation")
+#: Longest thread title, in characters.
+MAX_TITLE = 500
+
+
+def check_id(value: Any, what: str) -> str:
+    """Ids: non-empty text of at most ``MAX_ID_LENGTH`` characters, no NUL, no lone surrogate."""
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"{what} must be a non-empty string")
+    if len(value) > MAX_ID_LENGTH:
+        raise UsageError(f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
+    check_text(value, what)
+    return value
+
+
+def check_message(m: Message) -> None:
+    """Every text and JSON field of a message, by the rules every backend can keep.
+
+    Raises:
+        UsageError: NUL or lone surrogates in any text field, content past
+            ``MAX_MESSAGE_CHARS``, ids past ``MAX_ID_LENGTH``, tool-call
+            arguments or metadata that are not JSON (NaN, non-string keys,
+            too deep, too large), a timestamp without a time zone.
+    """
+    check_text(m.content, "message content")
+    if len(m.content) > MAX_MESSAGE_CHARS:
+        raise UsageError(f"message content is {len(m.content):,} characters; the limit is {MAX_MESSAGE_CHARS:,}")
+    if m.id is not None:
+        check_id(m.id, "message id")
+    for what, value in (("tool_call_id", m.tool_call_id), ("name", m.name)):
+        if value is not None:
+            check_id(value, f"message {what}")
+    for call in m.tool_calls or ():
+        check_id(call.id, "tool call id")
+        check_id(call.name, "tool call name")
+        if isinstance(call.arguments, str):
+            check_text(call.arguments, f"arguments of tool call {call.id!r}")
+        else:
+            check_json(call.arguments, f"arguments of tool call {call.id!r}", max_bytes=MAX_PATCH_BYTES)
+    if m.metadata is not None:
+        if not isinstance(m.metadata, dict):
+            raise UsageError(f"message metadata must be a JSON object, not {type(m.metadata).__name__}")
+        check_json(m.metadata, "message metadata", max_bytes=MAX_METADATA_BYTES)
+    if m.created_at is not None and (not isinstance(m.created_at, datetime) or m.created_at.utcoffset() is None):
+        raise UsageError("message created_at must be an aware datetime (with a time zone)")
+    if m.importance is not None and (
+        not isinstance(m.importance, int | float) or isinstance(m.importance, bool) or not 0 <= m.importance <= 1
+    ):
+        raise UsageError(f"message importance must be a number within [0, 1], not {m.importance!r}")
+
+
+def check_fact(category: Any, key: Any, value: Any, source: Any) -> None:
+    """A fact's fields: non-empty text within the limits, and a known source."""
+    if source not in FACT_SOURCES:
+        raise UsageError(f"source must be agent, user or consolidation, not {source!r}")
+    for name, text in (("category", category), ("key", key), ("value", value)):
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError(f"fact {name} must be non-empty text")
+        check_text(text, f"fact {name}")
+    if len(category) > MAX_FACT_CATEGORY or len(key) > MAX_FACT_KEY or len(value) > MAX_FACT_VALUE:
+        raise UsageError(
+            f"fact too long: category <= {MAX_FACT_CATEGORY}, key <= {MAX_FACT_KEY}, value <= {MAX_FACT_VALUE} characters"
+        )
+
+
+def check_title(title: Any) -> None:
+    if title is not None:
+        if not isinstance(title, str):
+            raise UsageError(f"title must be text or None, not {type(title).__name__}")
+        if len(title) > MAX_TITLE:
+            raise UsageError(f"title is {len(title)} characters long; the limit is {MAX_TITLE}")
+        check_text(title, "title")
+
+
+def check_metadata(metadata: Any, what: str = "metadata") -> None:
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise UsageError(f"{what} must be a JSON object or None, not {type(metadata).__name__}")
+        check_json(metadata, what, max_bytes=MAX_METADATA_BYTES)
+
+
+def check_actor(actor: Any, reason: Any) -> None:
+    check_id(actor, "actor")
+    if reason is not None:
+        if not isinstance(reason, str):
+            raise UsageError(f"reason must be text or None, not {type(reason).__name__}")
+        check_text(reason, "reason")
+
+
+def check_time(value: Any, what: str, *, optional: bool = False) -> datetime | None:
+    """An RFC 3339 timestamp from a dump: parsed, or a ``UsageError`` naming the field."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{what} must be an RFC 3339 timestamp (text), not {type(value).__name__}")
+    try:
+        parsed = from_iso(value)
+    except ValueError:
+        raise UsageError(f"{what} is not a timestamp: {value[:40]!r}") from None
+    return parsed
+
+
+#: A dump nests a few levels (threads, messages) above its JSON payloads.
+DUMP_DEPTH = MAX_JSON_DEPTH + 8
