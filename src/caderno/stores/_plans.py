@@ -236,8 +236,6 @@ def read_working_memory_log(d: Dialect, op: ops.ReadWorkingMemoryLog) -> Plan[li
 def erase_resource(d: Dialect, op: ops.EraseResource) -> Plan[None]:
     for table in RESOURCE_TABLES:
         yield Q(f"DELETE FROM {table} WHERE resource_id = ?", (op.resource_id,), "none")
-    for statement in d.after_erase:
-        yield Q(statement, (), "none")
 
 
 def export_resource(d: Dialect, op: ops.ExportResource) -> Plan[dict[str, Any]]:

@@ -69,8 +69,6 @@ class Dialect:
     """How far below the last seen change-feed id a vector refresh re-reads (see ``read_vectors``)."""
     key_share: str
     """Row lock that keeps a row from being deleted meanwhile: ``FOR KEY SHARE`` on PostgreSQL."""
-    after_erase: tuple[str, ...] = ()
-    """Statements run after a resource's rows are deleted (index maintenance)."""
 
 
 @functools.lru_cache(maxsize=1024)

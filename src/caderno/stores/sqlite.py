@@ -27,6 +27,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,11 +48,13 @@ DIALECT = Dialect(
     for_update="",  # one writer: BEGIN IMMEDIATE already excludes every other writer
     feed_overlap=0,  # ids become visible in commit order
     key_share="",
-    # FTS5 keeps deleted terms in its segments until they merge; merging now
-    # means erased words leave the file (with secure_delete). The cost grows
-    # with the whole index: erase is rare by design.
-    after_erase=("INSERT INTO events_fts (events_fts) VALUES ('optimize')",),
 )
+
+#: Checkpoint attempts after a deletion while another connection reads (10 ms apart).
+_CHECKPOINT_TRIES = 20
+#: Operations whose text must leave the file: after they commit, the store
+#: scrubs (see ``SQLiteStore._scrub``).
+_ERASING = (ops.EraseResource, ops.DeleteThread, ops.DeleteMessage, ops.PopMessage)
 
 _OWN: dict[type[Any], Handler] = {
     ops.ClaimEmbeddings: _sqlite_plans.claim_embeddings,
@@ -194,11 +197,14 @@ class SQLiteStore:
         self._write_executor.shutdown(wait=False)
         self._write_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="caderno-sqlite-writer")
 
-    async def _write(self, fn: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None) -> T:
+    async def _write(
+        self, fn: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None, *, scrub: bool = False
+    ) -> T:
         """Run ``fn`` in one IMMEDIATE transaction on the writer, off the loop.
 
         ``after`` runs once the transaction committed, still under the write
-        lock: the place to update the in-process cache.
+        lock: the place to update the in-process cache. ``scrub``: the
+        transaction deleted text that must leave the file (``_scrub``).
         """
         if self._writer is None:
             await self.open()
@@ -218,6 +224,8 @@ class SQLiteStore:
                     raise
                 if after is not None:
                     after(result)
+                if scrub:
+                    self._scrub(conn)
                 return result
 
         # No asyncio.shield needed: cancelling the awaiting task cancels the
@@ -228,6 +236,32 @@ class SQLiteStore:
             return await asyncio.get_running_loop().run_in_executor(self._write_executor, run)
         except (sqlite3.DatabaseError, UniqueViolation, ForeignKeyViolation) as exc:
             raise StorageError(f"SQLite error on {self.path}: {exc}") from exc
+
+    def _scrub(self, conn: sqlite3.Connection) -> None:
+        """Make deleted text leave the database files while the store stays open.
+
+        ``secure_delete`` zeroes deleted rows in the pages it writes, but two
+        copies remain: FTS5 keeps the deleted terms in its index segments
+        until they merge (``optimize`` merges them now), and the WAL keeps
+        the old page images until a checkpoint copies the new ones into the
+        main file (``wal_checkpoint(TRUNCATE)`` does that and empties the
+        WAL). Both cost time in proportion to the index and the WAL, which is
+        why only deletions pay it. A reader of another process holding an old
+        snapshot at this moment keeps the WAL from being emptied; its frames
+        then go at that process's next checkpoint.
+        """
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO events_fts (events_fts) VALUES ('optimize')")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        for _ in range(_CHECKPOINT_TRIES):
+            busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                break
+            time.sleep(0.01)
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T:
         if self._writer is None:
@@ -289,7 +323,8 @@ class SQLiteStore:
             return [run_sync(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
 
         if any(op.writes for op in batch):
-            return await self._write(run, lambda results: self._committed(batch, results))
+            erasing = any(isinstance(op, _ERASING) for op in batch)
+            return await self._write(run, lambda results: self._committed(batch, results), scrub=erasing)
         if len(batch) == 1 and isinstance(batch[0], ops.ReadThread):
             return [await self._read_thread(batch[0])]
         return await self._read(run, snapshot=len(batch) > 1)
