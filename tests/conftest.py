@@ -79,7 +79,29 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             counts[report.outcome] = counts.get(report.outcome, 0) + 1
 
 
+#: Figures the reliability suites report (tests/reliability/): one line each at the end of the run.
+#: ``FUZZ`` is filled by test_fuzz.py (inputs tried, refused with a CadernoError, anything else).
+FUZZ = {"tried": 0, "refused": 0, "unexpected": 0}
+FIGURES: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session")
+def fuzz_stats() -> dict[str, int]:
+    return FUZZ
+
+
+def record_figure(name: str, line: str) -> None:
+    """Print ``line`` in the run's closing summary (crash kills, erasure checks…)."""
+    FIGURES[name] = line
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FUZZ["tried"]:
+        FIGURES["fuzz"] = (
+            f"fuzz: {FUZZ['tried']} inputs tried, {FUZZ['refused']} refused cleanly, {FUZZ['unexpected']} unexpected errors"
+        )
+    for line in FIGURES.values():
+        terminalreporter.write_line(line)
     if not _by_backend:
         return
     parts = []

@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from ._json import loads_strict
 from .config import load_config
 from .errors import CadernoError
 from .memory import Memory, connect
@@ -57,8 +58,41 @@ def _emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
+#: Commands that only read: on a database file that does not exist they fail
+#: instead of creating it (and its directories).
+READ_ONLY = frozenset(
+    {
+        "threads list",
+        "threads show",
+        "wm show",
+        "export",
+        "recall",
+        "messages log",
+        "tasks list",
+        "facts list",
+        "facts history",
+        "macros list",
+        "prefixes list",
+        "prefixes check",
+    }
+)
+
+
 async def _memory(ctx: click.Context) -> Memory:
-    return await connect(ctx.obj["db"])
+    db = ctx.obj["db"]
+    command = ctx.command_path[len(ctx.find_root().command_path) :].strip()
+    if command in READ_ONLY and not _database_exists(str(db)):
+        _fail(f"no database at {db} (nothing stored yet); commands that write create it")
+    return await connect(db)
+
+
+def _database_exists(db: str) -> bool:
+    """Whether a SQLite URL or path names an existing file (other URLs: assumed to exist)."""
+    if db.startswith("sqlite:///"):
+        db = db[len("sqlite:///") :].split("?", 1)[0]
+    elif "://" in db:
+        return True
+    return Path(db).exists()
 
 
 #: The database when neither ``--db`` nor the config file names one.
@@ -192,9 +226,9 @@ def _parse_metadata(text: str | None) -> Any:
     if text is None:
         return ops.UNSET
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        _fail(f"--metadata is not valid JSON: {exc}")
+        return loads_strict(text, "--metadata")
+    except CadernoError as exc:
+        _fail(str(exc))
 
 
 def _thread_done(verb: str, t: Thread, as_json: bool) -> None:
@@ -423,9 +457,9 @@ async def wm_show(ctx: click.Context, resource: str, as_json: bool) -> None:
 async def wm_patch(ctx: click.Context, resource: str, patch: str, expected_version: int | None, as_json: bool) -> None:
     """Merge-patch RESOURCE's working memory with PATCH (a JSON object)."""
     try:
-        parsed = json.loads(patch)
-    except json.JSONDecodeError as exc:
-        _fail(f"PATCH is not valid JSON: {exc}")
+        parsed = loads_strict(patch, "PATCH")
+    except CadernoError as exc:
+        _fail(str(exc))
     memory = await _memory(ctx)
     try:
         state = await memory.update_working_memory(
@@ -469,9 +503,11 @@ async def export_cmd(ctx: click.Context, resource: str, output: Path | None) -> 
 async def import_cmd(ctx: click.Context, file: Path) -> None:
     """Restore an export FILE into a resource that holds nothing yet."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        _fail(f"{file} is not valid JSON: {exc}")
+        data = loads_strict(file.read_bytes(), str(file))
+    except OSError as exc:
+        _fail(f"cannot read {file}: {exc.strerror or exc}")
+    except CadernoError as exc:
+        _fail(str(exc))
     memory = await _memory(ctx)
     try:
         await memory.import_resource(data)
@@ -770,9 +806,9 @@ def journal_add(ctx: click.Context, record: str | None, agent: str, directory: P
     if record is None:
         _fail("journal add requires --record <json>")
     try:
-        data = json.loads(record)
-    except json.JSONDecodeError as exc:
-        _fail(f"--record is not valid JSON: {exc}")
+        data = loads_strict(record, "--record")
+    except CadernoError as exc:
+        _fail(str(exc))
     if not isinstance(data, dict):
         _fail(f"--record must be a JSON object, not {type(data).__name__}")
     j = Journal(directory)

@@ -8,9 +8,10 @@ a newer caderno is recognised and refused instead of downgraded.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from .._time import to_iso, utcnow
-from ..errors import SchemaTooNew
+from ..errors import SchemaTooNew, StorageError
 from ..importance import SALIENT
 from . import _sqlite_legacy
 
@@ -232,3 +233,28 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+#: Tables an older agent's database may hold (see ``_sqlite_legacy``).
+LEGACY_TABLES = frozenset({"messages", "facts", "macros", "scheduled_tasks", "terminal_allowed_prefixes", "events"})
+
+
+def check_foreign(path: Any, tables: set[str], version: int, applied: set[str] | None) -> None:
+    """Refuse a database caderno must not change: a newer caderno's, or another application's.
+
+    Called with what a read-only look found, before anything is written.
+    """
+    known = {name for name, _ in MIGRATIONS}
+    if applied is not None:
+        if applied - known or version > len(MIGRATIONS):
+            raise SchemaTooNew(
+                f"{path} was migrated by a newer caderno (schema {version}, migrations "
+                f"{', '.join(sorted(applied - known)) or 'known'}); upgrade caderno instead of opening it"
+            )
+        return
+    own = {t for t in tables if not t.startswith("sqlite_")}
+    if own and not own & LEGACY_TABLES:
+        raise StorageError(
+            f"{path} is another application's SQLite database (tables: {', '.join(sorted(own)[:8])}); "
+            "caderno will not change it"
+        )

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import quote
 
 from .._time import to_iso
 from ..errors import StorageError, UsageError
@@ -147,10 +148,46 @@ class SQLiteStore:
         return conn
 
     def _check_file(self) -> None:
-        if self.path.exists() and self.path.stat().st_size > 0:
-            with open(self.path, "rb") as fh:
-                if fh.read(16) != _HEADER:
-                    raise StorageError(f"{self.path} is not a SQLite database; refusing to touch it")
+        """Refuse, without changing a byte, a file caderno must not open for writing.
+
+        A directory, an unreadable file, a file that is not SQLite, another
+        application's SQLite database (tables that are neither caderno's nor
+        an older agent's), and a database migrated by a newer caderno. The
+        look is taken through a read-only connection: opening for writing
+        would switch a rollback-journal database to WAL (its header changes)
+        before any migration could refuse it.
+        """
+        path = self.path
+        if path.is_dir():
+            raise StorageError(f"{path} is a directory, not a database file")
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(100)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if not head:
+            return  # an empty file: SQLite makes it a new database
+        if head[:16] != _HEADER:
+            raise StorageError(f"{path} is not a SQLite database; refusing to touch it")
+        try:
+            conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+            try:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                applied = (
+                    {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+                    if "schema_migrations" in tables
+                    else None
+                )
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            if head[18] == 1:  # rollback journal: the writing open would change the header
+                raise StorageError(f"cannot read {path} as a SQLite database: {exc}; refusing to change it") from None
+            return  # already WAL: the writing open reports the problem and changes nothing first
+        _sqlite_schema.check_foreign(path, tables, version, applied)
 
     def _open_sync(self) -> None:
         self._check_file()

@@ -1,0 +1,101 @@
+"""Files caderno must refuse are refused without changing a byte; the CLI says so in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import caderno
+from caderno import Message
+from caderno.errors import SchemaTooNew, StorageError
+from conftest import python_env
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def refuse(path: Path, error: type[Exception], match: str) -> None:
+    before = snapshot(path.parent)
+    with pytest.raises(error, match=match):
+        asyncio.run(caderno.connect(path, embedder=None).__aenter__())
+    assert snapshot(path.parent) == before  # not a byte changed, no -wal or -shm left behind
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "db").mkdir()
+    refuse(tmp_path / "db", StorageError, "is a directory")
+
+
+def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.db").write_text("just some text, not a database\n")
+    refuse(tmp_path / "notes.db", StorageError, "not a SQLite database")
+
+
+def test_another_applications_database_in_rollback_mode_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "shop.db"
+    with sqlite3.connect(path) as conn:  # journal_mode DELETE, as most applications leave it
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO customers (name) VALUES ('Ana')")
+    conn.close()
+    refuse(path, StorageError, "another application's SQLite database")
+
+
+def test_a_newer_cadernos_database_is_refused_even_in_rollback_mode(tmp_path: Path) -> None:
+    path = tmp_path / "newer.db"
+
+    async def make() -> None:
+        async with caderno.connect(path, embedder=None) as memory:
+            await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("oi")])
+
+    asyncio.run(make())
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("INSERT INTO schema_migrations VALUES ('9999_from_the_future', '2030-01-01')")
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    refuse(path, SchemaTooNew, "newer caderno")
+
+
+def cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "caderno.cli", "--db", str(db), *args],
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_refusals_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()
+    out = cli("threads", "list", "r", db=tmp_path / "dir.db")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "directory" in out.stderr, out.stderr
+
+    missing = tmp_path / "nested" / "new.db"
+    for args in (("wm", "show", "r"), ("threads", "list", "r"), ("export", "r")):
+        out = cli(*args, db=missing)
+        assert out.returncode == 1 and "no database at" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert not missing.parent.exists()  # a read never creates the file or its directories
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    malformed = tmp_path / "bad.json"
+    malformed.write_text('{"format": "caderno.resource", "version": 1, "resource_id": 5, "threads": "x"}')
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"format": "caderno.resource", "version": 1, "resource_id": "r", "threads": [], "x": NaN}')
+    for file in (deep, malformed, nan):
+        out = cli("import", str(file), db=tmp_path / "ok.db")
+        assert out.returncode == 1 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+
+    out = cli("wm", "patch", "r", '{"a": NaN}', db=tmp_path / "ok.db")
+    assert out.returncode == 1 and "NaN" in out.stderr, out.stderr
+    out = cli("wm", "show", "r", "--json", db=tmp_path / "ok.db")
+    assert out.returncode == 0 and json.loads(out.stdout) is None
