@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from _pg import pg_schema
-from conftest import record_figure
 
 import caderno
 from caderno import Message, ToolCall
 from caderno.stores import ops
+from conftest import record_figure
 
 FOUND: dict[str, int] = {"checks": 0, "bytes_found": 0}
 
