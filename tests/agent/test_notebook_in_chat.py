@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import Any
 
 import caderno
 from caderno import AgentChat, Message, Notebook, ScriptedModel, ToolCall
@@ -109,3 +110,26 @@ async def test_one_notebook_instance_is_refused_for_a_second_resource(tmp_path: 
     else:
         raise AssertionError("a Notebook shared by two resources must be refused")
     assert await memory.get_messages(resource_id="casa-b", thread_id="t") == []
+
+
+async def test_a_hostile_notebook_file_is_not_shown_and_the_turn_goes_on(
+    tmp_path: Path, memory: caderno.Memory, caplog: Any
+) -> None:
+    secret = tmp_path / "outside.txt"
+    secret.write_text("TOP SECRET: do not leak")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "MEMORY.md").symlink_to(secret)
+    model = ScriptedModel(
+        [
+            memory_call({"action": "add", "target": "memory", "content": "Anota isto."}),
+            Message.assistant("ok"),
+        ]
+    )
+    chat = AgentChat(model=model, memory=memory, notebook=Notebook(notes))
+    result = await chat.ask(messages="oi", resource_id="r", thread_id="t")
+    assert result.reply.content == "ok"
+    assert all("TOP SECRET" not in m.content for m in model.requests[0].messages)
+    assert "not shown" in caplog.text
+    assert result.tool_calls[0].error and "link" in result.tool_calls[0].error  # the write is refused, not followed
+    assert secret.read_text() == "TOP SECRET: do not leak"

@@ -41,7 +41,7 @@ from typing import Any
 from .. import macros as macro_rules
 from .._time import utcnow
 from ..context import TokenCounter, build_prompt, estimate_tokens
-from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, UsageError
+from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, NotebookError, UsageError
 from ..memory import AgentMemory, Memory, TurnContext, fact_op
 from ..messages import Macro, MacroKey, Message, ToolCall, WorkingMemory
 from ..notebook import MEMORY_TOOL_SPEC, Notebook
@@ -347,8 +347,12 @@ class AgentChat:
         key = (resource_id, thread_id)
         blocks = self._snapshots.get(key)
         if blocks is None:
-            await asyncio.to_thread(notebook.load)
-            blocks = [s for s in (notebook.snapshot("memory"), notebook.snapshot("user")) if s]
+            try:
+                await asyncio.to_thread(notebook.load)
+                blocks = [s for s in (notebook.snapshot("memory"), notebook.snapshot("user")) if s]
+            except NotebookError as exc:  # a planted link, a FIFO, a huge file: run without the notes
+                log.warning("notebook of %s not shown: %s", resource_id, exc)
+                blocks = []
             self._snapshots[key] = blocks
             while len(self._snapshots) > SNAPSHOT_CACHE:
                 self._snapshots.popitem(last=False)
