@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,6 +94,7 @@ def atomic_write(path: Path, text: str) -> None:
     """
     if os.path.islink(path):
         raise OSError(errno.ELOOP, "is a symbolic link", str(path))
+    _sweep_stale_temps(path)
     # The temp file is created with O_EXCL under a random name in the same
     # directory, and rename() replaces a directory entry without following
     # it: no step of a write can create or change a file elsewhere.
@@ -111,3 +114,20 @@ def atomic_write(path: Path, text: str) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+#: A temp file of an atomic write older than this was left by a process that
+#: died between creating it and renaming it (a live write takes milliseconds).
+STALE_TEMP_SECONDS = 600
+
+
+def _sweep_stale_temps(path: Path) -> None:
+    """Remove temp files a killed writer left beside ``path`` (regular files only, never links)."""
+    now = time.time()
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            info = tmp.lstat()
+            if stat.S_ISREG(info.st_mode) and now - info.st_mtime > STALE_TEMP_SECONDS:
+                tmp.unlink()
+        except OSError:
+            pass  # gone already, or not ours to remove: the write goes on

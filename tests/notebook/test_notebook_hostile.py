@@ -308,3 +308,21 @@ def test_wrongly_typed_tool_arguments_come_back_as_failure_json(nb: Notebook, ar
     reply = json.loads(nb.tool(**args))
     assert reply["success"] is False and "must be a string" in reply["error"]
     assert nb.entries("memory") == [SEED]
+
+
+def test_temp_files_a_killed_writer_left_are_swept_on_the_next_write(tmp_path: Path) -> None:
+    import os
+    import time
+
+    nb = Notebook(tmp_path)
+    nb.add("memory", "first")
+    stale = tmp_path / ".MEMORY.md.abc123.tmp"
+    fresh = tmp_path / ".MEMORY.md.def456.tmp"
+    for f in (stale, fresh):
+        f.write_text("half a write")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    nb.add("memory", "second")
+    assert not stale.exists()  # left by a dead process long ago
+    assert fresh.exists()  # could be a live writer's: never touched
+    assert nb.entries("memory") == ["first", "second"]

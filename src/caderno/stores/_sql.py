@@ -91,15 +91,19 @@ def later(d: Dialect, now: datetime, seconds: float) -> Any:
     return d.ts(now + timedelta(seconds=seconds))
 
 
-#: Every table that holds a resource's rows, children first (erase and delete walk it).
+#: Every table that holds a resource's rows (erase walks it). ``events`` comes
+#: first: its rows are what the embedding worker locks (FOR KEY SHARE) before
+#: it touches the queue, so taking them first keeps the lock order of the two
+#: the same and an erase never deadlocks with a worker; the queue and vectors
+#: go with them by cascade.
 RESOURCE_TABLES = (
+    "events",
     "scheduled_tasks",
     "macros",
     "allowed_prefixes",
     "embedding_queue",
     "embeddings",
     "message_log",
-    "events",
     "threads",
     "working_memory_log",
     "facts",
