@@ -51,6 +51,10 @@ _OWN: dict[type[Any], Handler] = {
     ops.ClaimDueTasks: _postgres_plans.claim_due_tasks,
 }
 
+#: SQLSTATEs of a session the server ended (admin shutdown, crash shutdown,
+#: cannot connect now): the statement that received one never ran.
+_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
+
 #: Operations whose plan is one statement: alone in a batch, they need no transaction.
 _ONE_STATEMENT = frozenset(
     {
@@ -193,7 +197,6 @@ class PostgresStore:
                 open=False,
                 kwargs={"autocommit": True, "application_name": "caderno"},
                 configure=configure,
-                check=AsyncConnectionPool.check_connection,
                 name="caderno",
             )
             import psycopg
@@ -256,6 +259,16 @@ class PostgresStore:
     async def _tx(self, fn: Callable[[Any], Awaitable[T]], *, write: bool = True, transaction: bool = True) -> T:
         """Run ``fn(conn)``, in one transaction unless it is a single statement.
 
+        Connections are not checked when taken from the pool (that would be a
+        second round trip on every call). A connection that died while idle —
+        a server restart, ``pg_terminate_backend`` — is found by the call that
+        uses it: the pool drops it, and the call is retried once on a fresh
+        connection, after the pool checked its idle connections (only then, so
+        the steady state stays one round trip). Reads always; writes only when the server said it had
+        ended the session (SQLSTATE class 57P0x: a statement answered that way
+        was never committed). A write cut any other way is not retried (it
+        may have committed); its caller gets the error.
+
         Writes run in their own task: a cancelled caller does not abandon a
         transaction halfway (it commits or rolls back on its own).
         """
@@ -264,13 +277,24 @@ class PostgresStore:
         if self._pool is None:
             await self.open()
 
+        async def attempt() -> T:
+            async with self._pool.connection() as conn:
+                if not transaction:
+                    return await fn(conn)
+                async with conn.transaction():
+                    return await fn(conn)
+
         async def run() -> T:
             try:
-                async with self._pool.connection() as conn:
-                    if not transaction:
-                        return await fn(conn)
-                    async with conn.transaction():
-                        return await fn(conn)
+                try:
+                    return await attempt()
+                except psycopg.OperationalError as exc:
+                    if write and exc.sqlstate not in _SESSION_ENDED:
+                        raise
+                    # Its siblings likely died with it (a restart): check the idle
+                    # ones now, once, so the retry gets a live connection.
+                    await self._pool.check()
+                    return await attempt()
             except (psycopg.Error, UniqueViolation, ForeignKeyViolation) as exc:
                 # No cause chain: the driver's exception may quote the connection string.
                 raise StorageError(f"PostgreSQL error on {self.url}: {scrub(str(exc), self._secrets)}") from None
