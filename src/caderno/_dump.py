@@ -34,6 +34,8 @@ FACT_FIELDS = ("category", "key", "value", "source", "created_at", "updated_at")
 FACT_HISTORY_FIELDS = ("category", "key", "value", "source", "valid_from", "replaced_at")
 MESSAGE_LOG_FIELDS = ("message_id", "thread_id", "action", "role", "old_content", "actor", "reason", "created_at")
 VERSION = 1
+#: Versions and counters are 64-bit integers in SQLite and PostgreSQL.
+_MAX_INT64 = 2**63 - 1
 
 
 def new_dump(resource_id: str) -> dict[str, Any]:
@@ -76,19 +78,20 @@ def check_dump(data: Any) -> dict[str, Any]:
     unknown = set(data) - {"format", "version", "resource_id", "working_memory", "threads", *_LISTS}
     if unknown:
         raise UsageError(f"export has unknown section(s): {', '.join(sorted(unknown))}")
-    out = {**data, **{name: _list(data, name) for name in _LISTS}, "threads": _list(data, "threads")}
+    # New lists: entries are replaced by checked copies, never in the caller's lists.
+    out = {**data, **{name: list(_list(data, name)) for name in _LISTS}, "threads": list(_list(data, "threads"))}
 
     wm = data.get("working_memory")
     if wm is not None:
-        _fields(wm, "working_memory", {"data": dict, "version": int, "updated_at": str | None})
-        if wm["version"] < 1:
-            raise UsageError(f"export working_memory.version must be 1 or more, not {wm['version']}")
+        wm = out["working_memory"] = _fields(wm, "working_memory", {"data": dict, "version": int, "updated_at": str | None})
+        if not 1 <= wm["version"] <= _MAX_INT64:
+            raise UsageError(f"export working_memory.version must be within [1, 2**63-1], not {wm['version']}")
         check_time(wm.get("updated_at"), "working_memory.updated_at", optional=True)
     for i, e in enumerate(out["working_memory_log"]):
         where = f"working_memory_log[{i}]"
         _fields(e, where, {"version": int, "patch": dict, "source": str, "created_at": str})
-        if e["version"] < 1:
-            raise UsageError(f"export {where}.version must be 1 or more")
+        if not 1 <= e["version"] <= _MAX_INT64:
+            raise UsageError(f"export {where}.version must be within [1, 2**63-1]")
         check_id(e["source"], f"{where}.source")
         check_time(e["created_at"], f"{where}.created_at")
     for name, fields in (("facts", FACT_FIELDS), ("fact_history", FACT_HISTORY_FIELDS)):
@@ -105,7 +108,7 @@ def check_dump(data: Any) -> dict[str, Any]:
                 seen.add((f["category"], f["key"]))
     for i, e in enumerate(out["message_log"]):
         where = f"message_log[{i}]"
-        _fields(e, where, {f: (str | None if f in ("old_content", "reason") else str) for f in MESSAGE_LOG_FIELDS})
+        e = out["message_log"][i] = _fields(e, where, {f: (str | None if f in ("old_content", "reason") else str) for f in MESSAGE_LOG_FIELDS})
         if e["action"] not in ("edit", "pop", "delete"):
             raise UsageError(f"export {where}.action must be edit, pop or delete")
         for f in ("message_id", "thread_id", "actor"):
@@ -117,7 +120,7 @@ def check_dump(data: Any) -> dict[str, Any]:
     threads = []
     for i, t in enumerate(out["threads"]):
         where = f"threads[{i}]"
-        _fields(t, where, {"id": str, "title": str | None, "metadata": dict | None, "messages": list})
+        t = _fields(t, where, {"id": str, "title": str | None, "metadata": dict | None, "messages": list})
         check_id(t["id"], f"{where}.id")
         check_title(t.get("title"))
         check_metadata(t.get("metadata"), f"{where}.metadata")
@@ -156,8 +159,13 @@ def _list(data: dict[str, Any], name: str) -> list[Any]:
     return items
 
 
-def _fields(item: Any, where: str, kinds: dict[str, Any]) -> None:
-    """``item`` is an object whose listed fields have these types (``None`` allowed where the type says)."""
+def _fields(item: Any, where: str, kinds: dict[str, Any]) -> dict[str, Any]:
+    """``item`` is an object whose listed fields have these types (``None`` allowed where the type says).
+
+    Returns a copy in which a missing field that may be ``None`` is ``None``:
+    stores read every listed field by name, so an absent one must not reach
+    them as a ``KeyError``.
+    """
     if not isinstance(item, dict):
         raise UsageError(f"export {where} must be an object, not {type(item).__name__}")
     for name, kind in kinds.items():
@@ -169,6 +177,7 @@ def _fields(item: Any, where: str, kinds: dict[str, Any]) -> None:
             value is None and type(None) in allowed
         ):
             raise UsageError(f"export {where}.{name} must be {_kind_name(allowed)}, not {type(value).__name__}")
+    return {**dict.fromkeys(kinds), **item}
 
 
 def _kind_name(kinds: tuple[Any, ...]) -> str:
@@ -262,7 +271,8 @@ def _check_state(out: dict[str, Any]) -> None:
             "failure_count",
         }:
             raise UsageError(f"export {where} has unknown fields")
-        if not 0 <= m["confidence"] <= 1 or min(m["used_count"], m["success_count"], m["failure_count"]) < 0:
+        counts = (m["used_count"], m["success_count"], m["failure_count"])
+        if not 0 <= m["confidence"] <= 1 or min(counts) < 0 or max(counts) > _MAX_INT64:
             raise UsageError(f"export {where}: confidence must be within [0, 1] and counts not negative")
         for f in ("trigger_tool", "trigger_pattern", "next_tool"):
             check_id(m[f], f"{where}.{f}")

@@ -8,7 +8,7 @@ rules and the size policy are in ``caderno._json``.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ._json import MAX_JSON_DEPTH, MAX_MESSAGE_CHARS, MAX_METADATA_BYTES, MAX_PATCH_BYTES, check_json
@@ -79,8 +79,10 @@ def check_message(m: Message) -> None:
         if not isinstance(m.metadata, dict):
             raise UsageError(f"message metadata must be a JSON object, not {type(m.metadata).__name__}")
         check_json(m.metadata, "message metadata", max_bytes=MAX_METADATA_BYTES)
-    if m.created_at is not None and (not isinstance(m.created_at, datetime) or m.created_at.utcoffset() is None):
-        raise UsageError("message created_at must be an aware datetime (with a time zone)")
+    if m.created_at is not None:
+        if not isinstance(m.created_at, datetime) or m.created_at.utcoffset() is None:
+            raise UsageError("message created_at must be an aware datetime (with a time zone)")
+        _in_utc_range(m.created_at, "message created_at")
     if m.importance is not None and (
         not isinstance(m.importance, int | float) or isinstance(m.importance, bool) or not 0 <= m.importance <= 1
     ):
@@ -135,7 +137,16 @@ def check_time(value: Any, what: str, *, optional: bool = False) -> datetime | N
         parsed = from_iso(value)
     except ValueError:
         raise UsageError(f"{what} is not a timestamp: {value[:40]!r}") from None
+    _in_utc_range(parsed, what)
     return parsed
+
+
+def _in_utc_range(value: datetime, what: str) -> None:
+    """Stores keep times in UTC: one whose UTC form is before year 1 or after 9999 cannot be kept."""
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise UsageError(f"{what} is out of range once converted to UTC: {value.isoformat()}") from None
 
 
 #: A dump nests a few levels (threads, messages) above its JSON payloads.

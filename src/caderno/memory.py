@@ -630,11 +630,15 @@ class Memory:
     async def get_facts(self, *, resource_id: str, category: str | None = None) -> list[Fact]:
         """The resource's facts, most recently updated first."""
         check_id(resource_id, "resource_id")
+        if category is not None:
+            check_id(category, "fact category")
         return await self.run(ops.ReadFacts(resource_id=resource_id, category=category.lower() if category else None))
 
     async def fact_history(self, *, resource_id: str, category: str, key: str) -> list[dict[str, Any]]:
         """Earlier values of one fact, oldest first."""
         check_id(resource_id, "resource_id")
+        check_id(category, "fact category")
+        check_id(key, "fact key")
         return await self.run(ops.ReadFactHistory(resource_id=resource_id, category=category.lower(), key=key))
 
     async def forget_fact(self, *, resource_id: str, category: str, key: str) -> None:
@@ -644,6 +648,8 @@ class Memory:
             NotFound: the resource has no such fact.
         """
         check_id(resource_id, "resource_id")
+        check_id(category, "fact category")
+        check_id(key, "fact key")
         if not await self.run(ops.ForgetFact(resource_id=resource_id, category=category.lower(), key=key)):
             raise NotFound(f"resource {resource_id!r} has no fact {category}/{key}", resource_id=resource_id)
 
@@ -752,7 +758,8 @@ class Memory:
             NotFound: the resource has no such message.
         """
         check_id(resource_id, "resource_id")
-        if not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+        check_id(message_id, "message_id")
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
             raise UsageError(f"importance must be a number within [0, 1], got {value!r}")
         op = ops.SetImportance(resource_id=resource_id, message_id=message_id, value=float(value))
         if not await self.run(op):
@@ -870,11 +877,11 @@ def open_store(url: str | Any, **options: Any) -> Store:
     if url.startswith(("postgresql://", "postgres://")):
         from .stores.postgres import PostgresStore
 
-        return PostgresStore(url, **options)
+        return _build(PostgresStore, url, options)
     if "://" not in url:
         from .stores.sqlite import SQLiteStore
 
-        return SQLiteStore(url, **options)
+        return _build(SQLiteStore, url, options)
     parts = urlsplit(url)
     if parts.scheme != "sqlite":
         raise UsageError(
@@ -889,7 +896,19 @@ def open_store(url: str | Any, **options: Any) -> Store:
             query[key] = int(query[key])  # type: ignore[assignment]
     from .stores.sqlite import SQLiteStore
 
-    return SQLiteStore(path, **{**query, **options})
+    return _build(SQLiteStore, path, {**query, **options})
+
+
+def _build(kind: Any, where: str, options: dict[str, Any]) -> Store:
+    """A store of ``kind``; an option it does not take is a ``UsageError`` naming the ones it does."""
+    import inspect
+
+    accepted = [p for p in inspect.signature(kind).parameters if p not in ("url", "path")]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise UsageError(f"{kind.__name__} takes no option {', '.join(unknown)}; it takes {', '.join(accepted)}")
+    store: Store = kind(where, **options)
+    return store
 
 
 class _Connect:

@@ -112,7 +112,11 @@ class Message:
             if self.role != "assistant":
                 raise UsageError("only assistant messages carry tool_calls")
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls) or None)
-        if self.importance is not None and not 0.0 <= float(self.importance) <= 1.0:
+        if self.importance is not None and (
+            not isinstance(self.importance, int | float)
+            or isinstance(self.importance, bool)
+            or not 0.0 <= float(self.importance) <= 1.0
+        ):
             raise UsageError(f"importance must be within [0, 1], got {self.importance}")
 
     @classmethod

@@ -202,15 +202,18 @@ class PostgresStore:
             import psycopg
             import psycopg_pool
 
+            failure = None
             try:
                 await self._first_connect(pool)
                 await self._migrate(pool)
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-                await pool.close()
-                raise StorageError(f"cannot open PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}") from None
+                failure = f"cannot open PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}"
             except BaseException:
                 await pool.close()
                 raise
+            if failure is not None:  # raised outside the except: no chained driver error
+                await pool.close()
+                raise StorageError(failure)
             self._pool = pool
 
     async def _first_connect(self, pool: Any) -> None:
@@ -218,12 +221,13 @@ class PostgresStore:
 
         # Connect once directly for a clear, immediate error (the pool would
         # retry in the background instead).
+        failure = None
         try:
             conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            raise StorageError(
-                f"cannot connect to PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}"
-            ) from None
+            failure = f"cannot connect to PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}"
+        if failure is not None:  # raised outside the except: the driver's error (and its text) is not chained
+            raise StorageError(failure)
         try:
             if self.schema:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
@@ -285,6 +289,7 @@ class PostgresStore:
                     return await fn(conn)
 
         async def run() -> T:
+            failure = None
             try:
                 try:
                     return await attempt()
@@ -296,8 +301,10 @@ class PostgresStore:
                     await self._pool.check()
                     return await attempt()
             except (psycopg.Error, UniqueViolation, ForeignKeyViolation) as exc:
-                # No cause chain: the driver's exception may quote the connection string.
-                raise StorageError(f"PostgreSQL error on {self.url}: {scrub(str(exc), self._secrets)}") from None
+                failure = f"PostgreSQL error on {self.url}: {scrub(str(exc), self._secrets)}"
+            # Raised outside the except: the driver's exception may quote the
+            # connection string, so it is neither the cause nor the context.
+            raise StorageError(failure)
 
         if not write:
             return await run()
