@@ -127,3 +127,11 @@ async def test_turn_cut_by_a_terminated_backend_is_all_or_nothing(pg_url: str) -
             assert n == (3000 if outcomes[-1] == "committed" else 0)
         # A cut append is retried when the server says it ended the session, so most land; none is partial.
         await memory.append_messages(resource_id="r", thread_id="ok", messages=[Message.user("still works")])
+
+
+async def test_url_options_keep_their_text(pg_url: str) -> None:
+    url = pg_url + "&options=-c%20statement_timeout%3D1234"
+    async with caderno.connect(url, embedder=None) as memory:
+        async with memory.store._pool.connection() as conn:  # type: ignore[attr-defined]
+            row = await (await conn.execute("SHOW statement_timeout")).fetchone()
+        assert row[0] == "1234ms"
