@@ -245,3 +245,45 @@ async def test_append_after_another_connection_deleted_the_thread(tmp_path: Path
         await a.append_messages(resource_id="r", thread_id="t", messages=[Message.user("2")])
         assert [m.content for m in await b.get_messages(resource_id="r", thread_id="t")] == ["2"]
         assert [t.id for t in await b.list_threads(resource_id="r")] == ["t"]
+
+
+async def test_concurrent_appends_share_commits_and_fail_alone(tmp_path: Path) -> None:
+    """Group commit: one failing append (a duplicate id) leaves the others that shared its commit."""
+    async with caderno.connect(tmp_path / "g.db", embedder=None) as memory:
+        (first,) = await memory.append_messages(resource_id="r", thread_id="t0", messages=[Message.user("first")])
+        duplicate = Message.user("dup", id=first.id)
+
+        async def append(i: int) -> str:
+            msgs = [duplicate] if i == 7 else [Message.user(f"m{i}"), Message.assistant(f"a{i}")]
+            try:
+                await memory.append_messages(resource_id="r", thread_id=f"t{i}", messages=msgs)
+                return "ok"
+            except caderno.UsageError:
+                return "refused"
+
+        outcomes = await asyncio.gather(*(append(i) for i in range(1, 33)))
+        assert outcomes.count("refused") == 1 and outcomes[6] == "refused"
+        assert memory.store._group_writer.largest_group > 1  # type: ignore[attr-defined]  # they did share
+        for i in range(1, 33):
+            got = [m.content for m in await memory.get_messages(resource_id="r", thread_id=f"t{i}")]
+            assert got == ([] if i == 7 else [f"m{i}", f"a{i}"])
+
+
+async def test_full_text_finds_a_message_as_soon_as_its_append_returns(tmp_path: Path) -> None:
+    """Read-your-writes for lexical recall, although full text is indexed in batches."""
+    from caderno.stores.sqlite import FTS_BATCH
+
+    async with caderno.connect(tmp_path / "f.db", embedder=None) as memory:
+        for i in range(3):  # fewer than a batch: nothing indexed by the writer yet
+            await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user(f"filler {i}")])
+        await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("the zanzibar budget")])
+        hits = await memory.recall(resource_id="r", query="zanzibar", recent=0, salient=0, relevant=0)
+        assert [h.message.content for h in hits] == ["the zanzibar budget"]
+        many = [Message.user(f"bulk {i} quokka") for i in range(FTS_BATCH + 5)]
+        await memory.append_messages(resource_id="r", thread_id="t", messages=many)
+        hits = await memory.recall(resource_id="r", query="quokka", recent=0, salient=0, relevant=0, lexical=3)
+        assert len(hits) == 3
+        edited = await memory.edit_message(resource_id="r", message_id=hits[0].message.id or "", content="wombat now")
+        assert [
+            h.message.id for h in await memory.recall(resource_id="r", query="wombat", recent=0, salient=0, relevant=0)
+        ] == [edited.id]

@@ -193,6 +193,28 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             ) WITHOUT ROWID""",
         ],
     ),
+    (
+        "0006_fts_in_batches",
+        [
+            # Full text is indexed in batches by the writer after appends, and
+            # before any search (stores/sqlite.py catch_up_fts): one watermark
+            # says what is indexed. Triggers maintain indexed rows only.
+            "CREATE TABLE fts_state (id INTEGER PRIMARY KEY CHECK (id = 1), indexed_upto INTEGER NOT NULL)",
+            "INSERT INTO fts_state (id, indexed_upto) SELECT 1, coalesce(max(seq), 0) FROM events",
+            "DROP TRIGGER events_ai",
+            "DROP TRIGGER events_ad",
+            """CREATE TRIGGER events_ad AFTER DELETE ON events
+                WHEN old.seq <= (SELECT indexed_upto FROM fts_state) BEGIN
+                INSERT INTO events_fts (events_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+            END""",
+            "DROP TRIGGER events_au",
+            """CREATE TRIGGER events_au AFTER UPDATE OF content ON events
+                WHEN old.seq <= (SELECT indexed_upto FROM fts_state) BEGIN
+                INSERT INTO events_fts (events_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+                INSERT INTO events_fts (rowid, content) VALUES (new.seq, new.content);
+            END""",
+        ],
+    ),
 ]
 
 
