@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context lint clean
+.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,7 +27,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 ## Every benchmark of the README (about 20 minutes on 2 cores).
-bench: bench-history bench-recall-quality bench-recall-speed bench-context
+bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
@@ -47,6 +47,9 @@ bench-recall-speed: $(BENCH_STAMP)
 
 bench-context: $(BENCH_STAMP)
 	$(BIN)/python bench/context_growth.py
+
+bench-turn: $(BENCH_STAMP)
+	$(BIN)/python bench/turn_overhead.py --profile
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
