@@ -162,7 +162,7 @@ class Memory:
         self._background: set[asyncio.Task[Any]] = set()
         self._scheduled: set[tuple[str, str]] = set()
         self._fact_vectors: OrderedDict[str, Any] = OrderedDict()
-        from .state import Macros, Prefixes, Tasks
+        from .state import Keys, Macros, Prefixes, Tasks
 
         self.tasks = Tasks(self)
         """Scheduled tasks (``caderno.state.Tasks``)."""
@@ -170,6 +170,8 @@ class Memory:
         """Learned tool macros (``caderno.state.Macros``)."""
         self.prefixes = Prefixes(self)
         """Approved command prefixes (``caderno.state.Prefixes``)."""
+        self.keys = Keys(self)
+        """HTTP API keys (``caderno.state.Keys``)."""
 
     # -- the port ----------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from .errors import UsageError
 __all__ = [
     "ROLES",
     "Fact",
+    "ApiKey",
     "Macro",
     "MacroKey",
     "Message",
@@ -329,3 +330,20 @@ class ScheduledTask:
     """When it last fired."""
     created_at: datetime | None = None
     updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApiKey:
+    """An HTTP API key (``caderno serve``): only its hash is stored."""
+
+    id: str
+    """Time-ordered UUID; shown in listings and used to revoke."""
+    name: str
+    """What it is for ("inspector", "mobile app")."""
+    resources: tuple[str, ...]
+    """The resources it may read and change (ignored for an admin key)."""
+    admin: bool = False
+    """Manages keys and sees every resource."""
+    created_at: datetime | None = None
+    revoked_at: datetime | None = None
+    """Set when revoked: the key stops working at once."""

@@ -19,14 +19,23 @@ from . import approvals
 from . import macros as macro_rules
 from ._time import new_id, utcnow
 from .errors import NotFound, UsageError
-from .messages import Macro, MacroKey, ScheduledTask, check_text
+from .messages import ApiKey, Macro, MacroKey, ScheduledTask, check_text
 from .schedule import next_run, parse_schedule
 from .stores import ops
 
 if TYPE_CHECKING:
     from .memory import Memory
 
-__all__ = ["MAX_TASK_NAME", "MAX_TASK_PROMPT", "TASK_BATCH", "TASK_LEASE_SECONDS", "Macros", "Prefixes", "Tasks"]
+__all__ = [
+    "MAX_TASK_NAME",
+    "MAX_TASK_PROMPT",
+    "TASK_BATCH",
+    "TASK_LEASE_SECONDS",
+    "Keys",
+    "Macros",
+    "Prefixes",
+    "Tasks",
+]
 
 #: Longest task name, in characters.
 MAX_TASK_NAME = 100
@@ -267,3 +276,65 @@ class Prefixes:
     async def is_allowed(self, *, resource_id: str, command: str) -> bool:
         """Whether an approved prefix covers ``command`` (never one with shell operators)."""
         return approvals.is_allowed(await self.list(resource_id=resource_id), command)
+
+
+#: What every token starts with, so a leaked one is recognisable (and greppable by secret scanners).
+TOKEN_PREFIX = "cad_"
+
+
+def hash_token(token: str) -> str:
+    """SHA-256 of a token: tokens are 256 random bits, so a fast hash is enough (no password to stretch)."""
+    import hashlib
+
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Keys:
+    """HTTP API keys (``memory.keys``): a random token shown once, only its hash stored."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    async def create(
+        self, *, resources: Sequence[str] = (), admin: bool = False, name: str = ""
+    ) -> tuple[str, ApiKey]:
+        """A new key for ``resources`` (or every resource, ``admin``): ``(token, record)``.
+
+        The token is returned once and never stored; keep it.
+
+        Raises:
+            UsageError: no resource and not admin, or a bad resource id.
+        """
+        import secrets
+
+        from .memory import check_id
+
+        resources = tuple(dict.fromkeys(check_id(r, "resource") for r in resources))
+        if not resources and not admin:
+            raise UsageError("a key needs at least one resource, or admin=True")
+        if not isinstance(name, str) or len(name) > MAX_TASK_NAME:
+            raise UsageError(f"a key's name is text of at most {MAX_TASK_NAME} characters")
+        check_text(name, "key name")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        key = ApiKey(id=new_id(), name=name, resources=resources, admin=bool(admin), created_at=utcnow())
+        await self._memory.run(ops.CreateKey(key=key, token_hash=hash_token(token)))
+        return token, key
+
+    async def verify(self, token: str) -> ApiKey | None:
+        """The live key a token belongs to, or ``None`` (unknown, malformed or revoked)."""
+        if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+            return None
+        return await self._memory.run(ops.FindKey(token_hash=hash_token(token)))
+
+    async def list(self) -> builtins.list[ApiKey]:
+        """Every key, revoked ones included (never a token)."""
+        return await self._memory.run(ops.ListKeys())
+
+    async def revoke(self, *, key_id: str) -> None:
+        """Stop a key at once.
+
+        Raises:
+            NotFound: no live key has that id.
+        """
+        if not await self._memory.run(ops.RevokeKey(key_id=key_id, now=utcnow())):
+            raise NotFound(f"no live key with id {key_id!r}")

@@ -8,6 +8,7 @@ is shown to be one transaction: all or nothing, and one snapshot for reads.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -287,6 +288,25 @@ async def test_agent_state_operations(memory: caderno.Memory) -> None:
         True,
         [],
     ]
+
+
+async def test_api_key_operations(memory: caderno.Memory) -> None:
+    token, key = await memory.keys.create(resources=["casa", "casa"], name="app")
+    RAN.update({ops.CreateKey, ops.FindKey, ops.ListKeys, ops.RevokeKey})
+    assert key.resources == ("casa",) and token.startswith("cad_")
+    assert await memory.keys.verify(token) == key
+    assert await memory.keys.verify(token + "x") is None and await memory.keys.verify("nope") is None
+    admin_token, admin = await memory.keys.create(admin=True, name="ops")
+    assert [k.id for k in await memory.keys.list()] == [key.id, admin.id]
+    await memory.keys.revoke(key_id=key.id)
+    assert await memory.keys.verify(token) is None  # at once
+    assert (await memory.keys.verify(admin_token)) == admin
+    with pytest.raises(caderno.NotFound):
+        await memory.keys.revoke(key_id=key.id)
+    with pytest.raises(UsageError):
+        await memory.keys.create(resources=[])
+    dump = json.dumps([dataclasses.asdict(k) for k in await memory.keys.list()], default=str)
+    assert token not in dump and admin_token not in dump  # only hashes are kept
 
 
 def test_every_operation_ran() -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
-from ..messages import Macro, MacroKey, ScheduledTask, canonical_json
+from ..messages import ApiKey, Macro, MacroKey, ScheduledTask, canonical_json
 from . import ops
 from ._rows import loads
 from ._sql import Dialect, Plan, Q, UniqueViolation, iso, later
@@ -359,7 +359,61 @@ def import_state(d: Dialect, resource_id: str, dump: dict[str, Any], now: Any) -
     )
 
 
+# -- API keys ---------------------------------------------------------------------------------
+
+_KEY_FIELDS = "id, name, resources, admin, created_at, revoked_at"
+
+
+def _key_from_row(row: Any) -> ApiKey:
+    from .._time import from_iso
+
+    def when(value: Any) -> Any:
+        return from_iso(value) if isinstance(value, str) else value
+
+    return ApiKey(
+        id=row[0],
+        name=row[1],
+        resources=tuple(loads(row[2])),
+        admin=bool(row[3]),
+        created_at=when(row[4]),
+        revoked_at=when(row[5]),
+    )
+
+
+def create_key(d: Dialect, op: ops.CreateKey) -> Plan[None]:
+    k = op.key
+    assert k.created_at is not None  # set by memory.keys.create
+    yield Q(
+        "INSERT INTO api_keys (id, name, token_hash, resources, admin, created_at) VALUES (?,?,?,?,?,?)",
+        (k.id, k.name, op.token_hash, canonical_json(list(k.resources)), k.admin, d.ts(k.created_at)),
+        "none",
+    )
+
+
+def find_key(d: Dialect, op: ops.FindKey) -> Plan[ApiKey | None]:
+    row = yield Q(
+        f"SELECT {_KEY_FIELDS} FROM api_keys WHERE token_hash = ? AND revoked_at IS NULL", (op.token_hash,), "one"
+    )
+    return _key_from_row(row) if row else None
+
+
+def list_keys(d: Dialect, op: ops.ListKeys) -> Plan[list[ApiKey]]:
+    rows = yield Q(f"SELECT {_KEY_FIELDS} FROM api_keys ORDER BY created_at, id")
+    return [_key_from_row(r) for r in rows]
+
+
+def revoke_key(d: Dialect, op: ops.RevokeKey) -> Plan[bool]:
+    done = yield Q(
+        "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (d.ts(op.now), op.key_id), "rowcount"
+    )
+    return bool(done)
+
+
 SHARED_STATE: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
+    ops.CreateKey: create_key,
+    ops.FindKey: find_key,
+    ops.ListKeys: list_keys,
+    ops.RevokeKey: revoke_key,
     ops.PutTask: put_task,
     ops.ListTasks: list_tasks,
     ops.DeleteTask: delete_task,

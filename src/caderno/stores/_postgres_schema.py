@@ -225,6 +225,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         "0006_fts_in_batches",
         "SELECT 1",
     ),
+    (
+        "0007_api_keys",
+        """
+        CREATE TABLE api_keys (
+            id         text PRIMARY KEY,
+            name       text NOT NULL,
+            token_hash text NOT NULL UNIQUE,
+            resources  text NOT NULL,
+            admin      boolean NOT NULL DEFAULT false,
+            created_at timestamptz NOT NULL,
+            revoked_at timestamptz
+        );
+        """,
+    ),
 ]
 
 #: Key of the advisory lock that serialises migrations (any constant works).

@@ -215,6 +215,22 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             END""",
         ],
     ),
+    (
+        "0007_api_keys",
+        [
+            # Keys span resources, so this table is global; only a hash of
+            # each token is kept (tokens are random, 256 bits: SHA-256 is enough).
+            """CREATE TABLE api_keys (
+                id         TEXT PRIMARY KEY,
+                name       TEXT NOT NULL,
+                token_hash TEXT NOT NULL UNIQUE,
+                resources  TEXT NOT NULL,
+                admin      INTEGER NOT NULL DEFAULT 0,
+                created_at TEXT NOT NULL,
+                revoked_at TEXT
+            )""",
+        ],
+    ),
 ]
 
 

@@ -20,7 +20,7 @@ from .._text import tokenize
 from .._time import from_iso, to_iso
 from ..errors import Conflict, UsageError
 from ..importance import embeddable
-from ..messages import Fact, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
+from ..messages import ApiKey, Fact, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
 from . import ops
 from ._sql import iso
 from .ops import EmbeddingJob, VectorRows
@@ -94,6 +94,7 @@ class InMemoryStore:
         self._queue: dict[int, dict[str, Any]] = {}
         self._vectors: dict[tuple[int, str], tuple[int, str, bytes]] = {}  # (seq, model) -> (feed id, rid, vector)
         self._feed = 0
+        self._keys: dict[str, tuple[ApiKey, str]] = {}  # id -> (key, token hash)
         self._lock = asyncio.Lock()
         self._handlers: dict[type[Any], Callable[[Any], Any]] = {
             ops.Append: self._append,
@@ -148,6 +149,10 @@ class InMemoryStore:
             ops.AllowPrefix: self._allow_prefix,
             ops.RevokePrefix: self._revoke_prefix,
             ops.ListPrefixes: self._list_prefixes,
+            ops.CreateKey: self._create_key,
+            ops.FindKey: self._find_key,
+            ops.ListKeys: lambda op: [k for k, _ in sorted(self._keys.values(), key=lambda v: (v[0].created_at, v[0].id))],
+            ops.RevokeKey: self._revoke_key,
         }
 
     async def open(self) -> None:
@@ -833,6 +838,24 @@ class InMemoryStore:
         return sorted(res.prefixes) if res else []
 
 
+    # -- API keys ----------------------------------------------------------------------------
+
+    def _create_key(self, op: ops.CreateKey) -> None:
+        if any(h == op.token_hash for _, h in self._keys.values()) or op.key.id in self._keys:
+            raise UsageError("that key exists already")
+        self._keys[op.key.id] = (op.key, op.token_hash)
+
+    def _find_key(self, op: ops.FindKey) -> ApiKey | None:
+        return next((k for k, h in self._keys.values() if h == op.token_hash and k.revoked_at is None), None)
+
+    def _revoke_key(self, op: ops.RevokeKey) -> bool:
+        found = self._keys.get(op.key_id)
+        if found is None or found[0].revoked_at is not None:
+            return False
+        self._keys[op.key_id] = (replace(found[0], revoked_at=op.now), found[1])
+        return True
+
+
 _TASK_TIMES = ("next_run_at", "last_run_at", "created_at", "updated_at")
 
 
@@ -847,3 +870,4 @@ def _macro_dict(m: Macro) -> dict[str, Any]:
 
 def _schedule_of(t: ScheduledTask) -> tuple[Any, ...]:
     return (t.cron_expr, t.original_schedule, t.prompt, t.is_oneshot, t.is_trusted, t.timezone, t.thread_id)
+

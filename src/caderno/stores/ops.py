@@ -16,6 +16,7 @@ backend that claims it:
 * ``RECALL`` — the embedding queue, vectors, full text and salience.
 * ``CONSOLIDATION`` — summaries and the fact-extraction queue.
 * ``AGENT_STATE`` — scheduled tasks, learned tool macros, approved command prefixes.
+* ``KEYS`` — HTTP API keys (hashes only).
 
 All policy (ids, validation, merge rules, thresholds, which messages are
 embedded) lives above the port: operations carry finished values.
@@ -28,11 +29,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ..messages import Fact, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
+from ..messages import ApiKey, Fact, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
 
 __all__ = [
     "AGENT_STATE",
     "ALL",
+    "KEYS",
+    "CreateKey",
+    "FindKey",
+    "ListKeys",
+    "RevokeKey",
     "AllowPrefix",
     "ClaimDueTasks",
     "DeleteTask",
@@ -690,6 +696,39 @@ class ListPrefixes(Op[list[str]]):
     resource_id: str
 
 
+# -- API keys (KEYS) ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CreateKey(Op[None]):
+    """Store a new key's record and the hash of its token."""
+
+    writes: ClassVar[bool] = True
+    key: ApiKey
+    token_hash: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FindKey(Op["ApiKey | None"]):
+    """The live (not revoked) key whose token hashes to ``token_hash``, or ``None``."""
+
+    token_hash: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListKeys(Op[list[ApiKey]]):
+    """Every key, revoked ones included, oldest first."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RevokeKey(Op[bool]):
+    """Revoke a key by id; False when there is no live key with that id."""
+
+    writes: ClassVar[bool] = True
+    key_id: str
+    now: datetime
+
+
 CORE: frozenset[type[Op[Any]]] = frozenset(
     {
         Append,
@@ -755,5 +794,6 @@ AGENT_STATE: frozenset[type[Op[Any]]] = frozenset(
         ListPrefixes,
     }
 )
+KEYS: frozenset[type[Op[Any]]] = frozenset({CreateKey, FindKey, ListKeys, RevokeKey})
 #: Every operation a full backend handles.
-ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE
+ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS
