@@ -1,0 +1,85 @@
+"""The application: routes, problems, and the background work of a long-running host.
+
+``create_app(memory)`` returns a FastAPI app serving one ``Memory``. Its
+lifespan starts what a host runs in the background — the embedding worker
+(started by appends), consolidation every ``interval_hours``, and due
+scheduled tasks when a model is configured — and on shutdown (SIGTERM under
+uvicorn) stops accepting requests, lets in-flight turns finish (each turn
+commits whole or not at all), cancels the background loops and closes the
+memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import FastAPI
+
+from ..memory import Memory
+from . import problems
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("caderno.server")
+
+
+def create_app(
+    memory: Memory,
+    *,
+    model: Any = None,
+    background: bool = True,
+    interval_hours: float | None = None,
+    routers: list[Callable[[FastAPI], None]] | None = None,
+) -> FastAPI:
+    """The HTTP API over ``memory``.
+
+    Args:
+        memory: the memory to serve (opened by the app's lifespan, closed at shutdown).
+        model: the chat model for the memory proxy and scheduled tasks (``None``: both off).
+        background: run consolidation and due scheduled tasks in this process.
+        interval_hours: consolidation period (default: the memory's setting).
+        routers: extra ``install(app)`` functions (tests, extensions).
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await memory.open()
+        tasks: list[asyncio.Task[Any]] = []
+        if background:
+            tasks.append(asyncio.create_task(memory.run_background(interval_hours=interval_hours)))
+            if model is not None:
+                from ..agent.chat import AgentChat
+                from ..scheduler import run_forever
+
+                chat = AgentChat(model=model, memory=memory, schedule_tool=True)
+                tasks.append(asyncio.create_task(run_forever(memory, chat)))
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await memory.close()
+
+    app = FastAPI(
+        title="caderno",
+        summary="Durable memory for AI agents: history, working memory, notebook, recall, facts, tasks.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+    app.state.memory = memory
+    app.state.model = model
+    problems.install(app)
+    for install in routers or []:
+        install(app)
+    return app
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

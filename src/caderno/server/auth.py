@@ -1,0 +1,69 @@
+"""Keys scoped to resources: who may reach what.
+
+Every request carries ``Authorization: Bearer cad_…``. The key is looked up
+by the hash of its token on every request (revocation works at once). A
+route that names a resource checks the key against it with ``require``: a
+key for resource A gets, for B's data, the same 404 as for data that does
+not exist — a resource id is never confirmed to a key that may not see it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from ..errors import NotFound
+from ..messages import ApiKey
+
+__all__ = ["AdminKey", "CurrentKey", "Unauthorized", "allowed", "current_key", "require", "require_admin"]
+
+
+class Unauthorized(Exception):
+    """No key, a malformed one, an unknown one or a revoked one: 401."""
+
+
+class Forbidden(Exception):
+    """A valid key asking for something only an admin key may do: 403."""
+
+
+async def current_key(request: Request) -> ApiKey:
+    """The request's live key (a FastAPI dependency).
+
+    Raises:
+        Unauthorized: missing, malformed, unknown or revoked.
+    """
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized("send Authorization: Bearer <key>")
+    memory: Any = request.app.state.memory
+    key = await memory.keys.verify(token.strip())
+    if key is None:
+        raise Unauthorized("unknown or revoked key")
+    return key
+
+
+CurrentKey = Annotated[ApiKey, Depends(current_key)]
+
+
+def allowed(key: ApiKey, resource_id: str) -> bool:
+    """Whether ``key`` may read and change ``resource_id``."""
+    return key.admin or resource_id in key.resources
+
+
+def require(key: ApiKey, resource_id: str) -> str:
+    """``resource_id`` if the key may reach it; else the same ``NotFound`` as a missing resource."""
+    if not allowed(key, resource_id):
+        raise NotFound(f"resource {resource_id!r} not found", resource_id=resource_id)
+    return resource_id
+
+
+async def require_admin(key: CurrentKey) -> ApiKey:
+    """A FastAPI dependency: the key must be an admin key (403 otherwise)."""
+    if not key.admin:
+        raise Forbidden("this needs an admin key")
+    return key
+
+
+AdminKey = Annotated[ApiKey, Depends(require_admin)]
