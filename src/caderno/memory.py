@@ -595,6 +595,10 @@ class Memory:
 
     # -- whole resources -----------------------------------------------------
 
+    async def list_resources(self) -> list[str]:
+        """Every resource that holds anything, sorted."""
+        return await self.run(ops.ListResources())
+
     async def erase_resource(self, *, resource_id: str) -> None:
         """Delete everything of the resource, in one transaction."""
         check_id(resource_id, "resource_id")

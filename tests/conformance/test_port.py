@@ -114,6 +114,7 @@ async def test_working_memory_resources_and_facts(memory: caderno.Memory) -> Non
     assert read.data == {"goal": "Amsterdam"} and [e["patch"] for e in log] == [{"goal": "Amsterdam"}]
     assert [f.value for f in facts] == ["R$ 15,000"] and [h["value"] for h in history] == ["R$ 14,000"]
     await run(memory, append(memory, "oi"))
+    assert await run(memory, ops.ListResources()) == [[R]]
     (dump,) = await run(memory, ops.ExportResource(resource_id=R))
     await run(memory, ops.EraseResource(resource_id=R))
     assert await run(

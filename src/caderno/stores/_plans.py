@@ -233,6 +233,15 @@ def read_working_memory_log(d: Dialect, op: ops.ReadWorkingMemoryLog) -> Plan[li
 # -- whole resources -----------------------------------------------------------------------
 
 
+def list_resources(d: Dialect, op: ops.ListResources) -> Plan[list[str]]:
+    rows = yield Q(
+        "SELECT resource_id FROM resources UNION SELECT resource_id FROM facts UNION "
+        "SELECT resource_id FROM scheduled_tasks UNION SELECT resource_id FROM macros UNION "
+        "SELECT resource_id FROM allowed_prefixes ORDER BY 1"
+    )
+    return [r[0] for r in rows]
+
+
 def erase_resource(d: Dialect, op: ops.EraseResource) -> Plan[None]:
     for table in RESOURCE_TABLES:
         yield Q(f"DELETE FROM {table} WHERE resource_id = ?", (op.resource_id,), "none")
@@ -600,6 +609,7 @@ SHARED: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
     ops.ReadWorkingMemory: read_working_memory,
     ops.PatchWorkingMemory: patch_working_memory,
     ops.ReadWorkingMemoryLog: read_working_memory_log,
+    ops.ListResources: list_resources,
     ops.EraseResource: erase_resource,
     ops.ExportResource: export_resource,
     ops.ImportResource: import_resource,

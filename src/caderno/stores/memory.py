@@ -111,6 +111,7 @@ class InMemoryStore:
             ops.ReadWorkingMemory: self._read_working_memory,
             ops.PatchWorkingMemory: self._patch_working_memory,
             ops.ReadWorkingMemoryLog: self._read_working_memory_log,
+            ops.ListResources: lambda op: sorted(self._resources),
             ops.EraseResource: self._erase_resource,
             ops.ExportResource: self._export_resource,
             ops.ImportResource: self._import_resource,

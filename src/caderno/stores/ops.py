@@ -36,6 +36,7 @@ __all__ = [
     "ALL",
     "KEYS",
     "CreateKey",
+    "ListResources",
     "FindKey",
     "ListKeys",
     "RevokeKey",
@@ -310,6 +311,11 @@ class ReadWorkingMemoryLog(Op[list[dict[str, Any]]]):
     """Every applied patch of the resource: version, patch, source, created_at; oldest first."""
 
     resource_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListResources(Op[list[str]]):
+    """Every resource that holds anything, sorted (for admin views)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -745,6 +751,7 @@ CORE: frozenset[type[Op[Any]]] = frozenset(
         ReadWorkingMemory,
         PatchWorkingMemory,
         ReadWorkingMemoryLog,
+        ListResources,
         EraseResource,
         ExportResource,
         ImportResource,
