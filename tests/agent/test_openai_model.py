@@ -54,7 +54,10 @@ class FakeChatCompletions(BaseHTTPRequestHandler):
                     }
                 ],
             }
-        self._send(200, {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": message}]})
+        usage = {"prompt_tokens": 100 + len(FakeChatCompletions.received), "completion_tokens": 7, "total_tokens": 0}
+        self._send(
+            200, {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
+        )
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -97,6 +100,8 @@ async def test_round_trip_with_tool_calling(server: str, memory: caderno.Memory)
     # The tool's result goes back on the wire as the stored tool message, in OpenAI's shape.
     assert wire[-1] == {"role": "tool", "content": stored[2].content, "tool_call_id": "call_a"}
     assert json.loads(wire[-1]["content"])["total"] == 6778.3
+    # The turn's usage is the model's own figures, summed over its two calls (not estimates).
+    assert stored[-1].metadata == {"usage": {"model_calls": 2, "prompt_tokens": 203, "completion_tokens": 14}}
 
 
 async def test_malformed_arguments_reach_the_model_as_an_error(server: str) -> None:

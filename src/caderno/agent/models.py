@@ -141,10 +141,17 @@ class OpenAIChatModel:
         if response.status_code >= 400:
             raise ModelError(f"chat completion failed with HTTP {response.status_code}: {response.text[:500]}")
         try:
-            message = response.json()["choices"][0]["message"]
+            data = response.json()
+            message = data["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise ModelError(f"chat completion answer is not in the expected format: {exc!r}") from exc
-        return _from_wire(message)
+        reply = _from_wire(message)
+        usage = data.get("usage") if isinstance(data, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            # The model's own count: AgentChat sums it into the turn's usage.
+            counted = {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": int(usage.get("completion_tokens") or 0)}
+            reply = reply.with_(metadata={**(reply.metadata or {}), "usage": counted})
+        return reply
 
     async def aclose(self) -> None:
         await self._client.aclose()
