@@ -869,10 +869,11 @@ def demo_cmd(ctx: click.Context, day: str | None) -> None:
 
 
 def _register() -> None:
+    from ._cli_server import COMMANDS
     from ._cli_state import GROUPS
 
-    for group in GROUPS:
-        main.add_command(group)
+    for command in (*GROUPS, *COMMANDS):
+        main.add_command(command)
 
 
 if __name__ == "__main__":  # pragma: no cover

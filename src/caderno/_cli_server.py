@@ -1,0 +1,166 @@
+"""The CLI's commands for the HTTP server: ``serve`` and ``keys``.
+
+Kept apart from ``caderno.cli`` for size; ``cli`` registers them on
+``main``. FastAPI and uvicorn (extra ``server``) are imported only when
+``serve`` runs, so the rest of the CLI works without them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+from typing import Any
+
+import click
+
+from .cli import _console, _emit_json, _fail, _memory, run_async
+from .config import load_config
+from .errors import CadernoError, MissingExtra
+from .messages import ApiKey
+
+__all__ = ["COMMANDS"]
+
+_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def _key_json(key: ApiKey) -> dict[str, Any]:
+    return dataclasses.asdict(key)
+
+
+# -- keys -------------------------------------------------------------------------------
+
+
+@click.group()
+def keys() -> None:
+    """API keys of the HTTP server: each scoped to resources (or admin), only a hash stored."""
+
+
+@keys.command("create")
+@click.option("--resource", "resources", multiple=True, help="A resource the key may reach (repeat for more).")
+@click.option("--admin", is_flag=True, help="Every resource, and the /v1/keys routes.")
+@click.option("--name", default="", help="A label to recognise the key by.")
+@_json_option
+@click.pass_context
+@run_async
+async def keys_create(ctx: click.Context, resources: tuple[str, ...], admin: bool, name: str, as_json: bool) -> None:
+    """Create a key and print its token (shown this once: keep it)."""
+    memory = await _memory(ctx)
+    try:
+        token, key = await memory.keys.create(resources=resources, admin=admin, name=name)
+    finally:
+        await memory.close()
+    if as_json:
+        _emit_json({"token": token, "key": _key_json(key)})
+        return
+    scope = "admin (every resource)" if key.admin else ", ".join(key.resources)
+    click.echo(f"created key {key.id}{f' ({key.name})' if key.name else ''} for {scope}")
+    click.echo("token (shown once; only its hash is stored):", err=True)
+    click.echo(token)
+
+
+@keys.command("list")
+@_json_option
+@click.pass_context
+@run_async
+async def keys_list(ctx: click.Context, as_json: bool) -> None:
+    """List keys, revoked ones included (never a token)."""
+    memory = await _memory(ctx)
+    try:
+        items = await memory.keys.list()
+    finally:
+        await memory.close()
+    if as_json:
+        _emit_json([_key_json(k) for k in items])
+        return
+    if not items:
+        click.echo("(no keys)")
+        return
+    from rich.table import Table
+
+    table = Table("id", "name", "resources", "created", "state", title="keys")
+    for k in items:
+        table.add_row(
+            k.id,
+            k.name or "—",
+            "admin" if k.admin else ", ".join(k.resources),
+            f"{k.created_at:%Y-%m-%d %H:%M}" if k.created_at else "—",
+            f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live",
+        )
+    _console().print(table)
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.pass_context
+@run_async
+async def keys_revoke(ctx: click.Context, key_id: str) -> None:
+    """Stop the key KEY_ID at once."""
+    memory = await _memory(ctx)
+    try:
+        await memory.keys.revoke(key_id=key_id)
+    finally:
+        await memory.close()
+    click.echo(f"revoked key {key_id}")
+
+
+# -- serve ------------------------------------------------------------------------------
+
+
+@click.command("serve")
+@click.option("--config", "config_path", default=None, help="caderno.toml (overrides the group's --config).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
+@click.pass_context
+def serve(ctx: click.Context, config_path: str | None, host: str, port: int, log_level: str) -> None:
+    """Run the HTTP API (and the memory proxy, the inspector, background work) until SIGTERM or Ctrl-C."""
+    for package in ("fastapi", "uvicorn"):
+        try:
+            __import__(package)
+        except ImportError:
+            _fail(str(MissingExtra("server", package)))
+    config = ctx.obj["config"]
+    if config_path is not None:
+        try:
+            config = load_config(config_path)
+        except CadernoError as exc:
+            _fail(str(exc))
+        if config.database_url and ctx.find_root().params.get("db") is None:
+            ctx.obj["db"] = config.database_url
+    try:
+        wanted = config.tasks() if config.path is not None else None
+        model = config.chat_model()
+    except CadernoError as exc:
+        _fail(str(exc))
+    # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again
+    # so the handler installed before it runs: make that one a no-op, so a
+    # graceful stop ends the process with status 0 instead of death by signal.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    run_async(_serve)(ctx, host, port, log_level, wanted, model)
+
+
+async def _serve(ctx: click.Context, host: str, port: int, log_level: str, wanted: Any, model: Any) -> None:
+    import uvicorn
+
+    memory = await _memory(ctx)
+    try:
+        if wanted is not None:
+            report = await memory.tasks.sync_config(wanted)
+            from ._cli_state import sync_report_text
+
+            click.echo(f"config tasks: {sync_report_text(report)}", err=True)
+        from .server import create_app
+        from .server.routes import default_routers
+
+        app = create_app(memory, model=model, routers=default_routers())
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
+        await server.serve()
+    finally:
+        await memory.close()  # the lifespan closed it already unless startup failed
+        if model is not None:
+            await asyncio.shield(model.aclose())
+
+
+COMMANDS = (keys, serve)

@@ -1,0 +1,792 @@
+"""The REST API under ``/v1``: one resource per path, checked against the key on every route.
+
+Every route that names a resource calls ``require(auth, resource)`` before
+anything else, so a key for resource A gets, for B's data, the same 404 as
+for a resource that does not exist. Errors are ``application/problem+json``
+(see ``problems``); a route adds only the statuses HTTP itself defines:
+
+- ``412``: ``If-Match`` on a working-memory ``PATCH`` names another version
+  (without ``If-Match`` a conflict stays a ``409``).
+- ``413``: a body over the size limits (``BodyLimit``, below).
+- ``415``: a working-memory ``PATCH`` that is not ``application/merge-patch+json``.
+
+Choices worth knowing when writing a client:
+
+- Working memory never set reads as ``{"data": null, "version": 0}`` with
+  ``ETag: "0"``; ``If-Match: "0"`` then means "only if still unset".
+- The newest message of a thread is popped with
+  ``DELETE …/threads/{thread}/messages/last`` (200 with the message, 404 when
+  the thread has none).
+- A notebook's ``snapshot`` is frozen at this server process's first use of
+  the resource (the prompt prefix stays cache-stable); ``entries`` are live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import messages as m
+from .._json import MAX_PATCH_BYTES, loads_strict
+from .._validate import DUMP_DEPTH
+from ..errors import Conflict, NotFound, UsageError
+from ..memory import Memory
+from ..notebook import Notebook
+from ..stores import ops
+from . import schemas as s
+from .auth import AdminKey, CurrentKey, require
+from .problems import problem
+
+__all__ = ["BodyLimit", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "default_routers", "install_routes"]
+
+#: Most bytes of an import body: an export holds every message of a resource;
+#: 16 MiB is thousands of long conversations, and bounds what one request buffers.
+MAX_IMPORT_BYTES = 16 * 1024 * 1024
+#: Most bytes of any other body under /v1/resources and /v1/keys (a turn of
+#: appended messages is the largest; the library caps each message's text).
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _doc(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the problem responses a route may give."""
+    what = {
+        400: "Invalid request (the library refused it)",
+        401: "Missing, unknown or revoked key",
+        403: "Needs an admin key",
+        404: "Not found (also: a resource this key may not see)",
+        409: "Conflict (already exists, or a version mismatch)",
+        412: "If-Match does not name the stored version",
+        413: "Body too large",
+        415: "Unsupported content type",
+        422: "Invalid body or parameters",
+        501: "Not supported by this store",
+        503: "Storage unavailable",
+    }
+    return {
+        code: {"model": s.Problem, "description": what[code], "content": {"application/problem+json": {}}}
+        for code in (400, 401, 404, 422, *statuses)
+    }
+
+
+Res = Annotated[str, Path(description="The resource (user, household, tenant…) whose data this is.")]
+Thread = Annotated[str, Path(description="A thread of the resource.")]
+
+
+def _memory(request: Request) -> Memory:
+    memory: Memory = request.app.state.memory
+    return memory
+
+
+def _message(msg: m.Message) -> dict[str, Any]:
+    return {**msg.to_dict(), "seq": msg.seq}
+
+
+def _thread(t: m.Thread) -> dict[str, Any]:
+    return dataclasses.asdict(t)
+
+
+def _wm(state: m.WorkingMemory | None) -> tuple[dict[str, Any], str]:
+    if state is None:
+        return {"data": None, "version": 0, "updated_at": None}, '"0"'
+    return {"data": state.data, "version": state.version, "updated_at": state.updated_at}, f'"{state.version}"'
+
+
+def _if_match(header: str | None) -> int | None:
+    """The version an ``If-Match`` header names (``None``: no condition)."""
+    if header is None or header.strip() == "*":
+        return None
+    text = header.strip()
+    if text.startswith("W/"):
+        text = text[2:]
+    if len(text) >= 2 and text[0] == text[-1] == '"' and text[1:-1].isdigit():
+        return int(text[1:-1])
+    raise UsageError(f'If-Match must be a working-memory ETag such as "3", not {header!r}')
+
+
+class BodyLimit:
+    """Refuse request bodies over the limits with 413, before the app reads them.
+
+    Checks ``Content-Length`` first and counts the streamed bytes too (a
+    chunked body has no length). Only the routes of this module are limited:
+    ``/v1/resources…`` and ``/v1/keys…``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    @staticmethod
+    def limit(path: str) -> int | None:
+        if not path.startswith(("/v1/resources", "/v1/keys")):
+            return None
+        if path.endswith("/import"):
+            return MAX_IMPORT_BYTES
+        if path.endswith("/working-memory"):
+            return MAX_PATCH_BYTES
+        return MAX_BODY_BYTES
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.limit(scope.get("path", "")) if scope["type"] == "http" else None
+        if limit is None:
+            await self.app(scope, receive, send)
+            return
+        too_large = problem(
+            413, "too-large", "Body too large", f"the body of this request may be at most {limit} bytes"
+        )
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await too_large(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before sending the whole body: nobody to answer
+            body += message.get("body", b"")
+            if len(body) > limit:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+# -- health ----------------------------------------------------------------------------
+
+health = APIRouter(tags=["health"])
+
+
+@health.get("/healthz", operation_id="health", response_model=s.Status, summary="The process is up")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@health.get(
+    "/readyz",
+    operation_id="ready",
+    response_model=s.Status,
+    summary="The database is reachable and migrated",
+    responses={503: {"model": s.Problem, "content": {"application/problem+json": {}}}},
+)
+async def readyz(request: Request) -> Any:
+    try:
+        await _memory(request).run(ops.ListResources())
+    except Exception as exc:  # noqa: BLE001 - any failure means not ready
+        return problem(503, "not-ready", "Not ready", f"the database is not ready: {type(exc).__name__}")
+    return {"status": "ok"}
+
+
+# -- resources and threads ---------------------------------------------------------------
+
+v1 = APIRouter(prefix="/v1")
+RP = "/resources/{resource}"
+
+
+@v1.get("/resources", operation_id="list_resources", tags=["resources"], response_model=list[str], responses=_doc())
+async def list_resources(request: Request, auth: CurrentKey) -> list[str]:
+    """The resources this key may reach (an admin key: every resource that holds anything)."""
+    if auth.admin:
+        return await _memory(request).list_resources()
+    return list(auth.resources)
+
+
+@v1.get(
+    RP + "/threads", operation_id="list_threads", tags=["threads"], response_model=list[s.ThreadOut], responses=_doc()
+)
+async def list_threads(request: Request, auth: CurrentKey, resource: Res) -> list[dict[str, Any]]:
+    """The resource's threads, most recently active first."""
+    rid = require(auth, resource)
+    return [_thread(t) for t in await _memory(request).list_threads(resource_id=rid)]
+
+
+@v1.post(
+    RP + "/threads",
+    operation_id="create_thread",
+    tags=["threads"],
+    status_code=201,
+    response_model=s.ThreadOut,
+    responses=_doc(409),
+)
+async def create_thread(request: Request, auth: CurrentKey, resource: Res, body: s.ThreadIn) -> Any:
+    """Create an empty thread (409 when the resource already has that id)."""
+    rid = require(auth, resource)
+    memory = _memory(request)
+    try:
+        thread = await memory.create_thread(
+            resource_id=rid, thread_id=body.thread_id, title=body.title, metadata=body.metadata
+        )
+    except UsageError:
+        if body.thread_id is not None and await _thread_exists(memory, rid, body.thread_id):
+            return problem(
+                409, "conflict", "Already exists", f"resource {rid!r} already has a thread {body.thread_id!r}"
+            )
+        raise
+    return _thread(thread)
+
+
+async def _thread_exists(memory: Memory, rid: str, tid: str) -> bool:
+    try:
+        await memory.get_thread(resource_id=rid, thread_id=tid)
+    except NotFound:
+        return False
+    return True
+
+
+@v1.get(
+    RP + "/threads/{thread}", operation_id="get_thread", tags=["threads"], response_model=s.ThreadOut, responses=_doc()
+)
+async def get_thread(request: Request, auth: CurrentKey, resource: Res, thread: Thread) -> dict[str, Any]:
+    rid = require(auth, resource)
+    return _thread(await _memory(request).get_thread(resource_id=rid, thread_id=thread))
+
+
+@v1.patch(
+    RP + "/threads/{thread}",
+    operation_id="update_thread",
+    tags=["threads"],
+    response_model=s.ThreadOut,
+    responses=_doc(),
+)
+async def update_thread(
+    request: Request, auth: CurrentKey, resource: Res, thread: Thread, body: s.ThreadPatch
+) -> dict[str, Any]:
+    """Change the title and/or metadata: a field left out is kept, ``null`` clears it."""
+    rid = require(auth, resource)
+    given = body.model_fields_set
+    updated = await _memory(request).update_thread(
+        resource_id=rid,
+        thread_id=thread,
+        title=body.title if "title" in given else ops.UNSET,
+        metadata=body.metadata if "metadata" in given else ops.UNSET,
+    )
+    return _thread(updated)
+
+
+@v1.delete(RP + "/threads/{thread}", operation_id="delete_thread", tags=["threads"], status_code=204, responses=_doc())
+async def delete_thread(request: Request, auth: CurrentKey, resource: Res, thread: Thread) -> Response:
+    """Delete the thread, its messages, their vectors and their edit log."""
+    rid = require(auth, resource)
+    await _memory(request).delete_thread(resource_id=rid, thread_id=thread)
+    return Response(status_code=204)
+
+
+# -- messages ---------------------------------------------------------------------------
+
+
+@v1.get(
+    RP + "/threads/{thread}/messages",
+    operation_id="list_messages",
+    tags=["messages"],
+    response_model=list[s.MessageOut],
+    responses=_doc(),
+)
+async def list_messages(
+    request: Request,
+    auth: CurrentKey,
+    resource: Res,
+    thread: Thread,
+    limit: Annotated[int | None, Query(ge=0, description="Only the newest N.")] = None,
+    before: Annotated[int | None, Query(description="Only messages older than this seq (paging back).")] = None,
+) -> list[dict[str, Any]]:
+    """The thread's messages, oldest first (a thread that does not exist reads as ``[]``)."""
+    rid = require(auth, resource)
+    found = await _memory(request).get_messages(resource_id=rid, thread_id=thread, limit=limit, before=before)
+    return [_message(x) for x in found]
+
+
+@v1.post(
+    RP + "/threads/{thread}/messages",
+    operation_id="append_messages",
+    tags=["messages"],
+    status_code=201,
+    response_model=list[s.MessageOut],
+    responses=_doc(413),
+)
+async def append_messages(
+    request: Request, auth: CurrentKey, resource: Res, thread: Thread, body: s.MessagesIn
+) -> list[dict[str, Any]]:
+    """Append a turn in one transaction (all or nothing); returns the stored messages."""
+    rid = require(auth, resource)
+    built = [
+        m.Message(
+            role=x.role,
+            content=x.content,
+            tool_calls=tuple(m.ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in x.tool_calls)
+            if x.tool_calls
+            else None,
+            tool_call_id=x.tool_call_id,
+            name=x.name,
+            metadata=x.metadata,
+            importance=x.importance,
+        )
+        for x in body.messages
+    ]
+    stored = await _memory(request).append_messages(resource_id=rid, thread_id=thread, messages=built)
+    return [_message(x) for x in stored]
+
+
+@v1.delete(
+    RP + "/threads/{thread}/messages/last",
+    operation_id="pop_message",
+    tags=["messages"],
+    response_model=s.MessageOut,
+    responses=_doc(),
+)
+async def pop_message(
+    request: Request,
+    auth: CurrentKey,
+    resource: Res,
+    thread: Thread,
+    reason: Annotated[str | None, Query(description="Kept in the message log.")] = None,
+) -> dict[str, Any]:
+    """Remove and return the thread's newest message (404 when it has none): undo a turn."""
+    rid = require(auth, resource)
+    popped = await _memory(request).pop_message(resource_id=rid, thread_id=thread, actor="api", reason=reason)
+    if popped is None:
+        raise NotFound(f"thread {thread!r} of {rid!r} has no message to pop", resource_id=rid, thread_id=thread)
+    return _message(popped)
+
+
+@v1.patch(
+    RP + "/messages/{message_id}",
+    operation_id="edit_message",
+    tags=["messages"],
+    response_model=s.MessageOut,
+    responses=_doc(),
+)
+async def edit_message(
+    request: Request, auth: CurrentKey, resource: Res, message_id: str, body: s.MessageEdit
+) -> dict[str, Any]:
+    """Replace a message's text; the old text goes to the message log."""
+    rid = require(auth, resource)
+    edited = await _memory(request).edit_message(
+        resource_id=rid, message_id=message_id, content=body.content, actor="api", reason=body.reason
+    )
+    return _message(edited)
+
+
+@v1.delete(
+    RP + "/messages/{message_id}",
+    operation_id="delete_message",
+    tags=["messages"],
+    response_model=s.MessageOut,
+    responses=_doc(),
+)
+async def delete_message(
+    request: Request,
+    auth: CurrentKey,
+    resource: Res,
+    message_id: str,
+    reason: Annotated[str | None, Query(description="Kept in the message log.")] = None,
+) -> dict[str, Any]:
+    """Delete one message and return it; the log keeps who, when and why (not the text)."""
+    rid = require(auth, resource)
+    deleted = await _memory(request).delete_message(resource_id=rid, message_id=message_id, actor="api", reason=reason)
+    return _message(deleted)
+
+
+@v1.get(
+    RP + "/message-log",
+    operation_id="message_log",
+    tags=["messages"],
+    response_model=list[s.MessageLogEntry],
+    responses=_doc(),
+)
+async def message_log(
+    request: Request, auth: CurrentKey, resource: Res, message_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Edits, pops and deletions of the resource's messages, oldest first."""
+    rid = require(auth, resource)
+    return await _memory(request).message_log(resource_id=rid, message_id=message_id)
+
+
+@v1.get(
+    RP + "/threads/{thread}/summaries",
+    operation_id="list_summaries",
+    tags=["messages"],
+    response_model=list[s.SummaryOut],
+    responses=_doc(501),
+)
+async def list_summaries(request: Request, auth: CurrentKey, resource: Res, thread: Thread) -> list[dict[str, Any]]:
+    """The thread's summaries, oldest first, each with ``merged``."""
+    rid = require(auth, resource)
+    found = await _memory(request).summaries(resource_id=rid, thread_id=thread)
+    return [{"message": _message(x), "merged": merged} for x, merged in found]
+
+
+# -- working memory ----------------------------------------------------------------------
+
+
+@v1.get(
+    RP + "/working-memory",
+    operation_id="get_working_memory",
+    tags=["working-memory"],
+    response_model=s.WorkingMemoryOut,
+    responses=_doc(),
+)
+async def get_working_memory(request: Request, response: Response, auth: CurrentKey, resource: Res) -> dict[str, Any]:
+    """The working memory and its version (also as ``ETag``); never set: ``data`` null, version 0."""
+    rid = require(auth, resource)
+    body, etag = _wm(await _memory(request).get_working_memory_state(resource_id=rid))
+    response.headers["ETag"] = etag
+    return body
+
+
+@v1.patch(
+    RP + "/working-memory",
+    operation_id="patch_working_memory",
+    tags=["working-memory"],
+    response_model=s.WorkingMemoryOut,
+    responses=_doc(409, 412, 413, 415),
+    openapi_extra={
+        "parameters": [
+            {
+                "name": "If-Match",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": 'Apply only if the stored version is this ETag (e.g. "3"); 412 otherwise.',
+            }
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {MERGE_PATCH: {"schema": {"type": "object", "additionalProperties": True}}},
+            "description": "A JSON Merge Patch (RFC 7396): objects merge, null deletes, the rest replaces.",
+        },
+    },
+)
+async def patch_working_memory(request: Request, response: Response, auth: CurrentKey, resource: Res) -> Any:
+    """Apply a JSON Merge Patch atomically; the new version comes back as ``ETag``."""
+    rid = require(auth, resource)
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind != MERGE_PATCH:
+        return problem(415, "unsupported-media-type", "Unsupported media type", f"send the patch as {MERGE_PATCH}")
+    condition = request.headers.get("if-match")
+    expected = _if_match(condition)
+    patch = loads_strict(await request.body(), "working-memory patch", max_bytes=MAX_PATCH_BYTES)
+    try:
+        state = await _memory(request).update_working_memory(
+            resource_id=rid, patch=patch, expected_version=expected, source="api"
+        )
+    except Conflict as exc:
+        if condition is None:
+            raise
+        return problem(
+            412,
+            "precondition-failed",
+            "Precondition failed",
+            str(exc),
+            expected_version=exc.expected,
+            actual_version=exc.actual,
+        )
+    body, etag = _wm(state)
+    response.headers["ETag"] = etag
+    return body
+
+
+@v1.get(
+    RP + "/working-memory/log",
+    operation_id="working_memory_log",
+    tags=["working-memory"],
+    response_model=list[s.WorkingMemoryLogEntry],
+    responses=_doc(),
+)
+async def working_memory_log(request: Request, auth: CurrentKey, resource: Res) -> list[dict[str, Any]]:
+    """Every applied patch, oldest first."""
+    rid = require(auth, resource)
+    return await _memory(request).working_memory_log(resource_id=rid)
+
+
+# -- notebook ---------------------------------------------------------------------------
+
+
+def _notebook(request: Request, rid: str) -> Notebook:
+    """The resource's notebook, its snapshot frozen at this process's first use (kept for its lifetime)."""
+    from .._files import caderno_home
+
+    books: dict[str, Notebook] = request.app.state.notebooks
+    if rid not in books:
+        books.setdefault(rid, Notebook.for_resource(caderno_home(), rid).load())
+    return books[rid]
+
+
+Target = Annotated[str, Path(pattern="^(memory|user)$", description="memory (MEMORY.md) or user (USER.md).")]
+
+
+@v1.get(
+    RP + "/notebook", operation_id="get_notebook", tags=["notebook"], response_model=s.NotebookOut, responses=_doc()
+)
+async def get_notebook(request: Request, auth: CurrentKey, resource: Res) -> dict[str, Any]:
+    """The frozen snapshot the model sees, and the live entries."""
+    rid = require(auth, resource)
+
+    def read() -> dict[str, Any]:
+        book = _notebook(request, rid)
+        return {
+            "snapshot": {t: book.snapshot(t) for t in ("memory", "user")},
+            "entries": {t: book.entries(t) for t in ("memory", "user")},
+        }
+
+    return await asyncio.to_thread(read)
+
+
+@v1.post(
+    RP + "/notebook/{target}",
+    operation_id="edit_notebook",
+    tags=["notebook"],
+    response_model=s.NotebookResult,
+    responses=_doc(),
+)
+async def edit_notebook(
+    request: Request, auth: CurrentKey, resource: Res, target: Target, body: s.NotebookIn
+) -> dict[str, Any]:
+    """add / replace / remove an entry (as the model's ``memory`` tool); a refusal is a 422 with its message."""
+    rid = require(auth, resource)
+
+    def apply() -> dict[str, Any]:
+        outcome = _notebook(request, rid).apply(body.action, target, body.content, body.old_text)
+        return {"success": True, **dataclasses.asdict(outcome)}
+
+    return await asyncio.to_thread(apply)
+
+
+# -- recall and facts --------------------------------------------------------------------
+
+
+@v1.post(RP + "/recall", operation_id="recall", tags=["recall"], response_model=list[s.RecallHit], responses=_doc())
+async def recall(request: Request, auth: CurrentKey, resource: Res, body: s.RecallIn) -> list[dict[str, Any]]:
+    """Past messages: recent + salient + relevant + lexical, fused; in conversation order."""
+    rid = require(auth, resource)
+    hits = await _memory(request).recall(
+        resource_id=rid,
+        query=body.query,
+        thread_id=body.thread_id,
+        scope=body.scope,
+        recent=body.recent,
+        salient=body.salient,
+        relevant=body.relevant,
+        lexical=body.lexical,
+        top=body.top,
+        message_range=body.message_range,
+    )
+    return [
+        {
+            "message": _message(h.message),
+            "thread_id": h.thread_id,
+            "reasons": sorted(h.reasons),
+            "score": h.score,
+            "scores": h.scores,
+        }
+        for h in hits
+    ]
+
+
+@v1.get(RP + "/facts", operation_id="list_facts", tags=["facts"], response_model=list[s.FactOut], responses=_doc())
+async def list_facts(request: Request, auth: CurrentKey, resource: Res, category: str | None = None) -> list[Any]:
+    """The resource's facts, most recently updated first."""
+    rid = require(auth, resource)
+    return [dataclasses.asdict(f) for f in await _memory(request).get_facts(resource_id=rid, category=category)]
+
+
+@v1.put(
+    RP + "/facts/{category}/{key}", operation_id="put_fact", tags=["facts"], response_model=s.FactOut, responses=_doc()
+)
+async def put_fact(
+    request: Request, auth: CurrentKey, resource: Res, category: str, key: str, body: s.FactIn
+) -> dict[str, Any]:
+    """Set a fact (source ``user``); the previous value goes to its history."""
+    rid = require(auth, resource)
+    fact = await _memory(request).remember_fact(
+        resource_id=rid, category=category, key=key, value=body.value, source="user"
+    )
+    return dataclasses.asdict(fact)
+
+
+@v1.delete(
+    RP + "/facts/{category}/{key}", operation_id="delete_fact", tags=["facts"], status_code=204, responses=_doc()
+)
+async def delete_fact(request: Request, auth: CurrentKey, resource: Res, category: str, key: str) -> Response:
+    """Forget a fact (its history stays)."""
+    rid = require(auth, resource)
+    await _memory(request).forget_fact(resource_id=rid, category=category, key=key)
+    return Response(status_code=204)
+
+
+@v1.get(
+    RP + "/facts/{category}/{key}/history",
+    operation_id="fact_history",
+    tags=["facts"],
+    response_model=list[s.FactHistoryEntry],
+    responses=_doc(),
+)
+async def fact_history(request: Request, auth: CurrentKey, resource: Res, category: str, key: str) -> list[Any]:
+    """Earlier values of one fact, oldest first."""
+    rid = require(auth, resource)
+    return await _memory(request).fact_history(resource_id=rid, category=category, key=key)
+
+
+# -- tasks ------------------------------------------------------------------------------
+
+
+@v1.get(RP + "/tasks", operation_id="list_tasks", tags=["tasks"], response_model=list[s.TaskOut], responses=_doc())
+async def list_tasks(request: Request, auth: CurrentKey, resource: Res) -> list[Any]:
+    rid = require(auth, resource)
+    return [dataclasses.asdict(t) for t in await _memory(request).tasks.list(resource_id=rid)]
+
+
+@v1.post(
+    RP + "/tasks",
+    operation_id="create_task",
+    tags=["tasks"],
+    status_code=201,
+    response_model=s.TaskOut,
+    responses=_doc(409),
+)
+async def create_task(request: Request, auth: CurrentKey, resource: Res, body: s.TaskIn) -> Any:
+    """Schedule a prompt (409 when the resource already has a task of that name)."""
+    rid = require(auth, resource)
+    memory = _memory(request)
+    try:
+        task = await memory.tasks.add(resource_id=rid, **body.model_dump())
+    except UsageError:
+        if any(t.name == body.name.strip() for t in await memory.tasks.list(resource_id=rid)):
+            return problem(
+                409, "conflict", "Already exists", f"resource {rid!r} already has a task named {body.name!r}"
+            )
+        raise
+    return dataclasses.asdict(task)
+
+
+@v1.post(
+    RP + "/tasks/{name}/pause", operation_id="pause_task", tags=["tasks"], response_model=s.TaskOut, responses=_doc()
+)
+async def pause_task(request: Request, auth: CurrentKey, resource: Res, name: str) -> dict[str, Any]:
+    rid = require(auth, resource)
+    return dataclasses.asdict(await _memory(request).tasks.pause(resource_id=rid, name=name))
+
+
+@v1.post(
+    RP + "/tasks/{name}/resume", operation_id="resume_task", tags=["tasks"], response_model=s.TaskOut, responses=_doc()
+)
+async def resume_task(request: Request, auth: CurrentKey, resource: Res, name: str) -> dict[str, Any]:
+    rid = require(auth, resource)
+    return dataclasses.asdict(await _memory(request).tasks.resume(resource_id=rid, name=name))
+
+
+@v1.delete(RP + "/tasks/{name}", operation_id="delete_task", tags=["tasks"], status_code=204, responses=_doc())
+async def delete_task(request: Request, auth: CurrentKey, resource: Res, name: str) -> Response:
+    rid = require(auth, resource)
+    await _memory(request).tasks.delete(resource_id=rid, name=name)
+    return Response(status_code=204)
+
+
+# -- whole resources ---------------------------------------------------------------------
+
+
+@v1.get(
+    RP + "/export", operation_id="export_resource", tags=["resources"], response_model=dict[str, Any], responses=_doc()
+)
+async def export_resource(request: Request, auth: CurrentKey, resource: Res) -> JSONResponse:
+    """Everything of the resource, as ``caderno export`` writes it."""
+    rid = require(auth, resource)
+    return JSONResponse(await _memory(request).export_resource(resource_id=rid))
+
+
+@v1.post(
+    RP + "/import",
+    operation_id="import_resource",
+    tags=["resources"],
+    status_code=204,
+    responses=_doc(413),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+            "description": "An export whose resource_id is this path's resource; the resource must hold nothing yet.",
+        }
+    },
+)
+async def import_resource(request: Request, auth: CurrentKey, resource: Res) -> Response:
+    """Restore an export into an empty resource (ids and order intact)."""
+    rid = require(auth, resource)
+    dump = loads_strict(await request.body(), "export", max_bytes=MAX_IMPORT_BYTES, max_depth=DUMP_DEPTH)
+    if not isinstance(dump, dict) or dump.get("resource_id") != rid:
+        raise UsageError(f"the export's resource_id must be {rid!r}, the resource in the path")
+    await _memory(request).import_resource(dump)
+    return Response(status_code=204)
+
+
+@v1.delete(RP, operation_id="erase_resource", tags=["resources"], status_code=204, responses=_doc())
+async def erase_resource(request: Request, auth: CurrentKey, resource: Res) -> Response:
+    """Delete everything of the resource, in one transaction (its notebook files stay on disk)."""
+    rid = require(auth, resource)
+    await _memory(request).erase_resource(resource_id=rid)
+    return Response(status_code=204)
+
+
+# -- keys -------------------------------------------------------------------------------
+
+
+@v1.get("/keys", operation_id="list_keys", tags=["keys"], response_model=list[s.ApiKeyOut], responses=_doc(403))
+async def list_keys(request: Request, auth: AdminKey) -> list[Any]:
+    """Every key, revoked ones included (never a token)."""
+    return [dataclasses.asdict(k) for k in await _memory(request).keys.list()]
+
+
+@v1.post(
+    "/keys", operation_id="create_key", tags=["keys"], status_code=201, response_model=s.KeyCreated, responses=_doc(403)
+)
+async def create_key(request: Request, auth: AdminKey, body: s.KeyIn) -> dict[str, Any]:
+    """A new key; its token is in this response only."""
+    token, key = await _memory(request).keys.create(resources=body.resources, admin=body.admin, name=body.name)
+    return {"token": token, "key": dataclasses.asdict(key)}
+
+
+@v1.delete("/keys/{key_id}", operation_id="revoke_key", tags=["keys"], status_code=204, responses=_doc(403))
+async def revoke_key(request: Request, auth: AdminKey, key_id: str) -> Response:
+    """Stop a key at once."""
+    await _memory(request).keys.revoke(key_id=key_id)
+    return Response(status_code=204)
+
+
+def install_routes(app: FastAPI) -> None:
+    """Add the REST API (``/healthz``, ``/readyz``, ``/v1/…``) and its body limits to ``app``."""
+    app.state.notebooks = {}
+    app.add_middleware(BodyLimit)
+    app.include_router(health)
+    app.include_router(v1)
+
+
+def default_routers() -> list[Callable[[FastAPI], None]]:
+    """What ``caderno serve`` installs: this API, then the memory proxy and the inspector page when present."""
+    routers: list[Callable[[FastAPI], None]] = [install_routes]
+    try:
+        from .proxy import install_proxy
+
+        routers.append(install_proxy)
+    except ImportError:
+        pass
+    try:
+        from .inspector import install_inspector
+
+        routers.append(install_inspector)
+    except ImportError:
+        pass
+    return routers

@@ -1,0 +1,300 @@
+"""The HTTP API's bodies and responses, as pydantic models (the OpenAPI document is built from them).
+
+Responses mirror the library's records (``Message.to_dict()``, ``Thread``,
+``WorkingMemory``…); request bodies validate shape here and leave policy
+(ids, sizes, text rules) to ``Memory``, so the API refuses exactly what the
+library refuses.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ApiKeyOut",
+    "FactHistoryEntry",
+    "FactIn",
+    "FactOut",
+    "KeyCreated",
+    "KeyIn",
+    "MessageEdit",
+    "MessageIn",
+    "MessageLogEntry",
+    "MessageOut",
+    "MessagesIn",
+    "NotebookEntries",
+    "NotebookIn",
+    "NotebookOut",
+    "NotebookResult",
+    "NotebookSnapshot",
+    "Problem",
+    "RecallHit",
+    "RecallIn",
+    "Status",
+    "SummaryOut",
+    "TaskIn",
+    "TaskOut",
+    "ThreadIn",
+    "ThreadOut",
+    "ThreadPatch",
+    "ToolCallOut",
+    "WorkingMemoryLogEntry",
+    "WorkingMemoryOut",
+]
+
+_strict = ConfigDict(extra="forbid")
+
+
+class Problem(BaseModel):
+    """An error, as ``application/problem+json`` (RFC 9457)."""
+
+    type: str = Field(description="A stable URI per kind of error, e.g. https://caderno.dev/problems/not-found.")
+    title: str
+    status: int
+    detail: str
+    expected_version: int | None = Field(default=None, description="Conflicts only: the version asked for.")
+    actual_version: int | None = Field(default=None, description="Conflicts only: the stored version.")
+
+
+class Status(BaseModel):
+    status: str
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] | str
+
+
+class MessageOut(BaseModel):
+    """A stored message: ``Message.to_dict()`` plus its ``seq`` in the thread."""
+
+    id: str | None
+    role: str
+    content: str
+    tool_calls: list[ToolCallOut] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    created_at: datetime | None = None
+    importance: float | None = None
+    metadata: dict[str, Any] | None = None
+    seq: int | None = None
+
+
+class MessageIn(BaseModel):
+    """One message to append (id, time and importance are assigned when absent)."""
+
+    model_config = _strict
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCallOut] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+    importance: float | None = None
+
+
+class MessagesIn(BaseModel):
+    """A turn: messages appended to the thread in one transaction, all or nothing."""
+
+    model_config = _strict
+    messages: list[MessageIn]
+
+
+class MessageEdit(BaseModel):
+    model_config = _strict
+    content: str
+    reason: str | None = None
+
+
+class MessageLogEntry(BaseModel):
+    """An edit, pop or deletion (the old text only for edits)."""
+
+    message_id: str
+    thread_id: str | None = None
+    action: str
+    role: str | None = None
+    old_content: str | None = None
+    actor: str | None = None
+    reason: str | None = None
+    created_at: datetime | None = None
+
+
+class SummaryOut(BaseModel):
+    message: MessageOut
+    merged: bool = Field(description="Folded into a later summary.")
+
+
+class ThreadOut(BaseModel):
+    id: str
+    resource_id: str
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    message_count: int = 0
+
+
+class ThreadIn(BaseModel):
+    model_config = _strict
+    thread_id: str | None = Field(default=None, description="Made up when absent.")
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ThreadPatch(BaseModel):
+    """Fields left out are kept; ``null`` clears one."""
+
+    model_config = _strict
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class WorkingMemoryOut(BaseModel):
+    """The resource's working memory; ``data`` is ``null`` and ``version`` 0 when never set."""
+
+    data: dict[str, Any] | None
+    version: int
+    updated_at: datetime | None = None
+
+
+class WorkingMemoryLogEntry(BaseModel):
+    version: int
+    patch: dict[str, Any]
+    source: str
+    created_at: datetime | None = None
+
+
+class NotebookSnapshot(BaseModel):
+    memory: str | None
+    user: str | None
+
+
+class NotebookEntries(BaseModel):
+    memory: list[str]
+    user: list[str]
+
+
+class NotebookOut(BaseModel):
+    """``snapshot``: frozen at this server process's first use of the resource; ``entries``: live."""
+
+    snapshot: NotebookSnapshot
+    entries: NotebookEntries
+
+
+class NotebookIn(BaseModel):
+    model_config = _strict
+    action: Literal["add", "replace", "remove"]
+    content: str | None = None
+    old_text: str | None = None
+
+
+class NotebookResult(BaseModel):
+    """The notebook tool's JSON result."""
+
+    success: bool
+    target: str
+    entries: list[str]
+    entry_count: int
+    usage: str
+    message: str
+
+
+class RecallIn(BaseModel):
+    model_config = _strict
+    query: str
+    thread_id: str | None = None
+    scope: Literal["resource", "thread"] = "resource"
+    recent: int = 10
+    salient: int = 5
+    relevant: int = 5
+    lexical: int = 5
+    top: int | None = None
+    message_range: int | tuple[int, int] | None = None
+
+
+class RecallHit(BaseModel):
+    message: MessageOut
+    thread_id: str
+    reasons: list[str]
+    score: float
+    scores: dict[str, float]
+
+
+class FactOut(BaseModel):
+    resource_id: str
+    category: str
+    key: str
+    value: str
+    source: str
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class FactIn(BaseModel):
+    model_config = _strict
+    value: str
+
+
+class FactHistoryEntry(BaseModel):
+    category: str | None = None
+    key: str | None = None
+    value: str
+    source: str | None = None
+    valid_from: datetime | None = None
+    replaced_at: datetime | None = None
+
+
+class TaskIn(BaseModel):
+    model_config = _strict
+    name: str
+    schedule: str = Field(description="'daily at 9am', 'todo dia às 9h', a cron line, or a one-shot moment.")
+    prompt: str
+    timezone: str = "UTC"
+    thread_id: str | None = None
+    trusted: bool = False
+
+
+class TaskOut(BaseModel):
+    id: str
+    resource_id: str
+    name: str
+    cron_expr: str | None
+    original_schedule: str
+    prompt: str
+    source: str
+    is_oneshot: bool
+    is_paused: bool = False
+    is_trusted: bool = False
+    timezone: str = "UTC"
+    thread_id: str = ""
+    next_run_at: datetime | None = None
+    last_run_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class ApiKeyOut(BaseModel):
+    """A key's record (never its token)."""
+
+    id: str
+    name: str
+    resources: list[str]
+    admin: bool = False
+    created_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class KeyIn(BaseModel):
+    model_config = _strict
+    resources: list[str] = Field(default_factory=list)
+    admin: bool = False
+    name: str = ""
+
+
+class KeyCreated(BaseModel):
+    token: str = Field(description="Shown once; only its hash is stored.")
+    key: ApiKeyOut

@@ -1,0 +1,552 @@
+"""The inspector page, clicked through in a real headless Chromium (Playwright).
+
+A real uvicorn serves ``create_app`` on a loopback port over a seeded SQLite
+file: two resources, tool calls, a summary, working-memory patches, notebook
+entries, facts and a task. The REST API is ``caderno.server.routes`` when it
+is importable, else a stand-in router below that implements the same
+contract over the same ``Memory`` (so these tests never skip).
+
+Chromium is Debian's (``scripts/ensure-chromium.sh`` installs it; ``make
+test`` runs that first). When it is missing these tests fail, never skip.
+Screenshots go to each test's tmp dir; ``CADERNO_SCREENSHOT=1`` also writes
+the README's ``docs/inspector.png``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+uvicorn = pytest.importorskip("uvicorn")
+playwright_sync = pytest.importorskip("playwright.sync_api")
+
+from fastapi import APIRouter, FastAPI, Request, Response  # noqa: E402
+
+import caderno  # noqa: E402
+from caderno._time import utcnow  # noqa: E402
+from caderno.consolidation import summary_message  # noqa: E402
+from caderno.errors import Conflict  # noqa: E402
+from caderno.memory import open_store  # noqa: E402
+from caderno.messages import Message, ToolCall  # noqa: E402
+from caderno.notebook import Notebook  # noqa: E402
+from caderno.server import create_app  # noqa: E402
+from caderno.server.auth import CurrentKey, require  # noqa: E402
+from caderno.server.inspector import install_inspector  # noqa: E402
+from caderno.server.problems import problem  # noqa: E402
+from caderno.stores import ops  # noqa: E402
+
+try:
+    from caderno.server.routes import install_routes as real_routes
+except ImportError:  # routes.py not written yet: the stand-in below keeps the contract
+    real_routes = None
+
+Page = Any  # playwright.sync_api.Page (kept loose: the package is optional)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",  # required as root
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    # Without these Chromium phones home, and a closed network refuses its connections.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+HOSTILE = "<img src=x onerror=alert(1)>"
+DOCS_SHOT = Path(__file__).resolve().parents[2] / "docs" / "inspector.png"
+
+
+# -- the stand-in API (the contract the page is written against) ----------------------------
+
+
+def stand_in_routes(app: FastAPI) -> None:
+    """Exactly the routes the page calls, over ``app.state.memory``."""
+    r = APIRouter(prefix="/v1")
+    books: dict[str, Notebook] = {}
+
+    def mem(request: Request) -> caderno.Memory:
+        memory: caderno.Memory = request.app.state.memory
+        return memory
+
+    def msg(m: Message) -> dict[str, Any]:
+        return {**m.to_dict(), "seq": m.seq}
+
+    @r.get("/resources")
+    async def resources(request: Request, key: CurrentKey) -> list[str]:
+        return await mem(request).list_resources() if key.admin else list(key.resources)
+
+    @r.get("/resources/{rid}/threads")
+    async def threads(request: Request, key: CurrentKey, rid: str) -> list[dict[str, Any]]:
+        return [asdict(t) for t in await mem(request).list_threads(resource_id=require(key, rid))]
+
+    @r.get("/resources/{rid}/threads/{tid}/messages")
+    async def messages(
+        request: Request, key: CurrentKey, rid: str, tid: str, limit: int | None = None, before: int | None = None
+    ) -> list[dict[str, Any]]:
+        await mem(request).get_thread(resource_id=require(key, rid), thread_id=tid)
+        found = await mem(request).get_messages(resource_id=rid, thread_id=tid, limit=limit, before=before)
+        return [msg(m) for m in found]
+
+    @r.get("/resources/{rid}/threads/{tid}/summaries")
+    async def summaries(request: Request, key: CurrentKey, rid: str, tid: str) -> list[dict[str, Any]]:
+        found = await mem(request).summaries(resource_id=require(key, rid), thread_id=tid)
+        return [{"message": msg(m), "merged": merged} for m, merged in found]
+
+    @r.patch("/resources/{rid}/messages/{mid}")
+    async def edit(request: Request, key: CurrentKey, rid: str, mid: str) -> dict[str, Any]:
+        body = await request.json()
+        edited = await mem(request).edit_message(
+            resource_id=require(key, rid), message_id=mid, content=body["content"], reason=body.get("reason")
+        )
+        return msg(edited)
+
+    @r.delete("/resources/{rid}/messages/{mid}")
+    async def delete_message(request: Request, key: CurrentKey, rid: str, mid: str) -> dict[str, Any]:
+        return msg(await mem(request).delete_message(resource_id=require(key, rid), message_id=mid))
+
+    @r.delete("/resources/{rid}/threads/{tid}", status_code=204)
+    async def delete_thread(request: Request, key: CurrentKey, rid: str, tid: str) -> Response:
+        await mem(request).delete_thread(resource_id=require(key, rid), thread_id=tid)
+        return Response(status_code=204)
+
+    def wm_body(state: Any) -> dict[str, Any]:
+        if state is None:
+            return {"data": None, "version": 0, "updated_at": None}
+        return {"data": state.data, "version": state.version, "updated_at": state.updated_at.isoformat()}
+
+    @r.get("/resources/{rid}/working-memory")
+    async def get_wm(request: Request, response: Response, key: CurrentKey, rid: str) -> dict[str, Any]:
+        body = wm_body(await mem(request).get_working_memory_state(resource_id=require(key, rid)))
+        response.headers["ETag"] = f'"{body["version"]}"'
+        return body
+
+    @r.patch("/resources/{rid}/working-memory", response_model=None)
+    async def patch_wm(request: Request, response: Response, key: CurrentKey, rid: str) -> Any:
+        require(key, rid)
+        if request.headers.get("content-type", "").split(";")[0] != "application/merge-patch+json":
+            return problem(415, "unsupported-media-type", "Unsupported media type", "send merge-patch+json")
+        match = request.headers.get("if-match")
+        expected = int(match.strip('"')) if match else None
+        try:
+            state = await mem(request).update_working_memory(
+                resource_id=rid, patch=json.loads(await request.body()), expected_version=expected, source="api"
+            )
+        except Conflict as exc:
+            return problem(412, "precondition-failed", "Precondition failed", str(exc))
+        response.headers["ETag"] = f'"{state.version}"'
+        return wm_body(state)
+
+    @r.get("/resources/{rid}/working-memory/log")
+    async def wm_log(request: Request, key: CurrentKey, rid: str) -> list[dict[str, Any]]:
+        return await mem(request).working_memory_log(resource_id=require(key, rid))
+
+    @r.get("/resources/{rid}/notebook")
+    async def notebook(request: Request, key: CurrentKey, rid: str) -> dict[str, Any]:
+        book = books.setdefault(rid, Notebook.for_resource(os.environ["CADERNO_HOME"], require(key, rid)).load())
+        targets = ("memory", "user")
+        return {
+            "snapshot": {t: book.snapshot(t) for t in targets},
+            "entries": {t: book.entries(t) for t in targets},
+        }
+
+    @r.post("/resources/{rid}/recall")
+    async def recall(request: Request, key: CurrentKey, rid: str) -> list[dict[str, Any]]:
+        query = (await request.json())["query"]
+        hits = await mem(request).recall(resource_id=require(key, rid), query=query)
+        return [
+            {
+                "message": msg(h.message),
+                "thread_id": h.thread_id,
+                "reasons": sorted(h.reasons),
+                "score": h.score,
+                "scores": h.scores,
+            }
+            for h in hits
+        ]
+
+    @r.get("/resources/{rid}/facts")
+    async def facts(request: Request, key: CurrentKey, rid: str) -> list[dict[str, Any]]:
+        return [asdict(f) for f in await mem(request).get_facts(resource_id=require(key, rid))]
+
+    @r.get("/resources/{rid}/tasks")
+    async def tasks(request: Request, key: CurrentKey, rid: str) -> list[dict[str, Any]]:
+        return [asdict(t) for t in await mem(request).tasks.list(resource_id=require(key, rid))]
+
+    app.include_router(r)
+
+
+# -- a seeded server on a loopback port ---------------------------------------------------------
+
+
+@dataclass
+class Site:
+    url: str
+    alice: str
+    """A key for resource ``alice`` only."""
+    ids: dict[str, str]
+    db: Path
+    home: Path
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.get(self.url + path, headers={"Authorization": f"Bearer {self.alice}"}, **kw)
+
+
+async def seed(db: Path, home: Path) -> tuple[str, dict[str, str]]:
+    memory = caderno.Memory(open_store(str(db)), embedder=None)
+    async with memory:
+        ids: dict[str, str] = {}
+        trip = await memory.append_messages(
+            resource_id="alice",
+            thread_id="trip",
+            messages=[
+                Message.user("Book me a flight to Lisbon on 12 May, please."),
+                Message.assistant(
+                    "Let me look.",
+                    tool_calls=[ToolCall(id="call_1", name="search_flights", arguments={"to": "LIS", "day": "05-12"})],
+                ),
+                Message.tool("TP1234 leaves at 09:10 and costs 180 EUR.", tool_call_id="call_1", name="search_flights"),
+                Message.assistant("I found TP1234 to Lisbon at 09:10 for 180 EUR."),
+                Message.user(HOSTILE),
+                Message.user("Remember that I prefer a window seat."),
+            ],
+        )
+        await memory.update_thread(resource_id="alice", thread_id="trip", title="Trip to Lisbon")
+        ids.update(first=trip[0].id or "", hostile=trip[4].id or "", window=trip[5].id or "")
+        seqs = (trip[0].seq or 0, trip[1].seq or 0)
+        summary = summary_message("Alice wants a flight to Lisbon on 12 May.", seqs, "extractive", covered=2)
+        await memory.run(
+            ops.WriteSummary(resource_id="alice", thread_id="trip", summary=summary, covered=seqs, now=utcnow())
+        )
+        await memory.append_messages(
+            resource_id="alice", thread_id="scratch", messages=[Message.user("A scratch note to throw away.")]
+        )
+        await memory.append_messages(
+            resource_id="bob", thread_id="vault", messages=[Message.user("Bob's vault code is 4321.")]
+        )
+        for patch, source in [
+            ({"name": "Alice", "trip": {"city": "Lisbon"}}, "app"),
+            ({"trip": {"day": "05-12"}}, "agent"),
+            ({"name": None, "note": HOSTILE}, "api"),
+        ]:
+            await memory.update_working_memory(resource_id="alice", patch=patch, source=source)
+        await memory.remember_fact(resource_id="alice", category="travel", key="seat", value="window", source="user")
+        await memory.remember_fact(resource_id="alice", category="travel", key="home_airport", value="OPO")
+        await memory.tasks.add(
+            resource_id="alice", name="morning-brief", schedule="every day at 9", prompt="Brief me on my trip."
+        )
+        book = Notebook.for_resource(home, "alice")
+        book.add("memory", "Alice travels light.")
+        book.add("user", "Alice likes window seats.")
+        token, _ = await memory.keys.create(resources=["alice"], name="inspector test")
+        return token, ids
+
+
+@pytest.fixture
+def site(tmp_path: Path, caderno_home: Path) -> Iterator[Site]:
+    db = tmp_path / "caderno.db"
+    # Playwright's sync API keeps an event loop on this thread: seed on another one.
+    seeded: list[tuple[str, dict[str, str]]] = []
+    worker = threading.Thread(target=lambda: seeded.append(asyncio.run(seed(db, caderno_home))))
+    worker.start()
+    worker.join()
+    assert seeded, "seeding the database failed (see the thread's traceback above)"
+    token, ids = seeded[0]
+    memory = caderno.Memory(open_store(str(db)), embedder=None)
+    routes = real_routes or stand_in_routes
+    app = create_app(memory, background=False, routers=[routes, install_inspector])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield Site(url=f"http://127.0.0.1:{port}", alice=token, ids=ids, db=db, home=caderno_home)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
+
+
+# -- the browser ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"Chromium is not installed at {CHROMIUM}; the inspector is tested in a real browser. "
+            "Run `bash scripts/ensure-chromium.sh` (as root; `make test` does it) and test again."
+        )
+    with playwright_sync.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, site: Site, tmp_path: Path) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    problems: list[str] = []
+    alerts: list[str] = []  # any alert() is injected script that ran
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+    page.on("dialog", lambda d: (alerts.append(d.message), d.dismiss()))
+    try:
+        yield page
+    finally:
+        shot(page, tmp_path / "last.png")
+        context.close()
+    # The browser logs every refused request (401, 404, 412) as a console error; those are expected.
+    unexpected = [p for p in problems if not any(f"status of {code}" in p for code in (401, 404, 412))]
+    assert not unexpected, unexpected
+    assert not alerts, f"a JavaScript dialog opened: {alerts}"
+
+
+def shot(page: Page, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+
+
+def sign_in(page: Page, site: Site, token: str | None = None) -> None:
+    page.goto(site.url + "/")
+    page.get_by_label("API key").fill(token or site.alice)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("navigation", name="Resources").get_by_role("link", name="alice").wait_for()
+
+
+def open_trip(page: Page) -> Any:
+    page.get_by_role("navigation", name="Resources").get_by_role("link", name="alice").click()
+    page.get_by_role("link", name="Trip to Lisbon").click()
+    messages = page.get_by_role("list", name="Messages")
+    messages.wait_for()
+    return messages
+
+
+def thread_ids(site: Site) -> list[str]:
+    return [t["id"] for t in site.get("/v1/resources/alice/threads").json()]
+
+
+def tab(page: Page, name: str) -> None:
+    page.get_by_role("navigation", name="Sections").get_by_role("link", name=name).click()
+
+
+# -- the flows ---------------------------------------------------------------------------------------
+
+
+def test_page_is_served_with_a_strict_policy(site: Site) -> None:
+    index = httpx.get(site.url + "/")
+    assert index.status_code == 200 and "text/html" in index.headers["content-type"]
+    assert "script-src 'self'" in index.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in index.headers["content-security-policy"]
+    for asset in ("/inspector/app.js", "/inspector/style.css"):
+        assert httpx.get(site.url + asset).status_code == 200
+    assert "http" not in index.text.replace("http-equiv", ""), "the page must load nothing from outside"
+
+
+def test_sign_in_thread_with_folded_tool_calls_summary_and_hostile_text(page: Page, site: Site, tmp_path: Path) -> None:
+    sign_in(page, site)
+    assert page.evaluate("Object.keys(sessionStorage)") == ["caderno.inspector.key"]
+    assert page.evaluate("localStorage.length") == 0
+    messages = open_trip(page)
+    assert page.get_by_role("heading", name="thread Trip to Lisbon (trip)").is_visible()
+    cards = messages.get_by_role("listitem")
+    # The summary sits in place, before the messages it covers; the tool result is folded.
+    assert cards.first.get_attribute("aria-label") == "Summary"
+    assert "Alice wants a flight to Lisbon on 12 May." in cards.first.inner_text()
+    labels = [c.get_attribute("aria-label") for c in cards.all()]
+    assert not any(label.startswith("tool") for label in labels), labels
+    assistant = messages.get_by_role("listitem", name="assistant message #2")
+    folded = assistant.locator("details.tools")
+    assert folded.locator("summary").inner_text() == "1 tool call: search_flights"
+    assert not folded.get_by_text("TP1234 leaves at 09:10").is_visible()
+    folded.locator("summary").click()
+    assert folded.get_by_text("TP1234 leaves at 09:10 and costs 180 EUR.").is_visible()
+    assert '"to": "LIS"' in folded.locator("pre.args").inner_text()
+    # Stored markup is shown as text and never becomes an element.
+    hostile = messages.get_by_role("listitem", name="user message #5")
+    assert hostile.locator(".text").inner_text() == HOSTILE
+    assert messages.locator("img").count() == 0
+    shot(page, tmp_path / "thread.png")
+    if os.environ.get("CADERNO_SCREENSHOT") == "1":
+        shot(page, DOCS_SHOT)
+
+
+def test_working_memory_json_log_and_patch(page: Page, site: Site, tmp_path: Path) -> None:
+    sign_in(page, site)
+    page.goto(site.url + "/#/r/alice/working-memory")
+    shown = json.loads(page.get_by_label("Working memory JSON").inner_text())
+    assert shown == {"trip": {"city": "Lisbon", "day": "05-12"}, "note": HOSTILE}
+    assert page.get_by_role("heading", name="Working memory · version 3").is_visible()
+    log = page.get_by_role("table", name="Working memory log")
+    assert [r.inner_text().split("\t")[:2] for r in log.locator("tbody tr").all()] == [
+        ["v3", "api"],
+        ["v2", "agent"],
+        ["v1", "app"],
+    ]
+    v3 = page.get_by_label("Change in version 3").inner_text()
+    assert '- name: "Alice"' in v3 and f"+ note: {json.dumps(HOSTILE)}" in v3
+    assert '+ trip.day: "05-12"' in page.get_by_label("Change in version 2").inner_text()
+    assert page.locator("main img").count() == 0
+
+    page.get_by_label("Merge patch (JSON; null deletes a key)").fill('{"mood": "excited", "note": null}')
+    page.get_by_role("button", name="Apply patch").click()
+    page.get_by_role("heading", name="Working memory · version 4").wait_for()
+    assert json.loads(page.get_by_label("Working memory JSON").inner_text())["mood"] == "excited"
+    assert '+ mood: "excited"' in page.get_by_label("Change in version 4").inner_text()
+    shot(page, tmp_path / "working-memory.png")
+
+    # Someone else writes version 5; the page still holds version 4: 412, said plainly.
+    other = httpx.patch(
+        site.url + "/v1/resources/alice/working-memory",
+        headers={"Authorization": f"Bearer {site.alice}", "Content-Type": "application/merge-patch+json"},
+        content=b'{"by": "someone else"}',
+    )
+    assert other.status_code == 200
+    page.get_by_label("Merge patch (JSON; null deletes a key)").fill('{"mood": "calm"}')
+    page.get_by_role("button", name="Apply patch").click()
+    page.get_by_role("alert").get_by_text("changed since you loaded version 4").wait_for()
+    assert site.get("/v1/resources/alice/working-memory").json()["data"]["mood"] == "excited"
+
+
+def test_edit_and_delete_a_message(page: Page, site: Site, tmp_path: Path) -> None:
+    sign_in(page, site)
+    messages = open_trip(page)
+    window = messages.get_by_role("listitem", name="user message #6")
+    window.get_by_role("button", name="Edit message #6").click()
+    window.get_by_label("New content").fill("I prefer an aisle seat.")
+    window.get_by_label("Reason (optional)").fill("user corrected it")
+    window.get_by_role("button", name="Save").click()
+    page.get_by_role("status").get_by_text("Saved message #6.").wait_for()
+    assert messages.get_by_role("listitem", name="user message #6").locator(".text").inner_text() == (
+        "I prefer an aisle seat."
+    )
+
+    hostile = messages.get_by_role("listitem", name="user message #5")
+    hostile.get_by_role("button", name="Delete message #5").click()
+    dialog = page.get_by_role("dialog")
+    assert "message #5 will be deleted" in dialog.inner_text()
+    dialog.get_by_role("button", name="Delete message").click()
+    page.get_by_role("status").get_by_text("Deleted message #5.").wait_for()
+    assert messages.get_by_role("listitem", name="user message #5").count() == 0
+    stored = site.get("/v1/resources/alice/threads/trip/messages").json()
+    assert [m["content"] for m in stored if m["seq"] >= 5] == ["I prefer an aisle seat."]
+    shot(page, tmp_path / "edited.png")
+
+
+def test_delete_a_thread_after_confirming(page: Page, site: Site, tmp_path: Path) -> None:
+    sign_in(page, site)
+    page.get_by_role("navigation", name="Resources").get_by_role("link", name="alice").click()
+    page.get_by_role("link", name="scratch").click()
+    page.get_by_role("button", name="Delete thread").click()
+    dialog = page.get_by_role("dialog")
+    assert "Thread “scratch” and all its messages will be deleted" in dialog.inner_text()
+    shot(page, tmp_path / "confirm.png")
+    dialog.get_by_role("button", name="Cancel").click()
+    assert "scratch" in thread_ids(site)
+
+    page.get_by_role("button", name="Delete thread").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete thread").click()
+    page.get_by_role("status").get_by_text("Deleted thread scratch.").wait_for()
+    page.get_by_role("table", name="Threads").wait_for()
+    assert page.get_by_role("link", name="scratch").count() == 0
+    assert page.get_by_role("link", name="Trip to Lisbon").is_visible()
+    assert thread_ids(site) == ["trip"]
+
+
+def test_recall_shows_legs_and_scores(page: Page, site: Site, tmp_path: Path) -> None:
+    sign_in(page, site)
+    page.goto(site.url + "/#/r/alice/recall")
+    page.get_by_label("Search memory").fill("Lisbon flight")
+    page.get_by_role("button", name="Search").click()
+    hits = page.get_by_role("list", name="Recall results").get_by_role("listitem")
+    hits.first.wait_for()
+    found = hits.filter(has_text="Book me a flight to Lisbon")
+    assert found.count() == 1
+    assert "lexical" in found.get_by_label("found by").inner_text()
+    assert found.locator(".score").inner_text().startswith("score 0.0")
+    assert "lexical " in found.inner_text()  # the leg's own score
+    assert found.get_by_role("link", name="thread trip").is_visible()
+    shot(page, tmp_path / "recall.png")
+
+
+def test_notebook_snapshot_beside_live_entries_facts_and_tasks(page: Page, site: Site, tmp_path: Path) -> None:
+    sign_in(page, site)
+    page.goto(site.url + "/#/r/alice/notebook")
+    memory_box = page.get_by_role("region", name="Notebook Memory (MEMORY.md)")
+    assert "Alice travels light." in memory_box.locator("pre.snapshot").inner_text()
+    # Written after the snapshot froze: live, flagged, and absent from the snapshot.
+    Notebook.for_resource(site.home, "alice").add("memory", "Alice's passport expires in 2031.")
+    page.reload()
+    memory_box = page.get_by_role("region", name="Notebook Memory (MEMORY.md)")
+    memory_box.locator("ol.entries").wait_for()
+    assert "passport" not in memory_box.locator("pre.snapshot").inner_text()
+    fresh = memory_box.locator("ol.entries li").filter(has_text="passport")
+    assert "new since snapshot" in fresh.inner_text()
+    user_box = page.get_by_role("region", name="Notebook User (USER.md)")
+    assert "Alice likes window seats." in user_box.inner_text()
+    shot(page, tmp_path / "notebook.png")
+
+    tab(page, "Facts")
+    facts = page.get_by_role("table", name="Facts")
+    facts.locator("tbody tr").first.wait_for()
+    rows = [r.inner_text().split("\t")[:4] for r in facts.locator("tbody tr").all()]
+    assert ["travel", "seat", "window", "user"] in rows and ["travel", "home_airport", "OPO", "agent"] in rows
+
+    tab(page, "Tasks")
+    tasks = page.get_by_role("table", name="Scheduled tasks")
+    row = tasks.locator("tbody tr").first.inner_text()
+    assert "morning-brief" in row and "every day at 9" in row and "Brief me on my trip." in row and "active" in row
+    shot(page, tmp_path / "tasks.png")
+
+
+def test_a_key_for_alice_never_sees_bob(page: Page, site: Site, tmp_path: Path) -> None:
+    sign_in(page, site)
+    resources = page.get_by_role("navigation", name="Resources").get_by_role("link")
+    assert resources.all_inner_texts() == ["alice"]
+    for path in ("threads", "threads/vault", "working-memory", "notebook", "facts", "tasks"):
+        page.goto(f"{site.url}/#/r/bob/{path}")
+        page.get_by_role("heading", name="Not found").wait_for()
+        assert "resource 'bob' not found" in page.get_by_role("alert").inner_text()
+        assert "4321" not in page.content()
+    shot(page, tmp_path / "not-found.png")
+    assert site.get("/v1/resources/bob/threads").status_code == 404
+
+
+def test_a_bad_key_is_refused_and_sign_out_forgets_the_key(page: Page, site: Site) -> None:
+    page.goto(site.url + "/")
+    page.get_by_label("API key").fill("cad_not-a-real-key")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("alert").get_by_text("That key was not accepted").wait_for()
+    assert page.get_by_label("API key").is_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+
+    sign_in(page, site)
+    page.reload()  # the key survives a reload of this tab
+    page.get_by_role("navigation", name="Resources").get_by_role("link", name="alice").wait_for()
+    page.get_by_role("button", name="Sign out").click()
+    assert page.get_by_label("API key").is_visible()
+    assert page.evaluate("sessionStorage.length") == 0

@@ -1,0 +1,109 @@
+"""``caderno serve`` as a real process on a loopback port, with a key made by ``caderno keys create``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("uvicorn")
+
+import httpx  # noqa: E402
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)  # CADERNO_HOME already points at the test's temp dir
+    env["PYTHONPATH"] = str(SRC)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "caderno.cli", "--db", str(db), *args]
+    return subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=60)
+
+
+def test_serve_answers_with_a_cli_key_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    db = tmp_path / "serve.db"
+    created = _cli(db, "keys", "create", "--resource", "casa", "--name", "teste", "--json")
+    assert created.returncode == 0, created.stderr
+    token = json.loads(created.stdout)["token"]
+    listed = _cli(db, "keys", "list", "--json")
+    assert [k["name"] for k in json.loads(listed.stdout)] == ["teste"] and token not in listed.stdout
+
+    config = tmp_path / "caderno.toml"
+    config.write_text(
+        '[[scheduled_tasks]]\nresource = "casa"\nname = "bom-dia"\nschedule = "daily at 9am"\nprompt = "Bom dia"\n'
+    )
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "caderno.cli", "--db", str(db), "serve", "--config", str(config), "--port", str(port)],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, server.communicate()[0]
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.1)
+        headers = {"authorization": f"Bearer {token}"}
+        made = httpx.post(f"{base}/v1/resources/casa/threads", json={"thread_id": "t", "title": "oi"}, headers=headers)
+        assert made.status_code == 201, made.text
+        assert [t["id"] for t in httpx.get(f"{base}/v1/resources/casa/threads", headers=headers).json()] == ["t"]
+        assert httpx.get(f"{base}/v1/resources/outra/threads", headers=headers).status_code == 404
+        assert httpx.get(f"{base}/readyz").json() == {"status": "ok"}
+        # The config's tasks were synced at start.
+        tasks = httpx.get(f"{base}/v1/resources/casa/tasks", headers=headers).json()
+        assert [(t["name"], t["source"]) for t in tasks] == [("bom-dia", "config")]
+
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=10)
+        assert server.returncode == 0, output
+        assert "Shutting down" in output or "shutdown" in output.lower()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+
+    revoked = _cli(db, "keys", "revoke", json.loads(listed.stdout)[0]["id"])
+    assert revoked.returncode == 0, revoked.stderr
+    again = _cli(db, "keys", "revoke", json.loads(listed.stdout)[0]["id"])
+    assert again.returncode == 1 and again.stderr.startswith("caderno: error:")
+    refused = _cli(db, "keys", "create")
+    assert refused.returncode == 1 and "at least one resource" in refused.stderr
+
+
+def test_serve_without_the_server_extra_prints_the_install_line(tmp_path: Path) -> None:
+    blocked = tmp_path / "blocked"
+    (blocked / "fastapi").mkdir(parents=True)
+    (blocked / "fastapi" / "__init__.py").write_text("raise ImportError('blocked for this test')\n")
+    env = _env()
+    env["PYTHONPATH"] = f"{blocked}{os.pathsep}{SRC}"
+    command = [sys.executable, "-m", "caderno.cli", "--db", str(tmp_path / "x.db"), "serve"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "pip install 'caderno[server]'" in done.stderr
