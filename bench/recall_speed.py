@@ -20,7 +20,15 @@ and search time does not depend on the vectors' values. Queries are real
 questions embedded by the real model. The database is built once under
 bench/results/ and reused (--rebuild to start over).
 
-Run:  .venv/bin/python bench/recall_speed.py [--queries 200]
+Then the vector index alone at 100k and 1M vectors in one resource (random
+unit vectors fed straight into caderno's cache; a 1M-message resource in
+SQLite would add nothing to the search time): exact search, the int8
+pre-scan with exact rescoring, and numpy's exact product (the floor),
+interleaved query by query in one process; recall@10 of the pre-scan against
+exact on the real question vectors and on stored vectors plus noise; the
+cache's bytes per message.
+
+Run:  .venv/bin/python bench/recall_speed.py [--queries 200] [--quick: index at 100k only]
 """
 
 from __future__ import annotations
@@ -145,10 +153,19 @@ async def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--quick", action="store_true", help="only the vector index, at 100k")
     args = ap.parse_args()
     data = json.loads((HERE / "data" / "recall_eval.json").read_text())
     texts = [m["content"] for c in data["conversations"] for s in c["sessions"] for m in s["messages"]][:640]
     questions = [q["question"] for q in data["questions"]]
+    qvecs = default_embedder().embed([random.Random(4).choice(questions) for _ in range(args.queries)])
+    index_rows = [
+        index_speed(size, np.asarray(qvecs, dtype=np.float32))
+        for size in (100_000, 1_000_000)[: 1 if args.quick else 2]
+    ]
+    print_index(index_rows)
+    if args.quick:
+        return
 
     thr = await embedding_throughput(texts)
     emb = default_embedder()
@@ -237,8 +254,92 @@ async def main() -> None:
             f"| {r['relevant_p50_ms']:.1f} / {r['relevant_p99_ms']:.1f} | {lg} "
             f"| {r['numpy_p50_ms']:.2f} / {r['numpy_p99_ms']:.2f} | {r['cold_load_ms']:.0f} |"
         )
+    print()
+    print_index(index_rows)
     if args.json:
-        args.json.write_text(json.dumps({"embedding": thr, "rows": rows}, indent=2))
+        args.json.write_text(json.dumps({"embedding": thr, "rows": rows, "index": index_rows}, indent=2))
+
+
+def index_speed(size: int, real: np.ndarray) -> dict[str, float]:
+    """Exact vs pre-scan vs numpy floor over ``size`` random unit vectors, top 10, no threshold."""
+    from caderno import recall
+
+    rng = np.random.default_rng(size)
+    entry = recall._Entry(DIM)
+    chunk = 50_000
+    for lo in range(0, size, chunk):
+        vecs = rng.standard_normal((min(chunk, size - lo), DIM), dtype=np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        seqs = list(range(lo + 1, lo + len(vecs) + 1))
+        entry.add(seqs, [f"t{s % (size // 50)}" for s in seqs], vecs.tobytes())
+    picks = entry.mat[:, rng.integers(0, size, len(real))].T
+    noise = rng.standard_normal(picks.shape, dtype=np.float32)
+    noisy = picks + 0.8 * noise / np.linalg.norm(noise, axis=1, keepdims=True)
+    noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+    prescan_from = recall.PRESCAN_FROM
+    t0 = time.perf_counter()
+    entry.search(real[0], 10, -1.0, None)  # builds the int8 copy
+    build = time.perf_counter() - t0
+
+    def exact(q: np.ndarray) -> list[tuple[int, float]]:
+        recall.PRESCAN_FROM = 10**12
+        try:
+            return entry.search(q, 10, -1.0, None)
+        finally:
+            recall.PRESCAN_FROM = prescan_from
+
+    def floor(q: np.ndarray) -> None:
+        sims = q @ entry.mat[:, :size]
+        top = np.argpartition(-sims, 10)[:10]
+        top[np.argsort(-sims[top])]
+
+    times: dict[str, list[float]] = {"exact": [], "prescan": [], "floor": []}
+    found = {"real": 0, "noisy": 0}
+    for kind, qs in (("real", real), ("noisy", noisy)):
+        for q in qs:
+            for name, fn in (
+                ("floor", floor),
+                ("exact", exact),
+                ("prescan", lambda q: entry.search(q, 10, -1.0, None)),
+            ):
+                t0 = time.perf_counter()
+                out = fn(q)
+                times[name].append(time.perf_counter() - t0)
+                if name == "exact":
+                    want = {s for s, _ in out}
+                elif name == "prescan":
+                    found[kind] += len(want & {s for s, _ in out})
+    row = {"size": size, "bytes_per_message": entry.nbytes / size, "int8_build_ms": build * 1e3}
+    for name, ts in times.items():
+        row[f"{name}_p50_ms"] = pct(ts, 0.5) * 1e3
+        row[f"{name}_p99_ms"] = pct(ts, 0.99) * 1e3
+    row["recall_real"] = found["real"] / (10 * len(real))
+    row["recall_noisy"] = found["noisy"] / (10 * len(noisy))
+    print(f"  index {size:,}: pre-scan {row['prescan_p50_ms']:.1f} ms p50", flush=True)
+    return row
+
+
+def print_index(rows: list[dict[str, float]]) -> None:
+    from caderno import recall
+
+    print(
+        f"vector index alone, top 10 (int8 pre-scan from {recall.PRESCAN_FROM:,} vectors, "
+        f"candidates max(10 x {recall.OVERSAMPLE}, {recall.MIN_CANDIDATES}), rescored in float32; "
+        f"int8 kernel: {'simsimd' if recall._int8_kernel() else 'missing, exact only'})"
+    )
+    print()
+    print(
+        "| vectors | exact p50 / p99 ms | pre-scan p50 / p99 ms | numpy floor p50 / p99 ms "
+        "| pre-scan / floor (p50) | recall@10, real queries | recall@10, stored + noise | cache bytes/message |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['size']:,} | {r['exact_p50_ms']:.1f} / {r['exact_p99_ms']:.1f} "
+            f"| {r['prescan_p50_ms']:.1f} / {r['prescan_p99_ms']:.1f} | {r['floor_p50_ms']:.1f} / {r['floor_p99_ms']:.1f} "
+            f"| {r['prescan_p50_ms'] / r['floor_p50_ms']:.2f} | {r['recall_real']:.4f} | {r['recall_noisy']:.4f} "
+            f"| {r['bytes_per_message']:.0f} |"
+        )
 
 
 async def langgraph_search(matrix: np.ndarray, queries: list[str], size: int) -> tuple[float, float] | None:
