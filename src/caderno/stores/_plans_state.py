@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
-from ..messages import ApiKey, Macro, MacroKey, ScheduledTask, canonical_json
+from ..messages import ApiKey, Item, Macro, MacroKey, ScheduledTask, canonical_json
 from . import ops
 from ._rows import loads
 from ._sql import Dialect, Plan, Q, UniqueViolation, iso, later
@@ -409,7 +409,80 @@ def revoke_key(d: Dialect, op: ops.RevokeKey) -> Plan[bool]:
     return bool(done)
 
 
+# -- items ---------------------------------------------------------------------------------------
+
+
+def _path(namespace: tuple[str, ...]) -> str:
+    return ".".join(namespace)
+
+
+def _item_from_row(resource_id: str, row: Any) -> Item:
+    from .._time import from_iso
+
+    def when(value: Any) -> Any:
+        return from_iso(value) if isinstance(value, str) else value
+
+    return Item(
+        resource_id=resource_id,
+        namespace=tuple(row[0].split(".")),
+        key=row[1],
+        value=loads(row[2]),
+        created_at=when(row[3]),
+        updated_at=when(row[4]),
+    )
+
+
+def put_item(d: Dialect, op: ops.PutItem) -> Plan[None]:
+    it = op.item
+    assert it.updated_at is not None
+    yield Q(
+        "INSERT INTO items (resource_id, namespace, key, value, created_at, updated_at) VALUES (?,?,?,?,?,?) "
+        "ON CONFLICT (resource_id, namespace, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        (it.resource_id, _path(it.namespace), it.key, canonical_json(it.value), d.ts(it.updated_at), d.ts(it.updated_at)),
+        "none",
+    )
+
+
+def delete_item(d: Dialect, op: ops.DeleteItem) -> Plan[bool]:
+    done = yield Q(
+        "DELETE FROM items WHERE resource_id = ? AND namespace = ? AND key = ?",
+        (op.resource_id, _path(op.namespace), op.key),
+        "rowcount",
+    )
+    return bool(done)
+
+
+def get_item(d: Dialect, op: ops.GetItem) -> Plan[Item | None]:
+    row = yield Q(
+        "SELECT namespace, key, value, created_at, updated_at FROM items WHERE resource_id = ? AND namespace = ? AND key = ?",
+        (op.resource_id, _path(op.namespace), op.key),
+        "one",
+    )
+    return _item_from_row(op.resource_id, row) if row else None
+
+
+def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
+    path = _path(op.prefix)
+    # A prefix of whole labels: the path itself, or the path followed by '.'.
+    rows = yield Q(
+        "SELECT namespace, key, value, created_at, updated_at FROM items WHERE resource_id = ? "
+        "AND (? = '' OR namespace = ? OR substr(namespace, 1, ?) = ?) ORDER BY updated_at DESC, namespace, key",
+        (op.resource_id, path, path, len(path) + 1, path + "."),
+    )
+    return [_item_from_row(op.resource_id, r) for r in rows]
+
+
+def list_item_namespaces(d: Dialect, op: ops.ListItemNamespaces) -> Plan[list[tuple[str, ...]]]:
+    rows = yield Q("SELECT DISTINCT namespace FROM items WHERE resource_id = ? ORDER BY namespace", (op.resource_id,))
+    return [tuple(r[0].split(".")) for r in rows]
+
+
 SHARED_STATE: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
+    ops.PutItem: put_item,
+    ops.DeleteItem: delete_item,
+    ops.GetItem: get_item,
+    ops.SearchItems: search_items,
+    ops.ListItemNamespaces: list_item_namespaces,
     ops.CreateKey: create_key,
     ops.FindKey: find_key,
     ops.ListKeys: list_keys,

@@ -239,6 +239,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0008_items",
+        """
+        CREATE TABLE items (
+            resource_id text NOT NULL,
+            namespace   text NOT NULL,
+            key         text NOT NULL,
+            value       text NOT NULL,
+            created_at  timestamptz NOT NULL,
+            updated_at  timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, namespace, key)
+        );
+        """,
+    ),
 ]
 
 #: Key of the advisory lock that serialises migrations (any constant works).

@@ -98,6 +98,7 @@ def later(d: Dialect, now: datetime, seconds: float) -> Any:
 #: go with them by cascade.
 RESOURCE_TABLES = (
     "events",
+    "items",
     "scheduled_tasks",
     "macros",
     "allowed_prefixes",

@@ -231,6 +231,23 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             )""",
         ],
     ),
+    (
+        "0008_items",
+        [
+            # Documents of the LangGraph store; the namespace path is joined
+            # with '.', which LangGraph labels never contain, so a prefix of
+            # the path is a prefix of the text.
+            """CREATE TABLE items (
+                resource_id TEXT NOT NULL,
+                namespace   TEXT NOT NULL,
+                key         TEXT NOT NULL,
+                value       TEXT NOT NULL,
+                created_at  TEXT NOT NULL,
+                updated_at  TEXT NOT NULL,
+                PRIMARY KEY (resource_id, namespace, key)
+            ) WITHOUT ROWID""",
+        ],
+    ),
 ]
 
 

@@ -20,7 +20,7 @@ from .._text import tokenize
 from .._time import from_iso, to_iso
 from ..errors import Conflict, UsageError
 from ..importance import embeddable
-from ..messages import ApiKey, Fact, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
+from ..messages import ApiKey, Fact, Item, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
 from . import ops
 from ._sql import iso
 from .ops import EmbeddingJob, VectorRows
@@ -54,6 +54,7 @@ class _Resource:
     task_claims: dict[str, Any] = field(default_factory=dict)  # task id -> claimed until
     macros: dict[MacroKey, Macro] = field(default_factory=dict)
     prefixes: dict[str, Any] = field(default_factory=dict)  # prefix -> approved at
+    items: dict[tuple[tuple[str, ...], str], Item] = field(default_factory=dict)  # (namespace, key) -> item
 
     def copy(self) -> _Resource:
         """A copy whose containers are new (messages are immutable, so they are shared)."""
@@ -74,6 +75,7 @@ class _Resource:
             task_claims=dict(self.task_claims),
             macros=dict(self.macros),
             prefixes=dict(self.prefixes),
+            items=dict(self.items),
         )
 
 
@@ -150,6 +152,11 @@ class InMemoryStore:
             ops.AllowPrefix: self._allow_prefix,
             ops.RevokePrefix: self._revoke_prefix,
             ops.ListPrefixes: self._list_prefixes,
+            ops.PutItem: self._put_item,
+            ops.DeleteItem: self._delete_item,
+            ops.GetItem: self._get_item,
+            ops.SearchItems: self._search_items,
+            ops.ListItemNamespaces: self._list_item_namespaces,
             ops.CreateKey: self._create_key,
             ops.FindKey: self._find_key,
             ops.ListKeys: lambda op: [k for k, _ in sorted(self._keys.values(), key=lambda v: (v[0].created_at, v[0].id))],
@@ -856,6 +863,38 @@ class InMemoryStore:
         self._keys[op.key_id] = (replace(found[0], revoked_at=op.now), found[1])
         return True
 
+
+    # -- items ---------------------------------------------------------------------------------
+
+    def _put_item(self, op: ops.PutItem) -> None:
+        it = op.item
+        res = self._resources.setdefault(it.resource_id, _Resource())
+        old = res.items.get((it.namespace, it.key))
+        res.items[(it.namespace, it.key)] = replace(
+            it, value=copy.deepcopy(it.value), created_at=old.created_at if old else it.updated_at
+        )
+
+    def _delete_item(self, op: ops.DeleteItem) -> bool:
+        res = self._resources.get(op.resource_id)
+        return bool(res and res.items.pop((op.namespace, op.key), None))
+
+    def _get_item(self, op: ops.GetItem) -> Item | None:
+        res = self._resources.get(op.resource_id)
+        it = res.items.get((op.namespace, op.key)) if res else None
+        return replace(it, value=copy.deepcopy(it.value)) if it else None
+
+    def _search_items(self, op: ops.SearchItems) -> list[Item]:
+        res = self._resources.get(op.resource_id)
+        found = [
+            replace(it, value=copy.deepcopy(it.value))
+            for (ns, _), it in (res.items.items() if res else ())
+            if ns[: len(op.prefix)] == op.prefix
+        ]
+        return sorted(found, key=lambda it: (-(it.updated_at.timestamp() if it.updated_at else 0), ".".join(it.namespace), it.key))
+
+    def _list_item_namespaces(self, op: ops.ListItemNamespaces) -> list[tuple[str, ...]]:
+        res = self._resources.get(op.resource_id)
+        return sorted({ns for ns, _ in (res.items if res else ())}, key=".".join)
 
 _TASK_TIMES = ("next_run_at", "last_run_at", "created_at", "updated_at")
 

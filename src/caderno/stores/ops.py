@@ -17,6 +17,7 @@ backend that claims it:
 * ``CONSOLIDATION`` — summaries and the fact-extraction queue.
 * ``AGENT_STATE`` — scheduled tasks, learned tool macros, approved command prefixes.
 * ``KEYS`` — HTTP API keys (hashes only).
+* ``ITEMS`` — JSON documents under namespace paths (the LangGraph store).
 
 All policy (ids, validation, merge rules, thresholds, which messages are
 embedded) lives above the port: operations carry finished values.
@@ -29,12 +30,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ..messages import ApiKey, Fact, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
+from ..messages import ApiKey, Fact, Item, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
 
 __all__ = [
     "AGENT_STATE",
     "ALL",
+    "ITEMS",
     "KEYS",
+    "DeleteItem",
+    "GetItem",
+    "ListItemNamespaces",
+    "PutItem",
+    "SearchItems",
     "CreateKey",
     "ListResources",
     "FindKey",
@@ -735,6 +742,51 @@ class RevokeKey(Op[bool]):
     now: datetime
 
 
+# -- items (ITEMS) ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PutItem(Op[None]):
+    """Create or replace the document at (resource, namespace, key); ``created_at`` is kept on replace."""
+
+    writes: ClassVar[bool] = True
+    item: Item
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeleteItem(Op[bool]):
+    """Delete a document; False when there was none."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    namespace: tuple[str, ...]
+    key: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GetItem(Op["Item | None"]):
+    """One document, or ``None``."""
+
+    resource_id: str
+    namespace: tuple[str, ...]
+    key: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchItems(Op[list[Item]]):
+    """The documents whose namespace starts with ``prefix``, most recently updated first."""
+
+    resource_id: str
+    prefix: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListItemNamespaces(Op[list[tuple[str, ...]]]):
+    """Every namespace of the resource that holds a document, sorted."""
+
+    resource_id: str
+
+
 CORE: frozenset[type[Op[Any]]] = frozenset(
     {
         Append,
@@ -802,5 +854,6 @@ AGENT_STATE: frozenset[type[Op[Any]]] = frozenset(
     }
 )
 KEYS: frozenset[type[Op[Any]]] = frozenset({CreateKey, FindKey, ListKeys, RevokeKey})
+ITEMS: frozenset[type[Op[Any]]] = frozenset({PutItem, DeleteItem, GetItem, SearchItems, ListItemNamespaces})
 #: Every operation a full backend handles.
-ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS
+ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS | ITEMS
