@@ -1,0 +1,1 @@
+"""Bridges between caderno and other agent frameworks and memory systems."""
