@@ -869,10 +869,12 @@ def demo_cmd(ctx: click.Context, day: str | None) -> None:
 
 
 def _register() -> None:
+    from ._cli_import import GROUPS as IMPORT_GROUPS
+    from ._cli_mcp import COMMANDS as MCP_COMMANDS
     from ._cli_server import COMMANDS
     from ._cli_state import GROUPS
 
-    for command in (*GROUPS, *COMMANDS):
+    for command in (*GROUPS, *IMPORT_GROUPS, *COMMANDS, *MCP_COMMANDS):
         main.add_command(command)
 
 

@@ -775,7 +775,7 @@ def install_routes(app: FastAPI) -> None:
 
 
 def default_routers() -> list[Callable[[FastAPI], None]]:
-    """What ``caderno serve`` installs: this API, then the memory proxy and the inspector page when present."""
+    """What ``caderno serve`` installs: this API, then the proxy, the inspector and ``/mcp`` when present."""
     routers: list[Callable[[FastAPI], None]] = [install_routes]
     try:
         from .proxy import install_proxy
@@ -787,6 +787,12 @@ def default_routers() -> list[Callable[[FastAPI], None]]:
         from .inspector import install_inspector
 
         routers.append(install_inspector)
+    except ImportError:
+        pass
+    try:
+        from .mcp_http import install_mcp  # extra ``mcp``: without the SDK, no /mcp
+
+        routers.append(install_mcp)
     except ImportError:
         pass
     return routers
