@@ -39,7 +39,7 @@ class Indexer:
         run: Runner,
         embedder: Any,
         *,
-        batch_size: int = 64,
+        batch_size: int = 256,
         lease_seconds: float = 60.0,
         idle_seconds: float = 30.0,
     ) -> None:

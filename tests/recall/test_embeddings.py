@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import subprocess
 import sys
 import textwrap
@@ -28,13 +30,59 @@ def test_padding_is_dynamic_and_truncation_is_256() -> None:
     e = default_embedder().load()
     assert e._tokenizer.padding is None  # the file's fixed 128-token padding is off
     short = e._tokenizer.encode_batch(["oi", "tudo bem?"])
-    assert len(short[0].ids) < len(short[1].ids) < 16  # each text its own length; padding happens per sub-batch
+    assert len(short[0].ids) < len(short[1].ids) < 16  # each text its own length; padding happens per chunk
     long = e._tokenizer.encode_batch(["palavra " * 1000])
     assert len(long[0].ids) == 256
     # Same vector alone or in a batch with a longer text: padding is masked out.
     alone = e.embed(["oi"])[0]
     batched = e.embed(["oi", "uma frase bem mais longa que a primeira, para forçar padding"])[0]
     assert float(alone @ batched) > 0.999
+
+
+def _reference(texts: list[str]) -> np.ndarray:
+    """The embeddings as computed before the speed work: one text at a time, no padding, ORT defaults."""
+    import onnxruntime as ort
+
+    from caderno.embeddings.minilm import _model_file
+
+    e = default_embedder().load()
+    session = ort.InferenceSession(str(_model_file()), providers=["CPUExecutionProvider"])
+    rows = []
+    for text in texts:
+        ids = np.array([e._tokenizer.encode(text).ids], dtype=np.int64)
+        hidden = session.run(
+            None, {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        )[0]
+        pooled = hidden[0].mean(axis=0)
+        rows.append(pooled / np.linalg.norm(pooled))
+    return np.array(rows, dtype=np.float32)
+
+
+def test_fast_path_matches_the_reference_embeddings() -> None:
+    # Lengths from one word to past the 256-token truncation, in an order the
+    # embedder must sort, chunk, run in parallel and put back.
+    words = [
+        "we",
+        "moved",
+        "the",
+        "Lisbon",
+        "trip",
+        "to",
+        "May",
+        "because",
+        "the",
+        "flights",
+        "were",
+        "cheaper",
+        "then",
+    ]
+    texts = [" ".join(words[: 1 + (i * 7) % len(words)] * (1 + i % 9)) for i in range(70)] + ["palavra " * 400]
+    fast = MiniLMEmbedder().embed(texts)
+    sequential = MiniLMEmbedder(threads=1).embed(texts)
+    ref = _reference(texts)
+    assert float(np.min(np.sum(fast * ref, axis=1))) >= 0.999
+    assert float(np.min(np.sum(sequential * ref, axis=1))) >= 0.999
+    assert np.allclose(fast, sequential, atol=1e-5)
 
 
 def test_embeds_with_the_network_off() -> None:
@@ -70,3 +118,18 @@ def test_hashing_embedder_is_deterministic() -> None:
     a, b, c = e.embed(["the Lisbon trip", "the Lisbon trip", "a red car"])
     assert np.array_equal(a, b) and float(a @ c) < float(a @ b)
     assert e.name == "hashing-64" and a.shape == (64,)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_parallel_chunks_still_run_after_fork() -> None:
+    e = MiniLMEmbedder(threads=2)
+    texts = [f"message number {i} " * (1 + i % 20) for i in range(40)]  # several chunks
+    parent = e.embed(texts)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(e.embed(texts)))  # fork: the target is not pickled
+    child.start()
+    try:
+        assert np.allclose(parent, queue.get(timeout=60), atol=1e-5)
+    finally:
+        child.join(10)

@@ -165,7 +165,7 @@ class MiniLMEmbedder:
     def _executor(self) -> ThreadPoolExecutor:
         # Made per process: a pool inherited through fork has no threads.
         with self._lock:
-            if self._pool is None:
+            if self._pool is None or self._pool_pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="caderno-embed")
                 self._pool_pid = os.getpid()
             return self._pool
