@@ -1,0 +1,407 @@
+"""HTTP server load: 64 concurrent clients on loopback vs the same calls in-process.
+
+Workload (one run, same machine; every configuration gets a fresh database):
+  * seed, untimed: 64 threads x SEED turns appended, then the embedding queue
+    drained, so recall's relevant leg has vectors to search;
+  * timed: REQUESTS calls from 64 concurrent clients, each owning one thread,
+    drawn at random (seeded) from this mix:
+      - 40% append a turn (user + assistant) to the client's thread;
+      - 30% read the thread's last 20 messages;
+      - 15% recall (query, scope=resource, default legs) — embeds the query;
+      - 15% working-memory merge patch of one key (all clients, one resource).
+
+Configurations:
+  * HTTP, 1 worker: ``caderno --db URL serve`` as a subprocess, as deployed
+    (background work on, the default MiniLM embedder);
+  * HTTP, 2 workers: ``caderno serve`` has no workers option, so uvicorn
+    runs ``make_app`` below (what ``serve`` builds: ``create_app`` with
+    ``default_routers()``) with ``--factory --workers 2``;
+  * in-process: the same mix through one ``caderno.Memory`` (default embedder)
+    from 64 asyncio tasks — the reference the HTTP rows are measured against.
+
+Each on SQLite (a WAL file) and PostgreSQL (--pg URL, a schema created and
+dropped by the run; skipped with a line if unreachable). Clients share one
+``httpx.AsyncClient`` (64 keep-alive connections) with a bearer key made by
+``caderno keys create``. Latency is measured in the client, per call.
+
+Not isolated: the clients, the server workers and the embedding worker (fed
+by the timed appends, as in production) share the same cores, so requests/s
+is a floor for a server with its own machine.
+
+Run:  .venv/bin/python bench/server_load.py [--requests 2560 --seed 10] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+CLIENTS = 64
+RESOURCE = "bench"
+MIX = (("append", 0.40), ("read", 0.30), ("recall", 0.15), ("patch", 0.15))
+ROUTES = [name for name, _ in MIX]
+QUERIES = ("onde fica a casa", "reunião de terça", "receita de bolo", "viagem a Lisboa", "preço do aluguel")
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BIN = Path(sys.executable).parent
+DB_ENV = "CADERNO_BENCH_DB"
+
+
+def make_app() -> Any:
+    """The app ``caderno serve`` builds, for ``uvicorn --factory --workers N`` (database from $CADERNO_BENCH_DB)."""
+    from caderno import Memory
+    from caderno.memory import open_store
+    from caderno.server import create_app
+    from caderno.server.routes import default_routers
+
+    memory = Memory(open_store(os.environ[DB_ENV]))
+    return create_app(memory, routers=default_routers())
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def plan(requests: int) -> list[list[str]]:
+    """Per client, the routes it calls, in order (same plan for every configuration)."""
+    rng = random.Random(7)
+    names, weights = zip(*MIX, strict=True)
+    per = requests // CLIENTS
+    return [rng.choices(names, weights, k=per) for _ in range(CLIENTS)]
+
+
+def turn(client: int, n: int) -> tuple[str, str]:
+    topic = QUERIES[(client + n) % len(QUERIES)]
+    return f"pergunta {n} do cliente {client} sobre {topic}", f"resposta {n}: anotado, {topic}"
+
+
+Call = Callable[[str, int, int], Awaitable[None]]
+
+
+async def drive(call: Call, routes: list[list[str]]) -> dict[str, Any]:
+    """64 tasks, each running its share of the plan; latency per route, wall time."""
+    lat: dict[str, list[float]] = defaultdict(list)
+
+    async def client(i: int, mine: list[str]) -> None:
+        for n, route in enumerate(mine):
+            t0 = time.perf_counter()
+            await call(route, i, n)
+            lat[route].append(time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(client(i, mine) for i, mine in enumerate(routes)))
+    return {"wall": time.perf_counter() - t0, "lat": dict(lat)}
+
+
+# -- in-process -------------------------------------------------------------------------------
+
+
+async def run_inprocess(url: str, routes: list[list[str]], seed: int) -> dict[str, Any]:
+    import caderno
+    from caderno import Message
+    from caderno.stores import ops
+
+    memory = await caderno.connect(url)
+
+    async def call(route: str, i: int, n: int) -> None:
+        tid = f"t{i}"
+        if route == "append":
+            user, assistant = turn(i, 1000 + n)
+            await memory.append_messages(
+                resource_id=RESOURCE, thread_id=tid, messages=[Message.user(user), Message.assistant(assistant)]
+            )
+        elif route == "read":
+            await memory.get_messages(resource_id=RESOURCE, thread_id=tid, limit=20)
+        elif route == "recall":
+            await memory.recall(resource_id=RESOURCE, query=QUERIES[n % len(QUERIES)], thread_id=tid)
+        else:
+            await memory.update_working_memory(resource_id=RESOURCE, patch={f"c{i}": n}, source="bench")
+
+    try:
+        await asyncio.gather(*(seed_client(call, i, seed) for i in range(CLIENTS)))
+        await memory.flush()
+        r = await drive(call, routes)
+        r["pending"] = await memory.run(ops.CountPendingEmbeddings())
+        return r
+    finally:
+        await memory.close()
+
+
+async def seed_client(call: Call, i: int, seed: int) -> None:
+    for n in range(seed):
+        await call("append", i, n - 1000)  # turn numbers below the timed ones
+
+
+# -- HTTP -------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def caderno_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "caderno"), "--db", url, *args], capture_output=True, text=True, timeout=120, check=True
+    )
+
+
+def start_server(url: str, port: int, workers: int) -> subprocess.Popen[str]:
+    if workers == 1:
+        command = [str(BIN / "caderno"), "--db", url, "serve", "--port", str(port), "--log-level", "warning"]
+    else:
+        command = [
+            *(str(sys.executable), "-m", "uvicorn", "--factory", "server_load:make_app", "--app-dir", str(HERE)),
+            *("--workers", str(workers), "--port", str(port), "--log-level", "warning"),
+        ]
+    env = {**os.environ, DB_ENV: url}
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def stop_server(server: subprocess.Popen[str]) -> str:
+    """SIGTERM (then SIGKILL after 30 s); the server's output."""
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            return server.communicate(timeout=30)[0]
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return server.communicate(timeout=10)[0]
+
+
+async def wait_up(base: str, server: subprocess.Popen[str]) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient(base_url=base, timeout=2) as client:
+        while time.monotonic() < deadline:
+            if server.poll() is not None:
+                raise RuntimeError(f"the server exited: {server.communicate()[0][-2000:]}")
+            try:
+                if (await client.get("/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.2)
+    raise RuntimeError("the server did not come up within 60 s")
+
+
+async def pending_embeddings(url: str, wait: float = 0) -> int:
+    """Messages still waiting for a vector; with ``wait``, first wait (bounded) for the server to embed them."""
+    import caderno
+    from caderno.stores import ops
+
+    memory = await caderno.connect(url, embedder=None)
+    try:
+        deadline = time.monotonic() + wait
+        while (left := await memory.run(ops.CountPendingEmbeddings())) and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+        return left
+    finally:
+        await memory.close()
+
+
+async def run_http(url: str, routes: list[list[str]], seed: int, workers: int) -> dict[str, Any]:
+    import httpx
+
+    token = json.loads(caderno_cli(url, "keys", "create", "--resource", RESOURCE, "--json").stdout)["token"]
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(url, port, workers)
+    try:
+        await wait_up(base, server)
+        limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
+        headers = {"authorization": f"Bearer {token}"}
+        prefix = f"/v1/resources/{RESOURCE}"
+        patch_headers = {"content-type": "application/merge-patch+json"}
+
+        retried = [0]
+
+        def caller(client: httpx.AsyncClient) -> Call:
+            async def call(route: str, i: int, n: int) -> None:
+                for attempt in range(3):
+                    try:
+                        return await once(client, route, i, n)
+                    except (httpx.ReadError, httpx.RemoteProtocolError):
+                        # A keep-alive connection the server closed as it was reused.
+                        if attempt == 2:
+                            raise
+                        retried[0] += 1
+
+            return call
+
+        async def once(client: httpx.AsyncClient, route: str, i: int, n: int) -> None:
+            tid = f"t{i}"
+            if route == "append":
+                user, assistant = turn(i, 1000 + n)
+                body = {"messages": [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]}
+                r = await client.post(f"{prefix}/threads/{tid}/messages", json=body)
+            elif route == "read":
+                r = await client.get(f"{prefix}/threads/{tid}/messages", params={"limit": 20})
+            elif route == "recall":
+                r = await client.post(f"{prefix}/recall", json={"query": QUERIES[n % len(QUERIES)], "thread_id": tid})
+            else:
+                r = await client.patch(
+                    f"{prefix}/working-memory", content=json.dumps({f"c{i}": n}), headers=patch_headers
+                )
+            if r.status_code >= 300:
+                raise RuntimeError(f"{route}: {r.status_code} {r.text[:300]}")
+
+        # One client per phase: uvicorn closes connections idle for 5 s (its
+        # keep-alive timeout), and the wait for the embeddings is longer.
+        async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=120) as client:
+            await asyncio.gather(*(seed_client(caller(client), i, seed) for i in range(CLIENTS)))
+        await pending_embeddings(url, wait=180)
+        async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=120) as client:
+            r = await drive(caller(client), routes)
+        r["pending"] = await pending_embeddings(url)
+        r["retried"] = retried[0]
+        return r
+    except BaseException:
+        print(f"server output:\n{stop_server(server)[-3000:]}", file=sys.stderr)
+        raise
+    finally:
+        stop_server(server)
+
+
+# -- databases --------------------------------------------------------------------------------
+
+
+def pg_schema_url(base: str) -> tuple[str, str] | None:
+    try:
+        import psycopg
+
+        name = f"bench_load_{int(time.time() * 1000)}"
+        with psycopg.connect(base, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE SCHEMA "{name}"')
+        return f"{base}?schema={name}&pool_size=16", name
+    except Exception as exc:  # noqa: BLE001 — any failure means: no PostgreSQL rows
+        print(f"PostgreSQL at {base} is not reachable ({type(exc).__name__}); its rows are skipped")
+        return None
+
+
+def drop_schema(base: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+async def measure(backend: str, how: str, fresh: Callable[[], tuple[str, Callable[[], None]]], **kw: Any) -> dict:
+    url, cleanup = fresh()
+    try:
+        if how == "in-process":
+            r = await run_inprocess(url, kw["routes"], kw["seed"])
+        else:
+            r = await run_http(url, kw["routes"], kw["seed"], kw["workers"])
+    finally:
+        cleanup()
+    total = sum(len(v) for v in r["lat"].values())
+    retried = f", {r['retried']} retried after a closed connection" if r.get("retried") else ""
+    print(f"  {backend}, {how}: {total} calls in {r['wall']:.1f} s{retried}", file=sys.stderr)
+    return {"backend": backend, "how": how, "rps": total / r["wall"], "lat": r["lat"], "pending": r["pending"]}
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=2_560, help="timed calls per configuration")
+    ap.add_argument("--seed", type=int, default=10, help="turns per thread appended before timing")
+    ap.add_argument("--quick", action="store_true", help="1,280 calls, 3 seed turns (a smoke run)")
+    ap.add_argument("--pg", default="postgresql://caderno@127.0.0.1:5432/caderno_test")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args()
+    if args.quick:
+        args.requests, args.seed = 1_280, 3
+    if shutil.which("caderno", path=str(BIN)) is None:
+        sys.exit(f"no caderno script next to {sys.executable}: run `make install`")
+    routes = plan(args.requests)
+    print(
+        f"workload: {CLIENTS} clients, {CLIENTS * len(routes[0])} timed calls per configuration "
+        f"({', '.join(f'{int(w * 100)}% {n}' for n, w in MIX)}) after {args.seed} seed turns per thread; "
+        f"{os.cpu_count()} cores shared by clients and server; python {sys.version.split()[0]}"
+    )
+    print()
+    tmp = Path(tempfile.mkdtemp(prefix="caderno-load-"))
+    counter = iter(range(1_000))
+
+    def sqlite() -> tuple[str, Callable[[], None]]:
+        return str(tmp / f"load{next(counter)}.db"), lambda: None
+
+    def postgres() -> tuple[str, Callable[[], None]]:
+        made = pg_schema_url(args.pg)
+        assert made is not None
+        url, name = made
+        return url, lambda: drop_schema(args.pg, name)
+
+    backends: list[tuple[str, Callable[[], tuple[str, Callable[[], None]]]]] = [("SQLite", sqlite)]
+    probe = pg_schema_url(args.pg)
+    if probe is not None:
+        drop_schema(args.pg, probe[1])
+        backends.append(("PostgreSQL", postgres))
+    rows = []
+    try:
+        for backend, fresh in backends:
+            w = {"routes": routes, "seed": args.seed}
+            rows.append(await measure(backend, "in-process", fresh, **w))
+            for workers in (1, 2):
+                rows.append(
+                    await measure(backend, f"HTTP, {workers} worker{'s' * (workers > 1)}", fresh, **w, workers=workers)
+                )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    head = " | ".join(f"{r} p50 ms | {r} p99 ms" for r in ROUTES)
+    print(f"| store | how | requests/s | {head} | unembedded at end |")
+    print("|---|---|---:|" + "---:|" * (2 * len(ROUTES) + 1))
+    for r in rows:
+        cells = " | ".join(f"{pct(r['lat'][x], 0.5) * 1e3:.1f} | {pct(r['lat'][x], 0.99) * 1e3:.1f}" for x in ROUTES)
+        print(f"| {r['backend']} | {r['how']} | {r['rps']:,.0f} | {cells} | {r['pending']:,} |")
+    print()
+    print("unembedded at end: messages the embedding worker had not reached when the last call returned.")
+    print()
+    print("Overhead of HTTP over the same calls in-process (ratio of p50s; requests/s as in-process / HTTP):")
+    print()
+    print(f"| store | how | requests/s | {' | '.join(f'{r} p50' for r in ROUTES)} |")
+    print("|---|---|---:|" + "---:|" * len(ROUTES))
+    for r in rows:
+        if r["how"] == "in-process":
+            ref = r
+            continue
+        cells = " | ".join(f"{pct(r['lat'][x], 0.5) / pct(ref['lat'][x], 0.5):.2f}×" for x in ROUTES)
+        print(f"| {r['backend']} | {r['how']} | {ref['rps'] / r['rps']:.2f}× | {cells} |")
+    print()
+    print("Ratios: >1 means HTTP is slower than in-process (64 tasks on one Memory, same mix, same seed).")
+    if args.json:
+        summary = [
+            {
+                "backend": r["backend"],
+                "how": r["how"],
+                "rps": r["rps"],
+                **{f"{x}_p50_ms": pct(r["lat"][x], 0.5) * 1e3 for x in ROUTES},
+                **{f"{x}_p99_ms": pct(r["lat"][x], 0.99) * 1e3 for x in ROUTES},
+                "unembedded": r["pending"],
+            }
+            for r in rows
+        ]
+        args.json.write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
