@@ -1,0 +1,414 @@
+"""A LangGraph store on caderno's database (extra ``langgraph``).
+
+``CadernoStore`` is a ``langgraph.store.base.BaseStore``: pass it to
+``graph.compile(store=...)`` and nodes read and write long-term memory with
+``store.put`` / ``store.get`` / ``store.search`` / ``store.list_namespaces``
+(or their ``a``-prefixed forms), kept in caderno's database next to the
+conversation history::
+
+    memory = await caderno.connect("sqlite:///agent.db")
+    store = CadernoStore(memory, resource_id="user-1", index={"fields": ["text"]})
+    graph = builder.compile(store=store)
+
+**Namespaces.** Every item lives under one caderno resource (``resource_id``);
+the LangGraph namespace tuple is the path inside that resource, so
+``("memories", "prefs")`` of store ``CadernoStore(memory, resource_id="u1")``
+is the path ``memories/prefs`` of resource ``u1``, and erasing or exporting
+the resource takes its items with it. Labels follow LangGraph's rules:
+non-empty strings without ``.``.
+
+**Semantics** follow LangGraph's ``InMemoryStore`` (a differential test holds
+them to it): the reads of one batch see the state from before its writes, the
+last write to a key in a batch wins, ``filter`` takes exact values, nested
+dicts, lists and ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``, and
+``list_namespaces`` takes prefix/suffix conditions with ``*`` wildcards and
+``max_depth``. Two deliberate differences: search without a query returns the
+most recently updated items first (as LangGraph's PostgreSQL and SQLite
+stores do), where ``InMemoryStore`` keeps insertion order; and only
+namespaces that hold an item are listed. TTLs are not supported.
+
+**Semantic search.** With ``index`` (LangGraph's ``IndexConfig``; only
+``fields`` is read, default the whole value as JSON), a search with ``query``
+ranks items by cosine similarity through ``memory.embedder``, the best
+matching field of an item giving its score. Vectors are computed after each
+write by a background task and kept in this process only; an item with no
+vector yet (written by another process, or before a restart) is embedded when
+a search first needs it. The write never waits for, nor fails on, the
+embedder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .._time import utcnow
+from ..errors import MissingExtra, UsageError
+from ..messages import Item as CadernoItem
+from ..stores import ops as port
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        IndexConfig,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        get_text_at_path,
+        tokenize_path,
+    )
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise MissingExtra("langgraph", "langgraph") from None
+
+__all__ = ["CadernoStore", "SyncCallInEventLoop"]
+
+logger = logging.getLogger(__name__)
+
+_TICK = timedelta(microseconds=1)
+"""The smallest step the databases keep; puts get strictly increasing times."""
+
+
+class SyncCallInEventLoop(UsageError, asyncio.InvalidStateError):
+    """A synchronous store method was called on the event loop thread that runs the store.
+
+    It is an ``asyncio.InvalidStateError`` too, as LangGraph's own async
+    stores raise in the same case.
+    """
+
+
+class CadernoStore(BaseStore):
+    """LangGraph's ``BaseStore`` on a ``caderno.Memory``.
+
+    Args:
+        memory: an open ``caderno.Memory`` whose store handles the ITEMS
+            operations (every built-in backend does).
+        resource_id: the caderno resource that holds this store's items;
+            namespaces are paths inside it.
+        index: LangGraph's ``IndexConfig`` to turn on semantic search;
+            ``fields`` (JSON paths, default ``["$"]``, the whole value) says
+            what is embedded. ``dims`` and ``embed`` are ignored: vectors come
+            from ``memory.embedder``.
+
+    Raises:
+        UsageError: ``index`` was given but ``memory`` has no embedder.
+    """
+
+    def __init__(self, memory: Any, *, resource_id: str = "default", index: IndexConfig | None = None) -> None:
+        if index is not None and memory.embedder is None:
+            raise UsageError("semantic search needs an embedder: connect caderno with one, or pass index=None")
+        self.memory = memory
+        self.resource_id = resource_id
+        self.index_config = index
+        self._fields: list[tuple[str, str | list[str]]] = [
+            (p, p if p == "$" else tokenize_path(p)) for p in ((index or {}).get("fields") or ["$"])
+        ]
+        # (namespace, key) -> (updated_at, paths to embed, vectors or None while not yet computed).
+        # Keyed by updated_at so a write from another process is never scored with a stale vector.
+        self._vectors: dict[tuple[tuple[str, ...], str], tuple[datetime, list[Any], list[Any] | None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last = datetime.min.replace(tzinfo=UTC)
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+
+    # -- the two primitives ----------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``abatch`` on the store's event loop from another thread and wait for it.
+
+        Raises:
+            SyncCallInEventLoop: called on the loop's own thread (it would
+                deadlock); use the ``a``-prefixed methods there.
+            UsageError: the store has no running event loop to use.
+        """
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        loop = self._loop
+        if running is not None and (loop is None or running is loop):
+            raise SyncCallInEventLoop(
+                "synchronous CadernoStore call inside the event loop that runs it; "
+                "use the async methods (aput, aget, asearch, alist_namespaces) there"
+            )
+        if loop is None or not loop.is_running():
+            raise UsageError(
+                "CadernoStore's event loop is not running: create the store (or make one async call) "
+                "inside the loop that runs `memory`, and call the sync methods from other threads"
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run LangGraph operations: reads see the state from before the writes; writes are one transaction."""
+        batch = list(ops)
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        for op in batch:
+            _check(op)
+        queries = {op.query for op in batch if isinstance(op, SearchOp) and op.query} if self.index_config else set()
+        reads: list[tuple[int, port.Op[Any]]] = []
+        for i, op in enumerate(batch):
+            if isinstance(op, GetOp):
+                reads.append((i, port.GetItem(resource_id=self.resource_id, namespace=op.namespace, key=op.key)))
+            elif isinstance(op, SearchOp):
+                reads.append((i, port.SearchItems(resource_id=self.resource_id, prefix=op.namespace_prefix)))
+            elif isinstance(op, ListNamespacesOp):
+                reads.append((i, port.ListItemNamespaces(resource_id=self.resource_id)))
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in batch:
+            if isinstance(op, PutOp):
+                puts.pop((op.namespace, op.key), None)
+                puts[(op.namespace, op.key)] = op  # the last write to a key wins
+        writes: list[port.Op[Any]] = []
+        stamps: dict[tuple[tuple[str, ...], str], datetime] = {}
+        for (namespace, key), op in puts.items():
+            if op.value is None:
+                writes.append(port.DeleteItem(resource_id=self.resource_id, namespace=namespace, key=key))
+            else:
+                stamps[(namespace, key)] = now = self._tick()
+                item = CadernoItem(
+                    resource_id=self.resource_id,
+                    namespace=namespace,
+                    key=key,
+                    value=dict(op.value),
+                    created_at=now,
+                    updated_at=now,
+                )
+                writes.append(port.PutItem(item=item))
+        query_vectors = await self._embed_queries(queries)
+        done = await self.memory.batch([read for _, read in reads] + writes) if reads or writes else []
+
+        results: list[Result] = [None] * len(batch)
+        for (i, _), raw in zip(reads, done, strict=False):
+            op = batch[i]
+            if isinstance(op, GetOp):
+                results[i] = _to_item(raw) if raw is not None else None
+            elif isinstance(op, SearchOp):
+                results[i] = await self._search(op, raw, query_vectors)
+            else:
+                assert isinstance(op, ListNamespacesOp)
+                results[i] = _list_namespaces(op, raw)
+        self._after_writes(puts, stamps)
+        return results
+
+    # -- search ----------------------------------------------------------------------------
+
+    async def _search(self, op: SearchOp, raw: list[CadernoItem], query_vectors: dict[str, Any]) -> list[SearchItem]:
+        found = [it for it in raw if not op.filter or all(_compare(it.value.get(k), v) for k, v in op.filter.items())]
+        window = slice(op.offset, op.offset + op.limit)
+        qvec = query_vectors.get(op.query) if op.query else None
+        if qvec is None:
+            return [_to_item(it, SearchItem) for it in found[window]]
+        vectors = await self._vectors_for(found)
+        scored: list[tuple[float, CadernoItem]] = []
+        scoreless: list[CadernoItem] = []
+        for it in found:
+            vecs = vectors.get((it.namespace, it.key))
+            if vecs:
+                scored.append((max(float(v @ qvec) for v in vecs), it))  # unit vectors: dot = cosine
+            else:
+                scoreless.append(it)
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        kept = [_to_item(it, SearchItem, score) for score, it in scored[window]]
+        # As InMemoryStore: items without a vector fill the page after the scored ones.
+        if scoreless and len(kept) < op.limit:
+            kept.extend(_to_item(it, SearchItem) for it in scoreless[: op.limit - len(kept)])
+        return kept
+
+    async def _embed_queries(self, queries: set[str]) -> dict[str, Any]:
+        if not queries:
+            return {}
+        texts = sorted(queries)
+        try:
+            vectors = await asyncio.to_thread(self.memory.embedder.embed, texts)
+        except Exception:
+            # Recall's rule: a broken embedder degrades search, it does not fail it.
+            logger.warning("embedding a store query failed; searching without scores", exc_info=True)
+            return {}
+        return dict(zip(texts, vectors, strict=True))
+
+    async def _vectors_for(self, found: list[CadernoItem]) -> dict[tuple[tuple[str, ...], str], list[Any]]:
+        """The vectors of these items, embedding (and caching) the ones not computed yet."""
+        out: dict[tuple[tuple[str, ...], str], list[Any]] = {}
+        missing: list[tuple[CadernoItem, list[Any]]] = []
+        for it in found:
+            entry = self._vectors.get((it.namespace, it.key))
+            if entry is not None and entry[0] == it.updated_at:
+                if entry[2] is not None:
+                    out[(it.namespace, it.key)] = entry[2]
+                    continue
+                missing.append((it, entry[1]))
+            else:
+                missing.append((it, self._fields))
+        for (it, _), vecs in zip(
+            missing, await self._embed_items([(it.value, paths) for it, paths in missing]), strict=True
+        ):
+            if vecs is not None and it.updated_at is not None:
+                self._remember(it.namespace, it.key, it.updated_at, vecs)
+                out[(it.namespace, it.key)] = vecs
+        return out
+
+    async def _embed_items(self, docs: list[tuple[dict[str, Any], list[Any]]]) -> list[list[Any] | None]:
+        texts_of = [_texts(value, paths) for value, paths in docs]
+        flat = [t for texts in texts_of for t in texts]
+        if not flat:
+            return [[] for _ in docs]
+        try:
+            vectors = list(await asyncio.to_thread(self.memory.embedder.embed, flat))
+        except Exception:
+            logger.warning("embedding store items failed; they are found without scores", exc_info=True)
+            return [None for _ in docs]
+        out: list[list[Any] | None] = []
+        for texts in texts_of:
+            out.append(vectors[: len(texts)])
+            vectors = vectors[len(texts) :]
+        return out
+
+    # -- vectors after a write -------------------------------------------------------------
+
+    def _after_writes(self, puts: dict[tuple[tuple[str, ...], str], PutOp], stamps: dict[Any, datetime]) -> None:
+        if not self.index_config:
+            return
+        for (namespace, key), op in puts.items():
+            if op.value is None:
+                self._vectors.pop((namespace, key), None)
+            elif op.index is False:
+                self._vectors[(namespace, key)] = (stamps[(namespace, key)], [], [])
+            else:
+                paths = (
+                    self._fields if op.index is None else [(p, p if p == "$" else tokenize_path(p)) for p in op.index]
+                )
+                self._vectors[(namespace, key)] = (stamps[(namespace, key)], paths, None)
+                task = asyncio.get_running_loop().create_task(
+                    self._embed_later(namespace, key, stamps[(namespace, key)], dict(op.value), paths)
+                )
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _embed_later(
+        self, namespace: tuple[str, ...], key: str, stamp: datetime, value: dict[str, Any], paths: list[Any]
+    ) -> None:
+        (vecs,) = await self._embed_items([(value, paths)])
+        entry = self._vectors.get((namespace, key))
+        if vecs is not None and entry is not None and entry[0] == stamp and entry[2] is None:
+            self._remember(namespace, key, stamp, vecs)
+
+    def _remember(self, namespace: tuple[str, ...], key: str, stamp: datetime, vecs: list[Any]) -> None:
+        entry = self._vectors.get((namespace, key))
+        self._vectors[(namespace, key)] = (stamp, entry[1] if entry else self._fields, vecs)
+
+    async def flush(self) -> None:
+        """Wait until the vectors of the writes so far are computed (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _tick(self) -> datetime:
+        self._last = max(utcnow(), self._last + _TICK)
+        return self._last
+
+
+# -- LangGraph's semantics (as langgraph.store.memory, whose helpers are private) -------------
+
+
+def _check(op: Any) -> None:
+    if isinstance(op, (GetOp, PutOp)):
+        _check_labels(op.namespace)
+        if isinstance(op, PutOp) and not op.namespace:
+            raise InvalidNamespaceError("Namespace cannot be empty.")
+    elif isinstance(op, SearchOp):
+        _check_labels(op.namespace_prefix)
+    elif isinstance(op, ListNamespacesOp):
+        for condition in op.match_conditions or ():
+            _check_labels(tuple(p for p in condition.path if p != "*"))
+    else:
+        raise ValueError(f"Unknown operation type: {type(op)}")
+
+
+def _check_labels(namespace: tuple[str, ...]) -> None:
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {namespace}: labels are non-empty strings without '.'"
+            )
+
+
+def _texts(value: dict[str, Any], paths: list[tuple[str, str | list[str]]]) -> list[str]:
+    return [t for _, field in paths for t in get_text_at_path(value, field)]
+
+
+def _to_item(it: CadernoItem, cls: type[Any] = Item, score: float | None = None) -> Any:
+    fields: dict[str, Any] = {
+        "namespace": it.namespace,
+        "key": it.key,
+        "value": it.value,
+        "created_at": it.created_at,
+        "updated_at": it.updated_at,
+    }
+    if cls is SearchItem:
+        fields["score"] = score
+    return cls(**fields)
+
+
+def _list_namespaces(op: ListNamespacesOp, namespaces: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    if op.match_conditions:
+        namespaces = [ns for ns in namespaces if all(_matches(c, ns) for c in op.match_conditions)]
+    depth = op.max_depth
+    namespaces = sorted(namespaces) if depth is None else sorted({ns[:depth] for ns in namespaces})
+    return namespaces[op.offset : op.offset + op.limit]
+
+
+def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    else:
+        raise ValueError(f"Unsupported match type: {condition.match_type}")
+    return all(p == "*" or k == p for k, p in pairs)
+
+
+def _compare(item_value: Any, filter_value: Any) -> bool:
+    """JSONB-like comparison: nested dicts, lists, and ``$``-operators."""
+    if isinstance(filter_value, dict):
+        if any(k.startswith("$") for k in filter_value):
+            return all(_apply(item_value, k, v) for k, v in filter_value.items())
+        if not isinstance(item_value, dict):
+            return False
+        return all(_compare(item_value.get(k), v) for k, v in filter_value.items())
+    if isinstance(filter_value, (list, tuple)):
+        return (
+            isinstance(item_value, (list, tuple))
+            and len(item_value) == len(filter_value)
+            and all(_compare(i, f) for i, f in zip(item_value, filter_value, strict=False))
+        )
+    return bool(item_value == filter_value)
+
+
+def _apply(value: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return bool(value == operand)
+    if operator == "$ne":
+        return bool(value != operand)
+    if operator == "$gt":
+        return float(value) > float(operand)
+    if operator == "$gte":
+        return float(value) >= float(operand)
+    if operator == "$lt":
+        return float(value) < float(operand)
+    if operator == "$lte":
+        return float(value) <= float(operand)
+    raise ValueError(f"Unsupported operator: {operator}")

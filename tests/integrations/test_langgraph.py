@@ -1,0 +1,409 @@
+"""CadernoStore against LangGraph's own InMemoryStore, and under a real LangGraph graph.
+
+The differential tests apply the same random operations to both stores and
+compare every result (values, keys, namespaces, order), ignoring timestamps
+and scores. Two documented differences are bridged, not hidden:
+
+* search without a query: CadernoStore returns the most recently updated
+  items first (as LangGraph's database stores do); InMemoryStore keeps
+  insertion order. The expected page is InMemoryStore's complete result,
+  put in recency order, then cut with offset/limit.
+* list_namespaces: InMemoryStore also lists namespaces a get or delete
+  touched that hold nothing; those are pruned from it before comparing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import random
+import subprocess
+import sys
+import uuid
+from typing import Any, TypedDict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import caderno
+from caderno.embeddings import HashingEmbedder
+from caderno.errors import MissingExtra, UsageError
+from caderno.memory import open_store
+from conftest import python_env
+
+pytest.importorskip("langgraph.store.memory")
+
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp  # noqa: E402
+from langgraph.store.memory import InMemoryStore  # noqa: E402
+
+from caderno.integrations.langgraph import CadernoStore, SyncCallInEventLoop  # noqa: E402
+
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+EVERYTHING = 10**6
+
+# -- strategies: small alphabets so operations collide ----------------------------------------
+
+labels = st.sampled_from(["a", "b", "c"])
+namespaces = st.lists(labels, min_size=1, max_size=2).map(tuple)
+prefixes = st.lists(labels, max_size=1).map(tuple)
+keys = st.sampled_from(["k1", "k2", "k3"])
+values = st.fixed_dictionaries(
+    {
+        "n": st.integers(0, 3),
+        "tag": st.sampled_from(["x", "y"]),
+        "meta": st.fixed_dictionaries({"k": st.sampled_from(["a", "b"])}),
+        "l": st.lists(st.integers(0, 1), max_size=2),
+    }
+)
+conditions = st.one_of(
+    st.tuples(st.just("n"), st.integers(0, 3)),
+    st.tuples(
+        st.just("n"),
+        st.sampled_from(["$gt", "$gte", "$lt", "$lte", "$ne", "$eq"]).flatmap(
+            lambda o: st.integers(0, 3).map(lambda i: {o: i})
+        ),
+    ),
+    st.tuples(st.just("n"), st.just({"$gte": 1, "$lt": 3})),
+    st.tuples(st.just("tag"), st.sampled_from(["x", "y", {"$eq": "y"}, {"$ne": "x"}])),
+    st.tuples(st.just("meta"), st.sampled_from([{"k": "a"}, {"k": "b"}, {"k": {"$ne": "a"}}])),
+    st.tuples(st.just("l"), st.sampled_from([[], [0], [0, 1], [1, 1]])),
+    st.tuples(st.just("missing"), st.just(1)),
+)
+filters = st.one_of(st.none(), st.lists(conditions, max_size=2).map(dict))
+paths = st.lists(st.sampled_from(["a", "b", "c", "*"]), min_size=1, max_size=2).map(tuple)
+
+put = st.builds(PutOp, namespace=namespaces, key=keys, value=values, index=st.none(), ttl=st.none())
+delete = st.builds(PutOp, namespace=namespaces, key=keys, value=st.none(), index=st.none(), ttl=st.none())
+get = st.builds(GetOp, namespace=namespaces, key=keys, refresh_ttl=st.just(True))
+search = st.builds(
+    SearchOp,
+    namespace_prefix=prefixes,
+    filter=filters,
+    limit=st.integers(1, 5),
+    offset=st.integers(0, 3),
+    query=st.none(),
+    refresh_ttl=st.just(True),
+)
+list_ns = st.builds(
+    ListNamespacesOp,
+    match_conditions=st.lists(
+        st.builds(MatchCondition, match_type=st.sampled_from(["prefix", "suffix"]), path=paths),
+        max_size=2,
+    ).map(tuple),
+    max_depth=st.sampled_from([None, 1, 2]),
+    limit=st.integers(1, 6),
+    offset=st.integers(0, 2),
+)
+one_op = st.one_of(put, put, put, put, delete, get, search, search, search, list_ns)
+steps = st.lists(
+    st.one_of(one_op.map(lambda op: [op]), st.lists(one_op, min_size=2, max_size=4)), min_size=8, max_size=30
+)
+
+
+class Recency:
+    """The order of writes: the oracle for "most recently updated first"."""
+
+    def __init__(self) -> None:
+        self.seq: dict[tuple[tuple[str, ...], str], int] = {}
+        self.clock = 0
+
+    def record(self, batch: list[Any]) -> None:
+        last: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in batch:
+            if isinstance(op, PutOp):
+                last.pop((op.namespace, op.key), None)
+                last[(op.namespace, op.key)] = op
+        for k in last:
+            self.clock += 1
+            self.seq[k] = self.clock
+
+
+def _row(item: Any) -> Any:
+    return None if item is None else (item.namespace, item.key, item.value)
+
+
+def _prune(store: InMemoryStore) -> None:
+    for ns in [ns for ns, items in store._data.items() if not items]:
+        del store._data[ns]
+
+
+async def _expected_read(reference: InMemoryStore, recency: Recency, op: Any) -> Any:
+    """What CadernoStore must answer to a read, from InMemoryStore's state now."""
+    if isinstance(op, SearchOp):
+        everything = await reference.asearch(op.namespace_prefix, filter=op.filter, limit=EVERYTHING)
+        everything.sort(key=lambda it: -recency.seq[(it.namespace, it.key)])
+        return [_row(it) for it in everything[op.offset : op.offset + op.limit]]
+    _prune(reference)
+    (result,) = await reference.abatch([op])
+    return result
+
+
+async def _differential(store: CadernoStore, batches: list[list[Any]]) -> None:
+    reference = InMemoryStore()
+    recency = Recency()
+    for batch in batches:
+        # Reads see the state from before the batch's writes, in both stores.
+        expected_reads = {
+            i: await _expected_read(reference, recency, op)
+            for i, op in enumerate(batch)
+            if isinstance(op, (SearchOp, ListNamespacesOp))
+        }
+        expected = await reference.abatch(batch)
+        recency.record(batch)
+        got = await store.abatch(batch)
+        for i, op in enumerate(batch):
+            if isinstance(op, GetOp):
+                assert _row(got[i]) == _row(expected[i]), op
+            elif isinstance(op, SearchOp):
+                assert [_row(it) for it in got[i]] == expected_reads[i], op
+            elif isinstance(op, ListNamespacesOp):
+                assert got[i] == expected_reads[i], op
+            else:
+                assert got[i] is None
+
+
+@SETTINGS
+@given(batches=steps)
+def test_random_operations_match_langgraphs_in_memory_store(db_url: str, batches: list[list[Any]]) -> None:
+    async def run() -> None:
+        async with caderno.connect(db_url, embedder=None) as memory:
+            # A fresh resource per example isolates it on a shared database.
+            await _differential(CadernoStore(memory, resource_id=f"r-{uuid.uuid4().hex}"), batches)
+
+    asyncio.run(run())
+
+
+def _random_batches(rng: random.Random, n: int) -> list[list[Any]]:
+    """Long random sequences: hypothesis favours short simple ones, these fill the namespaces."""
+    label = lambda: rng.choice("abc")  # noqa: E731
+    ns = lambda: tuple(label() for _ in range(rng.randint(1, 2)))  # noqa: E731
+
+    def value() -> dict[str, Any]:
+        return {
+            "n": rng.randint(0, 3),
+            "tag": rng.choice("xy"),
+            "meta": {"k": rng.choice("ab")},
+            "l": [rng.randint(0, 1) for _ in range(rng.randint(0, 2))],
+        }
+
+    def op() -> Any:
+        kind = rng.choices(["put", "delete", "get", "search", "list"], weights=[5, 1, 1, 3, 1])[0]
+        if kind == "put":
+            return PutOp(ns(), rng.choice(["k1", "k2", "k3"]), value())
+        if kind == "delete":
+            return PutOp(ns(), rng.choice(["k1", "k2", "k3"]), None)
+        if kind == "get":
+            return GetOp(ns(), rng.choice(["k1", "k2", "k3"]))
+        if kind == "search":
+            conds = [FILTER_CONDITIONS[rng.randrange(len(FILTER_CONDITIONS))] for _ in range(rng.randint(0, 2))]
+            prefix = tuple(label() for _ in range(rng.randint(0, 1)))
+            return SearchOp(prefix, dict(conds) or None, limit=rng.randint(1, 6), offset=rng.randint(0, 3))
+        paths = [tuple(rng.choice("abc*") for _ in range(rng.randint(1, 2))) for _ in range(rng.randint(0, 2))]
+        conditions = tuple(MatchCondition(rng.choice(["prefix", "suffix"]), p) for p in paths)
+        return ListNamespacesOp(conditions, rng.choice([None, 1, 2]), limit=rng.randint(1, 6), offset=rng.randint(0, 2))
+
+    return [[op() for _ in range(rng.choice([1, 1, 1, 2, 3]))] for _ in range(n)]
+
+
+FILTER_CONDITIONS: list[tuple[str, Any]] = [
+    ("n", 1),
+    ("n", {"$gt": 1}),
+    ("n", {"$gte": 2}),
+    ("n", {"$lt": 2}),
+    ("n", {"$lte": 1}),
+    ("n", {"$ne": 0}),
+    ("n", {"$eq": 3}),
+    ("n", {"$gte": 1, "$lt": 3}),
+    ("tag", "x"),
+    ("tag", {"$ne": "x"}),
+    ("meta", {"k": "a"}),
+    ("meta", {"k": {"$eq": "b"}}),
+    ("l", [0]),
+    ("l", []),
+    ("missing", 1),
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_long_random_sequences_match_langgraphs_in_memory_store(db_url: str, seed: int) -> None:
+    async with caderno.connect(db_url, embedder=None) as memory:
+        await _differential(CadernoStore(memory), _random_batches(random.Random(seed), 400))
+
+
+# -- semantic search --------------------------------------------------------------------------
+
+EMBEDDER = HashingEmbedder(32)
+words = st.lists(st.sampled_from(["cat", "dog", "tea", "rain", "blue"]), min_size=1, max_size=3).map(" ".join)
+indexed_put = st.builds(
+    PutOp,
+    namespace=namespaces,
+    key=keys,
+    value=st.builds(lambda t, o: {"text": t, "other": o}, words, words),
+    index=st.none(),
+    ttl=st.none(),
+)
+unindexed_put = st.builds(
+    PutOp,
+    namespace=namespaces,
+    key=st.just("raw"),
+    value=st.builds(lambda t: {"text": t}, words),
+    index=st.just(False),
+    ttl=st.none(),
+)
+semantic_steps = st.lists(st.one_of(indexed_put, indexed_put, unindexed_put, delete), min_size=1, max_size=15)
+
+
+@SETTINGS
+@given(writes=semantic_steps, query=words, prefix=prefixes)
+def test_semantic_search_ranks_as_langgraphs_in_memory_store(
+    db_url: str, writes: list[Any], query: str, prefix: Any
+) -> None:
+    async def run() -> None:
+        reference = InMemoryStore(
+            index={"dims": 32, "embed": lambda texts: EMBEDDER.embed(texts).tolist(), "fields": ["text"]}
+        )
+        async with caderno.connect(db_url, embedder=EMBEDDER) as memory:
+            store = CadernoStore(memory, resource_id=f"r-{uuid.uuid4().hex}", index={"fields": ["text"]})
+            for op in writes:
+                await reference.abatch([op])
+                await store.abatch([op])
+            want = await reference.asearch(prefix, query=query, limit=EVERYTHING)
+            got = await store.asearch(prefix, query=query, limit=EVERYTHING)
+            await store.flush()
+        assert {(it.namespace, it.key): it.value for it in got} == {(it.namespace, it.key): it.value for it in want}
+        scores = {(it.namespace, it.key): it.score for it in want}
+        for it in got:
+            want_score = scores[(it.namespace, it.key)]
+            assert (it.score is None) == (want_score is None)
+            if it.score is not None:
+                assert it.score == pytest.approx(want_score, abs=1e-5)
+        ranked = [it.score for it in got if it.score is not None]
+        assert ranked == sorted(ranked, reverse=True)
+        assert all(it.score is None for it in got[len(ranked) :])  # unscored items come last
+
+    asyncio.run(run())
+
+
+async def test_vectors_are_recomputed_for_items_of_an_earlier_process(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'items.db'}"
+    async with caderno.connect(url, embedder=EMBEDDER) as memory:
+        store = CadernoStore(memory, index={"fields": ["text"]})
+        await store.aput(("docs",), "1", {"text": "cat on the mat"})
+        await store.aput(("docs",), "2", {"text": "rain in spain"})
+        await store.flush()
+        first = await store.asearch(("docs",), query="cat on the mat")
+    async with caderno.connect(url, embedder=EMBEDDER) as memory:
+        store = CadernoStore(memory, index={"fields": ["text"]})
+        again = await store.asearch(("docs",), query="cat on the mat")
+    assert [(it.key, round(it.score or 0, 5)) for it in again] == [(it.key, round(it.score or 0, 5)) for it in first]
+    assert again[0].key == "1" and again[0].score is not None
+
+
+async def test_items_keep_created_at_and_advance_updated_at(memory: caderno.Memory) -> None:
+    store = CadernoStore(memory, resource_id="u1")
+    await store.aput(("prefs",), "theme", {"v": "dark"})
+    first = await store.aget(("prefs",), "theme")
+    await store.aput(("prefs",), "theme", {"v": "light"})
+    second = await store.aget(("prefs",), "theme")
+    assert first and second and second.value == {"v": "light"}
+    assert second.created_at == first.created_at and second.updated_at > first.updated_at
+    # The namespace is a path inside the resource: another resource does not see it.
+    assert await CadernoStore(memory, resource_id="u2").aget(("prefs",), "theme") is None
+
+
+async def test_semantic_search_needs_an_embedder(memory: caderno.Memory) -> None:
+    memory.embedder = None
+    with pytest.raises(UsageError):
+        CadernoStore(memory, index={"fields": ["text"]})
+
+
+# -- sync calls -------------------------------------------------------------------------------
+
+
+async def test_sync_calls_work_from_threads_and_refuse_on_the_loop(tmp_path: Any) -> None:
+    async with caderno.connect(f"sqlite:///{tmp_path / 's.db'}", embedder=None) as memory:
+        store = CadernoStore(memory)
+        await asyncio.to_thread(store.put, ("ns",), "k", {"v": 1})
+        assert (await asyncio.to_thread(store.get, ("ns",), "k")).value == {"v": 1}  # type: ignore[union-attr]
+        with pytest.raises(SyncCallInEventLoop, match="async methods"):
+            store.get(("ns",), "k")
+        with pytest.raises(asyncio.InvalidStateError):
+            store.put(("ns",), "k", {"v": 2})
+
+
+def test_sync_calls_without_a_loop_say_what_to_do(tmp_path: Any) -> None:
+    memory = caderno.Memory(open_store(f"sqlite:///{tmp_path / 'n.db'}"), embedder=None)
+    with pytest.raises(UsageError, match="event loop"):
+        CadernoStore(memory).get(("ns",), "k")
+
+
+# -- a real graph ------------------------------------------------------------------------------
+
+
+class State(TypedDict):
+    user: str
+    said: str
+    recalled: list[str]
+
+
+def remember(state: State, *, store: BaseStore) -> dict[str, Any]:
+    """A sync node: LangGraph runs it on a worker thread, so it uses the store's sync API."""
+    ns = ("memories", state["user"])
+    recalled = [it.value["text"] for it in store.search(ns)]
+    store.put(ns, f"m{len(recalled)}", {"text": state["said"]})
+    return {"recalled": recalled}
+
+
+async def summarise(state: State, *, store: BaseStore) -> dict[str, Any]:
+    """An async node on the same store."""
+    await store.aput(("seen",), state["user"], {"count": len(state["recalled"]) + 1})
+    return {}
+
+
+def build() -> Any:
+    graph = StateGraph(State)
+    graph.add_node("remember", remember)
+    graph.add_node("summarise", summarise)
+    graph.add_edge(START, "remember")
+    graph.add_edge("remember", "summarise")
+    graph.add_edge("summarise", END)
+    return graph
+
+
+async def test_a_langgraph_graph_remembers_across_runs(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'graph.db'}"
+    async with caderno.connect(url, embedder=None) as memory:
+        app = build().compile(store=CadernoStore(memory, resource_id="agent"))
+        out = await app.ainvoke({"user": "ana", "said": "I like tea", "recalled": []})
+        assert out["recalled"] == []
+    # A second run in a new connection (a new process, as far as the database knows).
+    async with caderno.connect(url, embedder=None) as memory:
+        store = CadernoStore(memory, resource_id="agent")
+        app = build().compile(store=store)
+        out = await app.ainvoke({"user": "ana", "said": "and rain", "recalled": []})
+        assert out["recalled"] == ["I like tea"]
+        assert (await store.aget(("seen",), "ana")).value == {"count": 2}  # type: ignore[union-attr]
+        assert await store.alist_namespaces() == [("memories", "ana"), ("seen",)]
+        assert [it.value["text"] for it in await store.asearch(("memories", "ana"))] == ["and rain", "I like tea"]
+
+
+# -- packaging --------------------------------------------------------------------------------
+
+
+def test_importing_caderno_does_not_import_langgraph() -> None:
+    code = "import sys, caderno; assert not [m for m in sys.modules if m.startswith('langgraph')], 'langgraph imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, env=python_env())
+
+
+def test_missing_langgraph_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("langgraph", "langgraph.store", "langgraph.store.base"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "caderno.integrations.langgraph")
+    with pytest.raises(MissingExtra, match=r"pip install 'caderno\[langgraph\]'"):
+        importlib.import_module("caderno.integrations.langgraph")
+    monkeypatch.undo()
+    importlib.import_module("caderno.integrations.langgraph")
