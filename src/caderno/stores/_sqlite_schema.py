@@ -248,6 +248,10 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             ) WITHOUT ROWID""",
         ],
     ),
+    # PostgreSQL's pgvector column (see _postgres_schema); SQLite keeps the
+    # bytes and the in-process search, so nothing to do: the entry keeps the
+    # migration names the same on both databases.
+    ("0009_pgvector", []),
 ]
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "FACTS",
     "RECALL",
     "UNSET",
+    "VECTOR_SEARCH",
     "Append",
     "ClaimConsolidation",
     "ClaimEmbeddings",
@@ -103,6 +104,7 @@ __all__ = [
     "ReadWorkingMemoryLog",
     "Reindex",
     "ReleaseConsolidation",
+    "SearchVectors",
     "SetImportance",
     "UpsertFact",
     "VectorRows",
@@ -435,6 +437,24 @@ class ReadVectors(Op[VectorRows]):
     resource_id: str
     model: str
     after_id: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchVectors(Op[list[tuple[int, float]]]):
+    """``(seq, similarity)`` of the best ``k`` vectors of ``model`` at or above
+    ``min_similarity``, best first: the dot product, as the in-process search
+    computes it (embedders give unit vectors, so it is the cosine).
+
+    Optional (``VECTOR_SEARCH``): only a backend that searches in the database
+    handles it; the memory layer otherwise searches its own vector cache.
+    """
+
+    resource_id: str
+    model: str
+    query: tuple[float, ...]
+    k: int
+    min_similarity: float
+    thread_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -855,5 +875,7 @@ AGENT_STATE: frozenset[type[Op[Any]]] = frozenset(
 )
 KEYS: frozenset[type[Op[Any]]] = frozenset({CreateKey, FindKey, ListKeys, RevokeKey})
 ITEMS: frozenset[type[Op[Any]]] = frozenset({PutItem, DeleteItem, GetItem, SearchItems, ListItemNamespaces})
+#: Optional: vector search inside the database (PostgreSQL with pgvector); not part of ``ALL``.
+VECTOR_SEARCH: frozenset[type[Op[Any]]] = frozenset({SearchVectors})
 #: Every operation a full backend handles.
 ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS | ITEMS

@@ -10,6 +10,12 @@ Concurrency: appends lock their thread row (``SELECT … FOR UPDATE``), so two
 writers of one thread queue and each turn's messages are contiguous;
 working-memory updates lock the resource row for the read-merge-write.
 Passwords never appear in errors or logs: URLs are shown redacted.
+
+With the pgvector extension installed in the database (``CREATE EXTENSION
+vector``, by whoever administers it), vectors are also stored in a pgvector
+column with an HNSW index per dimension, and recall searches in the database
+(``ops.SearchVectors``); without it, the bytes and the in-process search stay.
+``?pgvector=off`` keeps the in-process search even where the extension is.
 """
 
 from __future__ import annotations
@@ -24,12 +30,12 @@ from typing import Any, TypeVar
 from .._secrets import redact_url, scrub, secrets_of, split_url
 from ..errors import MissingExtra, SchemaTooNew, StorageError, UsageError
 from . import _plans, _postgres_plans, ops
-from ._postgres_schema import MIGRATION_LOCK, MIGRATIONS
+from ._postgres_schema import HNSW_MAX_DIM, MIGRATION_LOCK, MIGRATIONS, VECTOR_COLUMN, hnsw_index
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_async, to_pyformat
 
 T = TypeVar("T")
 
-_OUR_PARAMS = {"schema", "pool_size"}
+_OUR_PARAMS = {"schema", "pool_size", "pgvector"}
 
 DIALECT = Dialect(
     name="postgresql",
@@ -49,6 +55,12 @@ _OWN: dict[type[Any], Handler] = {
     ops.ReadBySeq: _postgres_plans.read_by_seq,
     ops.ClaimConsolidation: _postgres_plans.claim_consolidation,
     ops.ClaimDueTasks: _postgres_plans.claim_due_tasks,
+}
+
+#: Handlers of a store that found the vector extension.
+_VECTOR: dict[type[Any], Handler] = {
+    ops.FinishEmbeddings: functools.partial(_plans.finish_embeddings, vec=True),
+    ops.SearchVectors: _postgres_plans.search_vectors,
 }
 
 #: SQLSTATEs of a session the server ended (admin shutdown, crash shutdown,
@@ -74,6 +86,7 @@ _ONE_STATEMENT = frozenset(
         ops.LexicalSearch,
         ops.ReadSalient,
         ops.ReadBySeq,
+        ops.SearchVectors,
         ops.FindConsolidationCandidates,
         ops.ReleaseConsolidation,
         ops.ReadUnconsolidated,
@@ -169,6 +182,13 @@ class PostgresStore:
             raise UsageError(f"pool_size must be a whole number, not {query.get('pool_size')!r}") from None
         if not 1 <= self.pool_size <= 1000:
             raise UsageError(f"pool_size must be between 1 and 1000, not {self.pool_size}")
+        if query.get("pgvector", "auto") not in ("auto", "off"):
+            raise UsageError(f"pgvector must be 'auto' or 'off', not {query['pgvector']!r}")
+        self._use_pgvector = query.get("pgvector", "auto") == "auto"
+        #: The schema of the vector extension once found at open (None: in-process search).
+        self.pgvector_schema: str | None = None
+        self._hnsw_dims: set[int] = set()
+        self._iterative_scan = False
         self._log_filter = _ScrubLogs(self._secrets)
         self._pool: Any = None
         self._open_lock = asyncio.Lock()
@@ -184,11 +204,32 @@ class PostgresStore:
             for name in _DRIVER_LOGGERS:
                 logging.getLogger(name).addFilter(self._log_filter)
 
-            schema = self.schema
+            import psycopg
+            import psycopg_pool
+
+            failure = None
+            try:
+                await self._first_connect()
+            except psycopg.Error as exc:
+                failure = f"cannot open PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}"
+            if failure is not None:
+                raise StorageError(failure)
+            schema, vector_schema, iterative = self.schema, self.pgvector_schema, self._iterative_scan
 
             async def configure(conn: Any) -> None:
                 if schema:
-                    await conn.execute(f'SET search_path TO "{schema}"')
+                    # The extension's schema follows ours: its type and operators resolve, our tables come first.
+                    extra = f', "{vector_schema}"' if vector_schema and vector_schema != schema else ""
+                    await conn.execute(f'SET search_path TO "{schema}"{extra}')
+                elif vector_schema:  # the server's search path, plus the extension's schema if it lacks it
+                    await conn.execute(
+                        "SELECT set_config('search_path', current_setting('search_path') || %s, false) "
+                        "WHERE NOT %s = ANY(current_schemas(false))",
+                        (f', "{vector_schema}"', vector_schema),
+                    )
+                if iterative:
+                    # Filtered HNSW scans (one resource, one thread) go on until k rows pass, in exact order.
+                    await conn.execute("SET hnsw.iterative_scan = strict_order")
 
             pool = AsyncConnectionPool(
                 self._conninfo,
@@ -199,12 +240,8 @@ class PostgresStore:
                 configure=configure,
                 name="caderno",
             )
-            import psycopg
-            import psycopg_pool
-
-            failure = None
             try:
-                await self._first_connect(pool)
+                await pool.open(wait=True, timeout=30)
                 await self._migrate(pool)
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 failure = f"cannot open PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}"
@@ -216,7 +253,7 @@ class PostgresStore:
                 raise StorageError(failure)
             self._pool = pool
 
-    async def _first_connect(self, pool: Any) -> None:
+    async def _first_connect(self) -> None:
         import psycopg
 
         # Connect once directly for a clear, immediate error (the pool would
@@ -231,9 +268,19 @@ class PostgresStore:
         try:
             if self.schema:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            if self._use_pgvector:
+                row = await (
+                    await conn.execute(
+                        "SELECT n.nspname, e.extversion FROM pg_extension e "
+                        "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+                    )
+                ).fetchone()
+                if row is not None:
+                    self.pgvector_schema = row[0]
+                    version = tuple(int(p) for p in re.findall(r"\d+", row[1])[:2])
+                    self._iterative_scan = version >= (0, 8)  # hnsw.iterative_scan came in 0.8
         finally:
             await conn.close()
-        await pool.open(wait=True, timeout=30)
 
     async def _migrate(self, pool: Any) -> None:
         async with pool.connection() as conn, conn.transaction():
@@ -252,6 +299,51 @@ class PostgresStore:
                 if name not in applied:
                     await conn.execute(sql)
                     await conn.execute("INSERT INTO schema_migrations VALUES (%s, now())", (name,))
+            if self.pgvector_schema is not None:
+                await self._vector_setup(conn)
+        if self.pgvector_schema is not None:
+            self.supports = ops.ALL | ops.VECTOR_SEARCH
+
+    async def _vector_setup(self, conn: Any) -> None:
+        """Make the pgvector column complete: add it if the extension came after
+        migration 0009, fill rows stored without it, index their dimensions."""
+        await conn.execute(VECTOR_COLUMN)
+        while rows := await (
+            await conn.execute("SELECT resource_id, id, dim, vector FROM embeddings WHERE vec IS NULL LIMIT 1000")
+        ).fetchall():
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "UPDATE embeddings SET vec = %s::vector WHERE resource_id = %s AND id = %s",
+                    [(_plans.vector_text(bytes(r[3])), r[0], r[1]) for r in rows],
+                )
+            for dim in {r[2] for r in rows}:
+                await self._index_dim(conn, dim)
+        indexed = await (
+            await conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND indexname LIKE 'embeddings\\_hnsw\\_%'"
+            )
+        ).fetchall()
+        self._hnsw_dims |= {int(r[0].rsplit("_", 1)[1]) for r in indexed}
+
+    @staticmethod
+    async def _index_dim(conn: Any, dim: int) -> None:
+        """The HNSW index of a dimension, made before its first vector is stored (idempotent)."""
+        if dim <= HNSW_MAX_DIM:
+            await conn.execute(hnsw_index(dim))
+
+    async def _ensure_indexes(self, batch: Sequence[ops.Op[Any]]) -> None:
+        new = {op.dim for op in batch if isinstance(op, ops.FinishEmbeddings) and op.dim not in self._hnsw_dims}
+        if not new:
+            return
+
+        async def run(conn: Any) -> None:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            for dim in sorted(new):
+                await self._index_dim(conn, dim)
+
+        await self._tx(run)
+        self._hnsw_dims |= new
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -314,9 +406,13 @@ class PostgresStore:
 
     async def batch(self, batch: Sequence[ops.Op[Any]]) -> list[Any]:
         batch = list(batch)
+        if batch and self._pool is None:
+            await self.open()  # first: what open finds (the vector extension) decides the handlers
         plans = [self._handler(op) for op in batch]
         if not batch:
             return []
+        if self.pgvector_schema is not None:
+            await self._ensure_indexes(batch)
         writes = any(op.writes for op in batch)
 
         async def run(conn: Any) -> list[Any]:
@@ -332,6 +428,8 @@ class PostgresStore:
         return await self._tx(run, write=writes, transaction=not alone)
 
     def _handler(self, op: ops.Op[Any]) -> Handler:
+        if type(op) in _VECTOR and self.pgvector_schema is not None:
+            return _VECTOR[type(op)]
         handler = _OWN.get(type(op)) or _plans.SHARED.get(type(op))
         if handler is None:
             raise UsageError(f"{type(self).__name__} does not support {type(op).__name__}")
