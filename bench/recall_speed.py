@@ -93,10 +93,15 @@ def _fill(path: Path, model: str) -> None:
     done = 0
     for rid, count in resources.items():
         conn.execute("BEGIN")
-        conn.execute("INSERT INTO resources VALUES (?, NULL, 0, '2026-01-01', '2026-01-01')", (rid,))
+        conn.execute(
+            "INSERT INTO resources (resource_id, version, created_at, updated_at) VALUES (?, 0, '2026-01-01', '2026-01-01')",
+            (rid,),
+        )
         threads = max(1, count // 50)
         for t in range(threads):
-            conn.execute("INSERT INTO threads VALUES (?, ?, NULL, NULL, '2026-01-01')", (rid, f"t{t}"))
+            conn.execute(
+                "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, '2026-01-01')", (rid, f"t{t}")
+            )
         rows = []
         for n in range(count):
             text = " ".join(rng.choices(words, cum_weights=cum, k=rng.randint(6, 18)))
@@ -119,6 +124,11 @@ def _fill(path: Path, model: str) -> None:
         done += count
         if done % 100_000 < count:
             print(f"  built {done:,} messages ({time.perf_counter() - t0:.0f} s)", flush=True)
+    # Full text as the store leaves it after its batches: everything indexed.
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO events_fts (rowid, content) SELECT seq, content FROM events")
+    conn.execute("UPDATE fts_state SET indexed_upto = (SELECT max(seq) FROM events)")
+    conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
 
