@@ -11,6 +11,7 @@
      "scheduled_tasks": [{"id", "name", "cron_expr", "original_schedule", "prompt", "source", "is_oneshot", ...}],
      "macros": [{"trigger_tool", "trigger_pattern", "next_tool", "next_args", "confidence", ...}],
      "allowed_prefixes": ["git status", ...],
+     "items": [{"namespace": ["memories", "prefs"], "key", "value": {...}, "created_at", "updated_at"}],
      "threads": [{"id": "...", "title": null, "metadata": null, "created_at": "...",
                   "updated_at": "...", "messages": [Message.to_dict(), ...]}]}
 
@@ -51,6 +52,7 @@ def new_dump(resource_id: str) -> dict[str, Any]:
         "scheduled_tasks": [],
         "macros": [],
         "allowed_prefixes": [],
+        "items": [],
         "threads": [],
     }
 
@@ -115,6 +117,7 @@ def check_dump(data: Any) -> dict[str, Any]:
             check_id(e[f], f"{where}.{f}")
         check_time(e["created_at"], f"{where}.created_at")
     _check_state(out)
+    _check_items(out["items"])
 
     ids: set[str] = set()
     threads = []
@@ -147,6 +150,7 @@ _LISTS = (
     "scheduled_tasks",
     "macros",
     "allowed_prefixes",
+    "items",
 )
 
 
@@ -279,3 +283,23 @@ def _check_state(out: dict[str, Any]) -> None:
     for i, prefix in enumerate(out["allowed_prefixes"]):
         if not isinstance(prefix, str) or normalize_prefix(prefix) != prefix:
             raise UsageError(f"export allowed_prefixes[{i}] is not a normalised command prefix")
+
+
+def _check_items(items: list[Any]) -> None:
+    """The LangGraph store's documents of a dump."""
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    for i, it in enumerate(items):
+        where = f"items[{i}]"
+        _fields(it, where, {"namespace": list, "key": str, "value": dict, "created_at": str, "updated_at": str})
+        labels = it["namespace"]
+        if not labels or any(not isinstance(x, str) or not x or "." in x for x in labels):
+            raise UsageError(f"export {where}.namespace must be non-empty labels without '.'")
+        for label in labels:
+            check_id(label, f"{where}.namespace label")
+        check_id(it["key"], f"{where}.key")
+        check_time(it["created_at"], f"{where}.created_at")
+        check_time(it["updated_at"], f"{where}.updated_at")
+        key = (tuple(labels), it["key"])
+        if key in seen:
+            raise UsageError(f"export holds the item {'.'.join(labels)}/{it['key']} twice")
+        seen.add(key)

@@ -339,6 +339,14 @@ async def test_item_operations(memory: caderno.Memory) -> None:
     assert [i.key for i in under_all] == ["k1", "k3", "k2"]  # newest first, then by namespace
     assert spaces == [("memories",), ("memories", "ana"), ("memories", "anabela")]
     assert await run(memory, ops.DeleteItem(resource_id=R, namespace=("memories",), key="k3")) == [True]
+    (dump,) = await run(memory, ops.ExportResource(resource_id=R))
+    assert [(i["namespace"], i["key"], i["value"]) for i in dump["items"]] == [
+        (["memories", "ana"], "k1", {"x": 2}),
+        (["memories", "anabela"], "k2", {"y": [1, 2]}),
+    ]
+    await run(memory, ops.EraseResource(resource_id=R))
+    await run(memory, ops.ImportResource(dump=caderno._dump.check_dump(dump), now=utcnow()))
+    assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]  # items come back exact
     await run(memory, ops.EraseResource(resource_id=R))
     assert await run(memory, ops.ListItemNamespaces(resource_id=R)) == [[]]
 

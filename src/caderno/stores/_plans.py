@@ -291,8 +291,9 @@ def import_resource(d: Dialect, op: ops.ImportResource) -> Plan[None]:
         "SELECT 1 FROM resources WHERE resource_id = ? UNION ALL SELECT 1 FROM threads WHERE resource_id = ? "
         "UNION ALL SELECT 1 FROM facts WHERE resource_id = ? UNION ALL SELECT 1 FROM scheduled_tasks "
         "WHERE resource_id = ? UNION ALL SELECT 1 FROM macros WHERE resource_id = ? "
-        "UNION ALL SELECT 1 FROM allowed_prefixes WHERE resource_id = ? LIMIT 1",
-        (rid,) * 6,
+        "UNION ALL SELECT 1 FROM allowed_prefixes WHERE resource_id = ? "
+        "UNION ALL SELECT 1 FROM items WHERE resource_id = ? LIMIT 1",
+        (rid,) * 7,
         "one",
     )
     if exists:

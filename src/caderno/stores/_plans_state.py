@@ -280,7 +280,18 @@ def export_state(d: Dialect, resource_id: str) -> Plan[dict[str, Any]]:
     tasks = yield from list_tasks(d, ops.ListTasks(resource_id=resource_id))
     macros = yield from read_macros(d, ops.ReadMacros(resource_id=resource_id))
     prefixes = yield from list_prefixes(d, ops.ListPrefixes(resource_id=resource_id))
+    items = yield from search_items(d, ops.SearchItems(resource_id=resource_id, prefix=()))
     return {
+        "items": [
+            {
+                "namespace": list(it.namespace),
+                "key": it.key,
+                "value": it.value,
+                "created_at": iso(it.created_at),
+                "updated_at": iso(it.updated_at),
+            }
+            for it in sorted(items, key=lambda it: (it.namespace, it.key))
+        ],
         "scheduled_tasks": [
             {name: iso(getattr(t, name)) for name in _TASK_NAMES if name != "resource_id"} for t in tasks
         ],
@@ -303,6 +314,22 @@ def export_state(d: Dialect, resource_id: str) -> Plan[dict[str, Any]]:
 
 def import_state(d: Dialect, resource_id: str, dump: dict[str, Any], now: Any) -> Plan[None]:
     from .._time import from_iso
+
+    yield Q(
+        "INSERT INTO items (resource_id, namespace, key, value, created_at, updated_at) VALUES (?,?,?,?,?,?)",
+        [
+            (
+                resource_id,
+                _path(tuple(it["namespace"])),
+                it["key"],
+                canonical_json(it["value"]),
+                d.ts(from_iso(it["created_at"])),
+                d.ts(from_iso(it["updated_at"])),
+            )
+            for it in dump["items"]
+        ],
+        "many",
+    )
 
     def when(value: Any) -> Any:
         return None if value is None else d.ts(from_iso(value))

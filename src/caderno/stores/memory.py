@@ -435,6 +435,16 @@ class InMemoryStore:
         dump["scheduled_tasks"] = [_task_dict(t) for t in self._list_tasks(ops.ListTasks(resource_id=op.resource_id))]
         dump["macros"] = [_macro_dict(m) for m in sorted(res.macros.values(), key=lambda m: m.key)]
         dump["allowed_prefixes"] = sorted(res.prefixes)
+        dump["items"] = [
+            {
+                "namespace": list(it.namespace),
+                "key": it.key,
+                "value": copy.deepcopy(it.value),
+                "created_at": iso(it.created_at),
+                "updated_at": iso(it.updated_at),
+            }
+            for it in sorted(res.items.values(), key=lambda it: (it.namespace, it.key))
+        ]
         threads = sorted(res.threads.items(), key=lambda kv: (kv[1].messages[0].seq if kv[1].messages else 0, kv[0]))
         for tid, t in threads:
             dump["threads"].append(
@@ -490,6 +500,16 @@ class InMemoryStore:
             macro = Macro(**m)
             res.macros[macro.key] = macro
         res.prefixes = {p: op.now for p in dump["allowed_prefixes"]}
+        for it in dump["items"]:
+            item = Item(
+                resource_id=resource_id,
+                namespace=tuple(it["namespace"]),
+                key=it["key"],
+                value=copy.deepcopy(it["value"]),
+                created_at=from_iso(it["created_at"]),
+                updated_at=from_iso(it["updated_at"]),
+            )
+            res.items[(item.namespace, item.key)] = item
         for t in dump["threads"]:
             msgs = []
             for m in t["_parsed"]:
