@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,34 @@ async def memory(db_url: str) -> AsyncIterator[caderno.Memory]:
         yield mem
     finally:
         await mem.close()
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface, for a server a test starts."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_healthy(server: Any, base: str, *, seconds: float, pause: float = 0.1, what: str = "the server") -> None:
+    """Wait for ``caderno serve`` (a ``Popen``) at ``base`` to answer /healthz; fail with its output if it dies."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        assert server.poll() is None, server.communicate()[0]
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"{what} did not come up"
+        time.sleep(pause)
 
 
 def python_env() -> dict[str, str]:

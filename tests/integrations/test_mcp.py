@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from conftest import free_port, python_env, wait_healthy  # noqa: E402
 
 TOOLS = {
     "recall",
@@ -36,15 +33,9 @@ TOOLS = {
 }
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)  # CADERNO_HOME already points at the test's temp dir
-    env["PYTHONPATH"] = str(SRC)
-    return env
-
-
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "caderno.cli", "--db", str(db), *args]
-    return subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, env=python_env(), capture_output=True, text=True, timeout=120)
 
 
 def _text(result: Any) -> str:
@@ -76,7 +67,7 @@ def _seed(db: Path) -> None:
         "            caderno.Message(role='user', content='xadrez secreto de outra pessoa')])\n"
         "asyncio.run(main())\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], env=_env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], env=python_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
 
@@ -86,7 +77,7 @@ async def test_stdio_server_serves_every_tool_and_resource(tmp_path: Path) -> No
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "caderno.cli", "--db", str(db), "mcp", "--resource", "casa"],
-        env=_env(),
+        env=python_env(),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -151,13 +142,6 @@ def test_mcp_command_refuses_a_bad_resource_id(tmp_path: Path) -> None:
     assert done.returncode == 1 and "caderno: error:" in done.stderr and "Traceback" not in done.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _token(db: Path, *resources: str) -> str:
     args = [a for r in resources for a in ("--resource", r)]
     made = _cli(db, "keys", "create", *args, "--json")
@@ -170,26 +154,17 @@ async def test_http_mount_inside_serve_scopes_tools_to_the_key(tmp_path: Path) -
     db = tmp_path / "serve.db"
     _seed(db)
     casa, outra, both = _token(db, "casa"), _token(db, "outra"), _token(db, "casa", "outra")
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [sys.executable, "-m", "caderno.cli", "--db", str(db), "serve", "--port", str(port)],
-        env=_env(),
+        env=python_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server.communicate()[0]
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.1)
+        wait_healthy(server, base, seconds=60, pause=0.1, what="the server")
         url = f"{base}/mcp"
         assert httpx.post(url, json={}).status_code == 401
         assert httpx.post(url, json={}, headers={"Authorization": "Bearer cad_nope"}).status_code == 401

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,25 +15,14 @@ pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
 
+from conftest import free_port, python_env, wait_healthy  # noqa: E402
+
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)  # CADERNO_HOME already points at the test's temp dir
-    env["PYTHONPATH"] = str(SRC)
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "caderno.cli", "--db", str(db), *args]
-    return subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, env=python_env(), capture_output=True, text=True, timeout=60)
 
 
 def test_serve_answers_with_a_cli_key_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
@@ -50,26 +37,17 @@ def test_serve_answers_with_a_cli_key_and_stops_cleanly_on_sigterm(tmp_path: Pat
     config.write_text(
         '[[scheduled_tasks]]\nresource = "casa"\nname = "bom-dia"\nschedule = "daily at 9am"\nprompt = "Bom dia"\n'
     )
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [sys.executable, "-m", "caderno.cli", "--db", str(db), "serve", "--config", str(config), "--port", str(port)],
-        env=_env(),
+        env=python_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert server.poll() is None, server.communicate()[0]
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.1)
+        wait_healthy(server, base, seconds=30, pause=0.1, what="the server")
         headers = {"authorization": f"Bearer {token}"}
         made = httpx.post(f"{base}/v1/resources/casa/threads", json={"thread_id": "t", "title": "oi"}, headers=headers)
         assert made.status_code == 201, made.text
@@ -101,7 +79,7 @@ def test_serve_without_the_server_extra_prints_the_install_line(tmp_path: Path) 
     blocked = tmp_path / "blocked"
     (blocked / "fastapi").mkdir(parents=True)
     (blocked / "fastapi" / "__init__.py").write_text("raise ImportError('blocked for this test')\n")
-    env = _env()
+    env = python_env()
     env["PYTHONPATH"] = f"{blocked}{os.pathsep}{SRC}"
     command = [sys.executable, "-m", "caderno.cli", "--db", str(tmp_path / "x.db"), "serve"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)

@@ -19,10 +19,8 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,15 +29,10 @@ pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
 
+from conftest import free_port, wait_healthy  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 PIP_TIMEOUT = 300
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _run(
@@ -114,7 +107,7 @@ def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path) -> None:
     assert created.returncode == 0, created.stderr
     token = json.loads(created.stdout)["token"]
 
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [str(cli), "--db", str(db), "serve", "--port", str(port), "--log-level", "warning"],
@@ -125,16 +118,7 @@ def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server.communicate()[0]
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server from the wheel did not come up"
-            time.sleep(0.2)
+        wait_healthy(server, base, seconds=60, pause=0.2, what="the server from the wheel")
         headers = {"authorization": f"Bearer {token}"}
         threads = httpx.get(f"{base}/v1/resources/casa/threads", headers=headers, timeout=10)
         assert threads.status_code == 200 and threads.json() == [], threads.text
