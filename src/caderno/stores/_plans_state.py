@@ -59,31 +59,16 @@ def _ts(d: Dialect) -> Callable[[Any], Any]:
 
 
 _INSERT_TASK = f"INSERT INTO scheduled_tasks ({TASK_FIELDS}) VALUES ({','.join('?' * len(_TASK_NAMES))})"
+#: The columns a replace changes (the identity and creation time stay).
+_UPDATE_COLUMNS = tuple(n for n in _TASK_NAMES if n not in ("id", "resource_id", "name", "created_at"))
 _UPDATE_TASK = (
-    "UPDATE scheduled_tasks SET cron_expr = ?, original_schedule = ?, prompt = ?, source = ?, is_oneshot = ?, "
-    "is_paused = ?, is_trusted = ?, timezone = ?, thread_id = ?, next_run_at = ?, last_run_at = ?, updated_at = ? "
-    "WHERE resource_id = ? AND id = ?"
+    f"UPDATE scheduled_tasks SET {', '.join(f'{n} = ?' for n in _UPDATE_COLUMNS)} WHERE resource_id = ? AND id = ?"
 )
 
 
 def _update_params(d: Dialect, t: ScheduledTask) -> tuple[Any, ...]:
-    ts = _ts(d)
-    return (
-        t.cron_expr,
-        t.original_schedule,
-        t.prompt,
-        t.source,
-        t.is_oneshot,
-        t.is_paused,
-        t.is_trusted,
-        t.timezone,
-        t.thread_id,
-        ts(t.next_run_at),
-        ts(t.last_run_at),
-        ts(t.updated_at),
-        t.resource_id,
-        t.id,
-    )
+    values = dict(zip(_TASK_NAMES, task_params(d, t), strict=True))
+    return (*(values[n] for n in _UPDATE_COLUMNS), t.resource_id, t.id)
 
 
 def put_task(d: Dialect, op: ops.PutTask) -> Plan[ScheduledTask | None]:
