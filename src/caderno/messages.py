@@ -326,7 +326,7 @@ class ScheduledTask:
     thread_id: str = ""
     """The thread its runs write to (``task:<name>`` by default)."""
     next_run_at: datetime | None = None
-    """When it fires next (UTC); ``None`` while paused or once a one-shot is claimed."""
+    """When it fires next (UTC). A paused task keeps it but never fires; a claimed one-shot keeps it until it is deleted."""
     last_run_at: datetime | None = None
     """When it last fired."""
     created_at: datetime | None = None
