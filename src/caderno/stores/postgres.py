@@ -63,6 +63,27 @@ _VECTOR: dict[type[Any], Handler] = {
     ops.SearchVectors: _postgres_plans.search_vectors,
 }
 
+async def _still_open(conn: Any) -> None:
+    """The pool's check on checkout, without a round trip: has the server closed this connection?
+
+    A server that ends an idle session (a restart, ``pg_terminate_backend``)
+    sends its goodbye at once, so the socket is readable while the
+    connection sits idle. Reading it raises, and the pool takes another
+    connection; a live idle connection has nothing to read, and the check
+    costs one ``select`` call. Anything that slips past (a goodbye arriving
+    after this look) is handled by the retry in ``_tx``.
+    """
+    import select
+
+    import psycopg
+
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        conn.pgconn.consume_input()  # raises OperationalError when the server hung up
+        if conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+            raise psycopg.OperationalError("the server closed this connection")
+
+
 #: SQLSTATEs of a session the server ended (admin shutdown, crash shutdown,
 #: cannot connect now): the statement that received one never ran.
 _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
@@ -238,6 +259,7 @@ class PostgresStore:
                 open=False,
                 kwargs={"autocommit": True, "application_name": "caderno"},
                 configure=configure,
+                check=_still_open,
                 name="caderno",
             )
             try:
@@ -355,8 +377,8 @@ class PostgresStore:
     async def _tx(self, fn: Callable[[Any], Awaitable[T]], *, write: bool = True, transaction: bool = True) -> T:
         """Run ``fn(conn)``, in one transaction unless it is a single statement.
 
-        Connections are not checked when taken from the pool (that would be a
-        second round trip on every call). A connection that died while idle —
+        Connections are checked when taken from the pool without a round trip
+        (``_still_open`` looks at the socket only). A connection that died while idle —
         a server restart, ``pg_terminate_backend`` — is found by the call that
         uses it: the pool drops it, and the call is retried once on a fresh
         connection, after the pool checked its idle connections (only then, so
