@@ -143,7 +143,7 @@ _NON_WORD = re.compile(r"[^\w']+")
 
 def _has(cues: tuple[frozenset[str], tuple[str, ...]], words: set[str], padded: str) -> bool:
     single, phrases = cues
-    return not single.isdisjoint(words) or any(p in padded for p in phrases)
+    return not single.isdisjoint(words) or any(map(padded.__contains__, phrases))
 
 
 def score(message: Message) -> float:

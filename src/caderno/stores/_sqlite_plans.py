@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..errors import UsageError
@@ -39,18 +40,52 @@ def append(d: Dialect, op: ops.Append, *, known: bool) -> Plan[list[Message]]:
     return (yield from _insert(rid, tid, messages, op.embed))
 
 
+#: Messages per multi-row INSERT: 11 parameters each, far under SQLite's
+#: 32,766-parameter limit. One statement per turn, not one per message: each
+#: statement is a trip through the driver that releases and retakes the GIL,
+#: and the writer thread's GIL waits are what concurrent writers queue on.
+INSERT_ROWS = 500
+
+
 def _insert(rid: str, tid: str, messages: tuple[Message, ...], embed: frozenset[str]) -> Plan[list[Message]]:
-    stored = []
-    for m in messages:
+    stored: list[Message] = []
+    for start in range(0, len(messages), INSERT_ROWS):
+        chunk = messages[start : start + INSERT_ROWS]
+        params = [value for m in chunk for value in (rid, tid, *event_params(m))]
         try:
-            (seq,) = yield Q(EVENT_INSERT + " RETURNING seq", (rid, tid, *event_params(m)), "one")
+            rows = yield Q(_insert_sql(len(chunk)), params, "all")
         except UniqueViolation:
-            raise UsageError(f"message id {m.id!r} is already stored for resource {rid!r}") from None
-        stored.append(m._stamped(seq=seq))
+            # The statement left nothing behind; name the id in the error.
+            raise UsageError(
+                f"message id {(yield from _taken_id(rid, chunk))!r} is already stored for resource {rid!r}"
+            ) from None
+        seqs = dict(rows)  # RETURNING's row order is not promised; ids are unique
+        stored += [m._stamped(seq=seqs[m.id]) for m in chunk]
     queued = [(m.seq, rid) for m in stored if m.id in embed]
     if queued:
         yield Q("INSERT INTO embedding_queue (seq, resource_id) VALUES (?, ?)", queued, "many")
     return stored
+
+
+@functools.cache
+def _insert_sql(rows: int) -> str:
+    head, values = EVENT_INSERT.split(" VALUES ")
+    return f"{head} VALUES {', '.join([values] * rows)} RETURNING id, seq"
+
+
+def _taken_id(rid: str, messages: tuple[Message, ...]) -> Plan[str | None]:
+    """The first id of ``messages`` that is stored already, or repeated among them."""
+    seen: set[str | None] = set()
+    for m in messages:
+        if m.id in seen:
+            return m.id
+        seen.add(m.id)
+    rows = yield Q(
+        f"SELECT id FROM events WHERE resource_id = ? AND id IN ({marks(len(messages))})",
+        (rid, *(m.id for m in messages)),
+    )
+    taken = {r[0] for r in rows}
+    return next((m.id for m in messages if m.id in taken), None)
 
 
 def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:

@@ -285,7 +285,7 @@ class SQLiteStore:
 
         job = Job(fn=fn, after=committed)
         try:
-            return await asyncio.wrap_future(self._group_writer.submit(job))
+            return await self._group_writer.submit(job)
         except (sqlite3.DatabaseError, UniqueViolation, ForeignKeyViolation) as exc:
             raise StorageError(f"SQLite error on {self.path}: {exc}") from exc
 
