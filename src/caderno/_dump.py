@@ -11,11 +11,15 @@
      "scheduled_tasks": [{"id", "name", "cron_expr", "original_schedule", "prompt", "source", "is_oneshot", ...}],
      "macros": [{"trigger_tool", "trigger_pattern", "next_tool", "next_args", "confidence", ...}],
      "allowed_prefixes": ["git status", ...],
-     "items": [{"namespace": ["memories", "prefs"], "key", "value": {...}, "created_at", "updated_at"}],
+     "items": [{"namespace": ["memories", "prefs"], "key", "value": {...}, "created_at", "updated_at",
+                "embed": ["text", ...]}],
      "threads": [{"id": "...", "title": null, "metadata": null, "created_at": "...",
                   "updated_at": "...", "messages": [Message.to_dict(), ...]}]}
 
 Messages keep their ids, times and order, so an import is an exact restore.
+Vectors are not exported: they are derived, and the importing caderno embeds
+again (messages by its own policy, items by their ``embed`` texts, present
+only on items that had texts queued for semantic search).
 ``facts``, ``fact_history`` and ``message_log`` may be absent (exports made
 before they existed). Summaries are not exported: they are derived from the messages and
 the next consolidation pass writes them again.
@@ -26,9 +30,10 @@ from __future__ import annotations
 from typing import Any
 
 from ._json import check_json
+from ._time import to_iso
 from ._validate import DUMP_DEPTH, check_fact, check_id, check_message, check_metadata, check_time, check_title
 from .errors import UsageError
-from .messages import Message, check_text
+from .messages import Item, Message, check_text
 
 FORMAT = "caderno.resource"
 FACT_FIELDS = ("category", "key", "value", "source", "created_at", "updated_at")
@@ -55,6 +60,20 @@ def new_dump(resource_id: str) -> dict[str, Any]:
         "items": [],
         "threads": [],
     }
+
+
+def item_dict(it: Item, embed: Any = None) -> dict[str, Any]:
+    """An item as its export entry; ``embed`` (the texts queued for its vectors) only when it has some."""
+    entry: dict[str, Any] = {
+        "namespace": list(it.namespace),
+        "key": it.key,
+        "value": it.value,
+        "created_at": to_iso(it.created_at) if it.created_at else None,
+        "updated_at": to_iso(it.updated_at) if it.updated_at else None,
+    }
+    if embed:
+        entry["embed"] = list(embed)
+    return entry
 
 
 def check_dump(data: Any) -> dict[str, Any]:
@@ -290,7 +309,13 @@ def _check_items(items: list[Any]) -> None:
     seen: set[tuple[tuple[str, ...], str]] = set()
     for i, it in enumerate(items):
         where = f"items[{i}]"
-        _fields(it, where, {"namespace": list, "key": str, "value": dict, "created_at": str, "updated_at": str})
+        _fields(
+            it, where, {"namespace": list, "key": str, "value": dict, "created_at": str, "updated_at": str, "embed": list | None}
+        )
+        for j, text in enumerate(it.get("embed") or ()):
+            if not isinstance(text, str):
+                raise UsageError(f"export {where}.embed[{j}] must be text, not {type(text).__name__}")
+            check_text(text, f"{where}.embed[{j}]")
         labels = it["namespace"]
         if not labels or any(not isinstance(x, str) or not x or "." in x for x in labels):
             raise UsageError(f"export {where}.namespace must be non-empty labels without '.'")

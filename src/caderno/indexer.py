@@ -1,12 +1,13 @@
 """The background embedding worker.
 
 New messages are queued in the database by the append itself (same
-transaction), so pending work is durable: a process that exits early leaves
-it for the next one. The worker claims batches with a lease (any number of
-workers, in any number of processes, share the queue), embeds them off the
-event loop, and stores the vectors. A failed text is recorded on its queue
-row with the error and retried later with exponential backoff; it never
-blocks or fails an append.
+transaction), and so are the texts of LangGraph store items by their put, so
+pending work is durable: a process that exits early leaves it for the next
+one. The worker claims batches with a lease (any number of workers, in any
+number of processes, share the queue), embeds them off the event loop, and
+stores the vectors. A failed text is recorded on its queue row with the
+error and retried later with exponential backoff; it never blocks or fails
+an append or a put.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ._time import utcnow
 from .errors import EmbeddingUnavailable
 from .stores import ops
 from .stores.base import EmbeddingJob, Runner
+from .stores.ops import ItemEmbeddingJob
 
 log = logging.getLogger("caderno.indexer")
 
@@ -32,19 +34,25 @@ def backoff_seconds(attempts: int) -> float:
 
 
 class Indexer:
-    """Embeds queued messages in the background for one ``Memory``."""
+    """Embeds queued messages (and items, with ``items``) in the background for one ``Memory``.
+
+    ``batch_size`` bounds each claim: one batch of messages and one of items
+    per round.
+    """
 
     def __init__(
         self,
         run: Runner,
         embedder: Any,
         *,
+        items: bool = False,
         batch_size: int = 256,
         lease_seconds: float = 60.0,
         idle_seconds: float = 30.0,
     ) -> None:
         self.run = run
         self.embedder = embedder
+        self.items = items
         self.batch_size = batch_size
         self.lease_seconds = lease_seconds
         self.idle_seconds = idle_seconds
@@ -73,22 +81,40 @@ class Indexer:
             pass
 
     async def run_once(self) -> int:
-        """Claim, embed and store one batch; returns how many jobs it handled."""
+        """Claim, embed and store one batch of messages and one of items; returns how many jobs it handled."""
         async with self._lock:
             if not await self._ensure_loaded():
                 return 0
-            jobs = await self.run(
-                ops.ClaimEmbeddings(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow())
+            handled = await self._messages()
+            if self.items:
+                handled += await self._items()
+            return handled
+
+    async def _messages(self) -> int:
+        jobs = await self.run(ops.ClaimEmbeddings(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow()))
+        if not jobs:
+            return 0
+        done, failed = await asyncio.to_thread(self._embed, jobs)
+        await self.run(
+            ops.FinishEmbeddings(
+                model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
             )
-            if not jobs:
-                return 0
-            done, failed = await asyncio.to_thread(self._embed, jobs)
-            await self.run(
-                ops.FinishEmbeddings(
-                    model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
-                )
+        )
+        return len(jobs)
+
+    async def _items(self) -> int:
+        jobs = await self.run(
+            ops.ClaimItemEmbeddings(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow())
+        )
+        if not jobs:
+            return 0
+        done, failed = await asyncio.to_thread(self._embed_items, jobs)
+        await self.run(
+            ops.FinishItemEmbeddings(
+                model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
             )
-            return len(jobs)
+        )
+        return len(jobs)
 
     async def close(self) -> None:
         """Let the batch in flight finish, then stop."""
@@ -141,6 +167,39 @@ class Indexer:
                 (vector,) = self.embedder.embed([job.content])
                 done.append((job.resource_id, job.seq, vector.tobytes()))
             except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"[:500]
-                failed.append((job.resource_id, job.seq, error, backoff_seconds(job.attempts)))
+                failed.append((job.resource_id, job.seq, _error(exc), backoff_seconds(job.attempts)))
         return done, failed
+
+    def _embed_items(
+        self, jobs: list[ItemEmbeddingJob]
+    ) -> tuple[list[tuple[ItemEmbeddingJob, bytes]], list[tuple[ItemEmbeddingJob, str, float]]]:
+        """Each job's texts as one block of float32 vectors, one per text, in order."""
+        import numpy as np
+
+        def rows(texts: list[str]) -> Any:
+            if not texts:
+                return np.zeros((0, self.embedder.dim), dtype=np.float32)
+            return np.asarray(self.embedder.embed(texts), dtype=np.float32).reshape(len(texts), -1)
+
+        try:
+            every = rows([t for j in jobs for t in j.texts])
+            done, start = [], 0
+            for job in jobs:
+                done.append((job, every[start : start + len(job.texts)].tobytes()))
+                start += len(job.texts)
+            return done, []
+        except Exception:
+            pass
+        # As for messages: find which items fail, so one does not hold the others.
+        done, failed = [], []
+        for job in jobs:
+            try:
+                done.append((job, rows(list(job.texts)).tobytes()))
+            except Exception as exc:
+                failed.append((job, _error(exc), backoff_seconds(job.attempts)))
+        return done, failed
+
+
+def _error(exc: BaseException) -> str:
+    """What a queue row records of a failure (bounded)."""
+    return f"{type(exc).__name__}: {exc}"[:500]

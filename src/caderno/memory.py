@@ -154,7 +154,7 @@ class Memory:
         if not store.supports >= ops.RECALL:
             embedder = None  # nothing to store vectors in
         self.embedder = embedder
-        self.indexer = Indexer(self.run, embedder)
+        self.indexer = Indexer(self.run, embedder, items=store.supports >= ops.ITEM_VECTORS)
         self.vectors = VectorIndex(vector_cache_bytes)
         self.retriever = Retriever(self.run, self.indexer, self.vectors)
         self.consolidation = consolidation or ConsolidationSettings()
@@ -775,7 +775,8 @@ class Memory:
         """Drop the vectors of one resource (or all) and embed its messages again.
 
         Use it after changing the embedding model. Returns how many messages
-        were queued; ``flush()`` waits for them.
+        were queued; ``flush()`` waits for them. The vectors of the
+        resource's LangGraph store items are queued again too.
         """
         if resource_id is not None:
             check_id(resource_id, "resource_id")

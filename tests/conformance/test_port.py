@@ -351,6 +351,79 @@ async def test_item_operations(memory: caderno.Memory) -> None:
     assert await run(memory, ops.ListItemNamespaces(resource_id=R)) == [[]]
 
 
+async def test_item_vector_operations(memory: caderno.Memory) -> None:
+    from caderno.messages import Item
+
+    t0 = utcnow()
+    a = Item(resource_id=R, namespace=("docs", "ana"), key="k1", value={"t": "cat"}, updated_at=t0)
+    b = Item(resource_id=R, namespace=("docs",), key="k2", value={"t": "rain"}, updated_at=t0)
+    await run(memory, ops.PutItem(item=a, embed=("cat", "mat")), ops.PutItem(item=b, embed=("rain",)))
+    (jobs,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
+    assert sorted((j.namespace, j.key, j.texts, j.attempts) for j in jobs) == [
+        (("docs",), "k2", ("rain",), 0),
+        (("docs", "ana"), "k1", ("cat", "mat"), 0),
+    ]
+    assert {j.updated_at for j in jobs} == {t0}
+    assert await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow())) == [[]]  # leased
+    one, two = b"\x00\x00\x80\x3f\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00\x80\x3f"
+    job_a = next(j for j in jobs if j.key == "k1")
+    job_b = next(j for j in jobs if j.key == "k2")
+    # k2 is written again while its job is out: the old job's vectors must not land on the new value.
+    b2 = dataclasses.replace(b, value={"t": "sun"}, updated_at=t0 + timedelta(seconds=1))
+    await run(memory, ops.PutItem(item=b2, embed=("sun",)))
+    await run(
+        memory,
+        ops.FinishItemEmbeddings(model="m", dim=2, done=((job_a, one + two), (job_b, one)), failed=(), now=utcnow()),
+    )
+    under_docs, under_ana, other_model = await run(
+        memory,
+        ops.ReadItemVectors(resource_id=R, prefix=("docs",), model="m"),
+        ops.ReadItemVectors(resource_id=R, prefix=("docs", "ana"), model="m"),
+        ops.ReadItemVectors(resource_id=R, prefix=(), model="other"),
+    )
+    assert [(v.namespace, v.key, v.updated_at, v.dim, v.vectors) for v in under_docs] == [
+        (("docs", "ana"), "k1", t0, 2, one + two)
+    ]
+    assert [v.key for v in under_ana] == ["k1"] and other_model == []
+    # The new value's job is due; a failure is recorded and retried later, not now.
+    (again,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
+    assert [(j.key, j.texts, j.updated_at) for j in again] == [("k2", ("sun",), b2.updated_at)]
+    await run(
+        memory, ops.FinishItemEmbeddings(model="m", dim=2, done=(), failed=((again[0], "boom", 3600.0),), now=utcnow())
+    )
+    assert await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow())) == [[]]
+    # Export carries the texts, not the vectors; an import queues them again.
+    (dump,) = await run(memory, ops.ExportResource(resource_id=R))
+    assert [(i["key"], i.get("embed")) for i in dump["items"]] == [("k2", ["sun"]), ("k1", ["cat", "mat"])]
+    await run(memory, ops.EraseResource(resource_id=R))
+    assert await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m")) == [[]]
+    await run(memory, ops.ImportResource(dump=caderno._dump.check_dump(dump), now=utcnow()))
+    assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
+    (queued,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
+    assert sorted(j.key for j in queued) == ["k1", "k2"]
+    await run(
+        memory,
+        ops.FinishItemEmbeddings(
+            model="m", dim=2, done=tuple((j, one * len(j.texts)) for j in queued), failed=(), now=utcnow()
+        ),
+    )
+    assert len((await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m")))[0]) == 2
+    # A reindex (a new model) queues the items again; a put without texts and a delete drop their vectors.
+    await run(memory, ops.Reindex(resource_id=R))
+    assert await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m")) == [[]]
+    (requeued,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
+    await run(
+        memory,
+        ops.FinishItemEmbeddings(
+            model="m2", dim=2, done=tuple((j, one * len(j.texts)) for j in requeued), failed=(), now=utcnow()
+        ),
+    )
+    k1 = dataclasses.replace(a, updated_at=t0 + timedelta(seconds=2))
+    await run(memory, ops.PutItem(item=k1), ops.DeleteItem(resource_id=R, namespace=("docs",), key="k2"))
+    assert await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m2")) == [[]]
+    assert await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow())) == [[]]
+
+
 def test_every_operation_ran() -> None:
     """Runs last in this module: the tests above exercised the whole port."""
     assert RAN >= ops.ALL, sorted(t.__name__ for t in ops.ALL - RAN)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import random
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -27,9 +28,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caderno
+from caderno._time import utcnow
 from caderno.embeddings import HashingEmbedder
 from caderno.errors import MissingExtra, UsageError
 from caderno.memory import open_store
+from caderno.stores import ops
 from conftest import python_env
 
 pytest.importorskip("langgraph.store.memory")
@@ -271,9 +274,9 @@ def test_semantic_search_ranks_as_langgraphs_in_memory_store(
             for op in writes:
                 await reference.abatch([op])
                 await store.abatch([op])
+            await store.flush()  # the background worker has embedded every queued item
             want = await reference.asearch(prefix, query=query, limit=EVERYTHING)
             got = await store.asearch(prefix, query=query, limit=EVERYTHING)
-            await store.flush()
         assert {(it.namespace, it.key): it.value for it in got} == {(it.namespace, it.key): it.value for it in want}
         scores = {(it.namespace, it.key): it.score for it in want}
         for it in got:
@@ -288,19 +291,110 @@ def test_semantic_search_ranks_as_langgraphs_in_memory_store(
     asyncio.run(run())
 
 
-async def test_vectors_are_recomputed_for_items_of_an_earlier_process(tmp_path: Any) -> None:
-    url = f"sqlite:///{tmp_path / 'items.db'}"
+def _item_rows(path: Any) -> list[tuple[Any, ...]]:
+    """The item embedding table of a SQLite file, read directly: (key, texts, has vectors)."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(
+            "SELECT key, texts, vectors IS NOT NULL FROM item_embeddings ORDER BY namespace, key"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+async def test_item_vectors_are_queued_in_the_database_and_survive_a_restart(tmp_path: Any) -> None:
+    path = tmp_path / "items.db"
+    url = f"sqlite:///{path}"
     async with caderno.connect(url, embedder=EMBEDDER) as memory:
+        await memory.indexer.close()  # this process stops before its worker ever runs
         store = CadernoStore(memory, index={"fields": ["text"]})
         await store.aput(("docs",), "1", {"text": "cat on the mat"})
         await store.aput(("docs",), "2", {"text": "rain in spain"})
-        await store.flush()
-        first = await store.asearch(("docs",), query="cat on the mat")
+        await store.aput(("docs",), "3", {"text": "cat on the mat"}, index=False)
+        unscored = await store.asearch(("docs",), query="cat on the mat")
+        assert {it.key for it in unscored} == {"1", "2", "3"} and all(it.score is None for it in unscored)
+    # The jobs were written with the puts, in the database: the closed process left them there.
+    assert _item_rows(path) == [("1", '["cat on the mat"]', 0), ("2", '["rain in spain"]', 0)]
     async with caderno.connect(url, embedder=EMBEDDER) as memory:
         store = CadernoStore(memory, index={"fields": ["text"]})
-        again = await store.asearch(("docs",), query="cat on the mat")
-    assert [(it.key, round(it.score or 0, 5)) for it in again] == [(it.key, round(it.score or 0, 5)) for it in first]
-    assert again[0].key == "1" and again[0].score is not None
+        await store.flush()  # a new process's worker embeds what the old one left
+        first = await store.asearch(("docs",), query="cat on the mat")
+    assert _item_rows(path) == [("1", '["cat on the mat"]', 1), ("2", '["rain in spain"]', 1)]
+    assert [it.key for it in first] == ["1", "2", "3"] and first[0].score == pytest.approx(1.0, abs=1e-5)
+    assert first[1].score is not None and first[2].score is None  # not indexed: after the scored ones
+
+    class NoMoreEmbedding(HashingEmbedder):
+        """Embeds queries only: a vector found now can only come from the database."""
+
+        def embed(self, texts: list[str]) -> Any:
+            assert texts == ["cat on the mat"], texts
+            return super().embed(texts)
+
+    async with caderno.connect(url, embedder=NoMoreEmbedding(32)) as memory:
+        again = await CadernoStore(memory, index={"fields": ["text"]}).asearch(("docs",), query="cat on the mat")
+    assert [(it.key, it.score) for it in again] == [(it.key, it.score) for it in first]
+
+
+async def test_a_put_while_the_worker_embeds_never_leaves_the_old_vector(db_url: str) -> None:
+    async with caderno.connect(db_url, embedder=EMBEDDER) as memory:
+        await memory.indexer.close()  # the test plays the worker, step by step
+        store = CadernoStore(memory, resource_id=f"r-{uuid.uuid4().hex}", index={"fields": ["text"]})
+        await store.aput(("docs",), "k", {"text": "cat on the mat"})
+        jobs = await memory.run(ops.ClaimItemEmbeddings(limit=100, lease_seconds=60, now=utcnow()))
+        (old,) = [j for j in jobs if j.resource_id == store.resource_id]
+        await store.aput(("docs",), "k", {"text": "rain in spain"})  # written again while the worker embeds
+        await memory.run(
+            ops.FinishItemEmbeddings(
+                model=EMBEDDER.name,
+                dim=EMBEDDER.dim,
+                done=((old, EMBEDDER.embed(["cat on the mat"]).tobytes()),),
+                failed=(),
+                now=utcnow(),
+            )
+        )
+        read = ops.ReadItemVectors(resource_id=store.resource_id, prefix=(), model=EMBEDDER.name)
+        assert await memory.run(read) == []  # the stale result was dropped
+        (hit,) = await store.asearch(("docs",), query="cat on the mat")
+        assert hit.value == {"text": "rain in spain"} and hit.score is None
+        await store.flush()
+        (stored,) = await memory.run(read)
+        assert stored.vectors == EMBEDDER.embed(["rain in spain"]).tobytes()
+        (hit,) = await store.asearch(("docs",), query="rain in spain")
+        assert hit.score == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_deleting_an_item_or_erasing_the_resource_drops_its_vectors(db_url: str) -> None:
+    async with caderno.connect(db_url, embedder=EMBEDDER) as memory:
+        await memory.indexer.close()  # vectors are computed when the test says (flush), not in between
+        rid = f"r-{uuid.uuid4().hex}"
+        store = CadernoStore(memory, resource_id=rid, index={"fields": ["text"]})
+        await store.abatch(
+            [
+                PutOp(("docs",), "a", {"text": "cat"}),
+                PutOp(("docs",), "b", {"text": "dog"}),
+                PutOp(("x",), "c", {"text": "tea"}),
+            ]
+        )
+        await store.flush()
+        read = ops.ReadItemVectors(resource_id=rid, prefix=(), model=EMBEDDER.name)
+        assert [v.key for v in await memory.run(read)] == ["a", "b", "c"]
+        await store.adelete(("docs",), "a")
+        assert [v.key for v in await memory.run(read)] == ["b", "c"]
+        await store.aput(("docs",), "a", {"text": "cat"})  # the same key again: a new job, no old vector
+        assert [v.key for v in await memory.run(read)] == ["b", "c"]
+        await memory.erase_resource(resource_id=rid)
+        assert await memory.run(read) == []
+        assert await memory.run(ops.ClaimItemEmbeddings(limit=100, lease_seconds=60, now=utcnow())) == []
+        assert await store.asearch(("docs",), query="cat") == []
+
+
+async def test_a_store_without_an_index_queues_nothing(db_url: str) -> None:
+    async with caderno.connect(db_url, embedder=None) as memory:
+        store = CadernoStore(memory, resource_id=f"r-{uuid.uuid4().hex}")
+        await store.aput(("docs",), "k", {"text": "cat"})
+        (hit,) = await store.asearch(("docs",), query="cat")  # no index: no scores, no embedder needed
+        assert hit.key == "k" and hit.score is None
+        assert await memory.run(ops.ClaimItemEmbeddings(limit=100, lease_seconds=60, now=utcnow())) == []
 
 
 async def test_items_keep_created_at_and_advance_updated_at(memory: caderno.Memory) -> None:

@@ -30,11 +30,18 @@ namespaces that hold an item are listed. TTLs are not supported.
 **Semantic search.** With ``index`` (LangGraph's ``IndexConfig``; only
 ``fields`` is read, default the whole value as JSON), a search with ``query``
 ranks items by cosine similarity through ``memory.embedder``, the best
-matching field of an item giving its score. Vectors are computed after each
-write by a background task and kept in this process only; an item with no
-vector yet (written by another process, or before a restart) is embedded when
-a search first needs it. The write never waits for, nor fails on, the
-embedder.
+matching field of an item giving its score. Item vectors are kept like
+message vectors: a put queues the item's texts in the database, in its own
+transaction, and caderno's background embedding worker (``memory.indexer``,
+the one that embeds messages, in this process or any other on the same
+database) computes and stores them, so they survive restarts. A new put
+replaces the item's job or vectors, so a vector never scores a newer value.
+A search reads the stored vectors in the same snapshot as the items and
+ranks in process; an item whose vectors are not there yet (or were made by
+another model) is still returned, without a score, after the scored ones.
+The write never waits for, nor fails on, the embedder; ``flush()`` waits
+for the vectors queued so far (tests, scripts). ``memory.reindex()`` queues
+every item again after a change of model.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import numpy as np
 
 from .._time import utcnow
 from ..errors import MissingExtra, UsageError
@@ -100,22 +109,21 @@ class CadernoStore(BaseStore):
             from ``memory.embedder``.
 
     Raises:
-        UsageError: ``index`` was given but ``memory`` has no embedder.
+        UsageError: ``index`` was given but ``memory`` has no embedder, or
+            its store does not keep item vectors (``ITEM_VECTORS``).
     """
 
     def __init__(self, memory: Any, *, resource_id: str = "default", index: IndexConfig | None = None) -> None:
         if index is not None and memory.embedder is None:
             raise UsageError("semantic search needs an embedder: connect caderno with one, or pass index=None")
+        if index is not None and not memory.supports(*port.ITEM_VECTORS):
+            raise UsageError(f"{type(memory.store).__name__} does not keep item vectors: pass index=None")
         self.memory = memory
         self.resource_id = resource_id
         self.index_config = index
         self._fields: list[tuple[str, str | list[str]]] = [
             (p, p if p == "$" else tokenize_path(p)) for p in ((index or {}).get("fields") or ["$"])
         ]
-        # (namespace, key) -> (updated_at, paths to embed, vectors or None while not yet computed).
-        # Keyed by updated_at so a write from another process is never scored with a stale vector.
-        self._vectors: dict[tuple[tuple[str, ...], str], tuple[datetime, list[Any], list[Any] | None]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._last = datetime.min.replace(tzinfo=UTC)
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -157,26 +165,38 @@ class CadernoStore(BaseStore):
         for op in batch:
             _check(op)
         queries = {op.query for op in batch if isinstance(op, SearchOp) and op.query} if self.index_config else set()
-        reads: list[tuple[int, port.Op[Any]]] = []
+        reads: list[port.Op[Any]] = []
+        # batch index -> (index of its read, index of its item-vector read or None)
+        slots: dict[int, tuple[int, int | None]] = {}
         for i, op in enumerate(batch):
             if isinstance(op, GetOp):
-                reads.append((i, port.GetItem(resource_id=self.resource_id, namespace=op.namespace, key=op.key)))
+                reads.append(port.GetItem(resource_id=self.resource_id, namespace=op.namespace, key=op.key))
             elif isinstance(op, SearchOp):
-                reads.append((i, port.SearchItems(resource_id=self.resource_id, prefix=op.namespace_prefix)))
+                reads.append(port.SearchItems(resource_id=self.resource_id, prefix=op.namespace_prefix))
+                if op.query in queries:
+                    # The same snapshot as the items: a vector read here belongs to the value read here.
+                    vectors = port.ReadItemVectors(
+                        resource_id=self.resource_id, prefix=op.namespace_prefix, model=self.memory.embedder.name
+                    )
+                    reads.append(vectors)
+                    slots[i] = (len(reads) - 2, len(reads) - 1)
+                    continue
             elif isinstance(op, ListNamespacesOp):
-                reads.append((i, port.ListItemNamespaces(resource_id=self.resource_id)))
+                reads.append(port.ListItemNamespaces(resource_id=self.resource_id))
+            else:
+                continue
+            slots[i] = (len(reads) - 1, None)
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in batch:
             if isinstance(op, PutOp):
                 puts.pop((op.namespace, op.key), None)
                 puts[(op.namespace, op.key)] = op  # the last write to a key wins
-        writes: list[port.Op[Any]] = []
-        stamps: dict[tuple[tuple[str, ...], str], datetime] = {}
-        for (namespace, key), op in puts.items():
+        writes: dict[tuple[tuple[str, ...], str], port.Op[Any]] = {}
+        for (namespace, key), op in puts.items():  # stamped in write order: the newest write is the latest
             if op.value is None:
-                writes.append(port.DeleteItem(resource_id=self.resource_id, namespace=namespace, key=key))
+                writes[(namespace, key)] = port.DeleteItem(resource_id=self.resource_id, namespace=namespace, key=key)
             else:
-                stamps[(namespace, key)] = now = self._tick()
+                now = self._tick()
                 item = CadernoItem(
                     resource_id=self.resource_id,
                     namespace=namespace,
@@ -185,46 +205,35 @@ class CadernoStore(BaseStore):
                     created_at=now,
                     updated_at=now,
                 )
-                writes.append(port.PutItem(item=item))
+                writes[(namespace, key)] = port.PutItem(item=item, embed=self._texts_of(op))
+        # Written in key order, so two batches writing the same items take their row locks in one
+        # order (PostgreSQL) and never deadlock on each other.
+        ordered = [writes[k] for k in sorted(writes)]
         query_vectors = await self._embed_queries(queries)
-        done = await self.memory.batch([read for _, read in reads] + writes) if reads or writes else []
+        done = await self.memory.batch(reads + ordered) if reads or ordered else []
+        if any(isinstance(w, port.PutItem) and w.embed for w in ordered):
+            self.memory.indexer.notify()  # the queue is in the database: this wakes the worker
 
         results: list[Result] = [None] * len(batch)
-        for (i, _), raw in zip(reads, done, strict=False):
-            op = batch[i]
+        for i, (at, vectors_at) in slots.items():
+            op, raw = batch[i], done[at]
             if isinstance(op, GetOp):
                 results[i] = _to_item(raw) if raw is not None else None
             elif isinstance(op, SearchOp):
-                results[i] = await self._search(op, raw, query_vectors)
+                results[i] = _search(op, raw, done[vectors_at] if vectors_at is not None else [], query_vectors)
             else:
                 assert isinstance(op, ListNamespacesOp)
                 results[i] = _list_namespaces(op, raw)
-        self._after_writes(puts, stamps)
         return results
 
-    # -- search ----------------------------------------------------------------------------
+    def _texts_of(self, op: PutOp) -> tuple[str, ...]:
+        """What a put queues for embedding: the texts at the index's (or the put's own) fields."""
+        if not self.index_config or op.index is False or op.value is None:
+            return ()
+        paths = self._fields if op.index is None else [(p, p if p == "$" else tokenize_path(p)) for p in op.index]
+        return tuple(_texts(dict(op.value), paths))
 
-    async def _search(self, op: SearchOp, raw: list[CadernoItem], query_vectors: dict[str, Any]) -> list[SearchItem]:
-        found = [it for it in raw if not op.filter or all(_compare(it.value.get(k), v) for k, v in op.filter.items())]
-        window = slice(op.offset, op.offset + op.limit)
-        qvec = query_vectors.get(op.query) if op.query else None
-        if qvec is None:
-            return [_to_item(it, SearchItem) for it in found[window]]
-        vectors = await self._vectors_for(found)
-        scored: list[tuple[float, CadernoItem]] = []
-        scoreless: list[CadernoItem] = []
-        for it in found:
-            vecs = vectors.get((it.namespace, it.key))
-            if vecs:
-                scored.append((max(float(v @ qvec) for v in vecs), it))  # unit vectors: dot = cosine
-            else:
-                scoreless.append(it)
-        scored.sort(key=lambda pair: pair[0], reverse=True)
-        kept = [_to_item(it, SearchItem, score) for score, it in scored[window]]
-        # As InMemoryStore: items without a vector fill the page after the scored ones.
-        if scoreless and len(kept) < op.limit:
-            kept.extend(_to_item(it, SearchItem) for it in scoreless[: op.limit - len(kept)])
-        return kept
+    # -- search and vectors -----------------------------------------------------------------
 
     async def _embed_queries(self, queries: set[str]) -> dict[str, Any]:
         if not queries:
@@ -236,82 +245,16 @@ class CadernoStore(BaseStore):
             # Recall's rule: a broken embedder degrades search, it does not fail it.
             logger.warning("embedding a store query failed; searching without scores", exc_info=True)
             return {}
-        return dict(zip(texts, vectors, strict=True))
-
-    async def _vectors_for(self, found: list[CadernoItem]) -> dict[tuple[tuple[str, ...], str], list[Any]]:
-        """The vectors of these items, embedding (and caching) the ones not computed yet."""
-        out: dict[tuple[tuple[str, ...], str], list[Any]] = {}
-        missing: list[tuple[CadernoItem, list[Any]]] = []
-        for it in found:
-            entry = self._vectors.get((it.namespace, it.key))
-            if entry is not None and entry[0] == it.updated_at:
-                if entry[2] is not None:
-                    out[(it.namespace, it.key)] = entry[2]
-                    continue
-                missing.append((it, entry[1]))
-            else:
-                missing.append((it, self._fields))
-        for (it, _), vecs in zip(
-            missing, await self._embed_items([(it.value, paths) for it, paths in missing]), strict=True
-        ):
-            if vecs is not None and it.updated_at is not None:
-                self._remember(it.namespace, it.key, it.updated_at, vecs)
-                out[(it.namespace, it.key)] = vecs
-        return out
-
-    async def _embed_items(self, docs: list[tuple[dict[str, Any], list[Any]]]) -> list[list[Any] | None]:
-        texts_of = [_texts(value, paths) for value, paths in docs]
-        flat = [t for texts in texts_of for t in texts]
-        if not flat:
-            return [[] for _ in docs]
-        try:
-            vectors = list(await asyncio.to_thread(self.memory.embedder.embed, flat))
-        except Exception:
-            logger.warning("embedding store items failed; they are found without scores", exc_info=True)
-            return [None for _ in docs]
-        out: list[list[Any] | None] = []
-        for texts in texts_of:
-            out.append(vectors[: len(texts)])
-            vectors = vectors[len(texts) :]
-        return out
-
-    # -- vectors after a write -------------------------------------------------------------
-
-    def _after_writes(self, puts: dict[tuple[tuple[str, ...], str], PutOp], stamps: dict[Any, datetime]) -> None:
-        if not self.index_config:
-            return
-        for (namespace, key), op in puts.items():
-            if op.value is None:
-                self._vectors.pop((namespace, key), None)
-            elif op.index is False:
-                self._vectors[(namespace, key)] = (stamps[(namespace, key)], [], [])
-            else:
-                paths = (
-                    self._fields if op.index is None else [(p, p if p == "$" else tokenize_path(p)) for p in op.index]
-                )
-                self._vectors[(namespace, key)] = (stamps[(namespace, key)], paths, None)
-                task = asyncio.get_running_loop().create_task(
-                    self._embed_later(namespace, key, stamps[(namespace, key)], dict(op.value), paths)
-                )
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-
-    async def _embed_later(
-        self, namespace: tuple[str, ...], key: str, stamp: datetime, value: dict[str, Any], paths: list[Any]
-    ) -> None:
-        (vecs,) = await self._embed_items([(value, paths)])
-        entry = self._vectors.get((namespace, key))
-        if vecs is not None and entry is not None and entry[0] == stamp and entry[2] is None:
-            self._remember(namespace, key, stamp, vecs)
-
-    def _remember(self, namespace: tuple[str, ...], key: str, stamp: datetime, vecs: list[Any]) -> None:
-        entry = self._vectors.get((namespace, key))
-        self._vectors[(namespace, key)] = (stamp, entry[1] if entry else self._fields, vecs)
+        return {t: np.asarray(v, dtype=np.float32) for t, v in zip(texts, vectors, strict=True)}
 
     async def flush(self) -> None:
-        """Wait until the vectors of the writes so far are computed (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Wait until the vectors queued so far are computed (tests, scripts).
+
+        Vectors are computed by ``memory``'s background embedding worker; this
+        runs it now in this process, until nothing due is left, and waits for
+        it. Items whose embedding failed stay queued for a later retry.
+        """
+        await self.memory.flush()
 
     def _tick(self) -> datetime:
         self._last = max(utcnow(), self._last + _TICK)
@@ -345,6 +288,32 @@ def _check_labels(namespace: tuple[str, ...]) -> None:
 
 def _texts(value: dict[str, Any], paths: list[tuple[str, str | list[str]]]) -> list[str]:
     return [t for _, field in paths for t in get_text_at_path(value, field)]
+
+
+def _search(
+    op: SearchOp, raw: list[CadernoItem], stored: list[port.ItemVectors], query_vectors: dict[str, Any]
+) -> list[SearchItem]:
+    found = [it for it in raw if not op.filter or all(_compare(it.value.get(k), v) for k, v in op.filter.items())]
+    window = slice(op.offset, op.offset + op.limit)
+    qvec = query_vectors.get(op.query) if op.query else None
+    if qvec is None:
+        return [_to_item(it, SearchItem) for it in found[window]]
+    vectors = {(v.namespace, v.key): v for v in stored}
+    scored: list[tuple[float, CadernoItem]] = []
+    scoreless: list[CadernoItem] = []
+    for it in found:
+        v = vectors.get((it.namespace, it.key))
+        if v is not None and v.updated_at == it.updated_at and v.vectors and v.dim == qvec.shape[-1]:
+            block = np.frombuffer(v.vectors, dtype=np.float32).reshape(-1, v.dim)
+            scored.append((float(np.max(block @ qvec)), it))  # unit vectors: dot = cosine; the best field counts
+        else:
+            scoreless.append(it)
+    scored.sort(key=lambda pair: pair[0], reverse=True)
+    kept = [_to_item(it, SearchItem, score) for score, it in scored[window]]
+    # As InMemoryStore: items without a vector fill the page after the scored ones.
+    if scoreless and len(kept) < op.limit:
+        kept.extend(_to_item(it, SearchItem) for it in scoreless[: op.limit - len(kept)])
+    return kept
 
 
 def _to_item(it: CadernoItem, cls: type[Any] = Item, score: float | None = None) -> Any:

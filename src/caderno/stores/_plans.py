@@ -505,6 +505,7 @@ def reindex(d: Dialect, op: ops.Reindex) -> Plan[int]:
             by_resource.setdefault(rid, []).append(seq)
     for rid, seqs in by_resource.items():
         yield enqueue_embeddings(rid, seqs)
+    yield _plans_state.requeue_items(d, op.resource_id)
     row = yield Q(f"SELECT count(*) FROM embedding_queue {where}", params, "one")
     return int(row[0])
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
+from .._dump import item_dict
 from ..errors import UsageError
 from ..messages import ApiKey, Item, Macro, MacroKey, ScheduledTask, canonical_json
 from . import ops
-from ._rows import loads
+from ._rows import dumps, loads
 from ._sql import Dialect, Plan, Q, UniqueViolation, iso, later
 
 TASK_FIELDS = (
@@ -266,16 +268,11 @@ def export_state(d: Dialect, resource_id: str) -> Plan[dict[str, Any]]:
     macros = yield from read_macros(d, ops.ReadMacros(resource_id=resource_id))
     prefixes = yield from list_prefixes(d, ops.ListPrefixes(resource_id=resource_id))
     items = yield from search_items(d, ops.SearchItems(resource_id=resource_id, prefix=()))
+    jobs = yield Q("SELECT namespace, key, texts FROM item_embeddings WHERE resource_id = ?", (resource_id,))
+    texts = {(tuple(ns.split(".")), key): loads(t) for ns, key, t in jobs}
     return {
         "items": [
-            {
-                "namespace": list(it.namespace),
-                "key": it.key,
-                "value": it.value,
-                "created_at": iso(it.created_at),
-                "updated_at": iso(it.updated_at),
-            }
-            for it in sorted(items, key=lambda it: (it.namespace, it.key))
+            item_dict(it, texts.get((it.namespace, it.key))) for it in sorted(items, key=lambda it: (it.namespace, it.key))
         ],
         "scheduled_tasks": [
             {name: iso(getattr(t, name)) for name in _TASK_NAMES if name != "resource_id"} for t in tasks
@@ -312,6 +309,16 @@ def import_state(d: Dialect, resource_id: str, dump: dict[str, Any], now: Any) -
                 d.ts(from_iso(it["updated_at"])),
             )
             for it in dump["items"]
+        ],
+        "many",
+    )
+    # Vectors are not exported (they are derived): the items' texts are queued again.
+    yield Q(
+        _QUEUE_ITEM,
+        [
+            _job_params(d, resource_id, tuple(it["namespace"]), it["key"], from_iso(it["updated_at"]), it["embed"])
+            for it in dump["items"]
+            if it.get("embed")
         ],
         "many",
     )
@@ -444,15 +451,35 @@ def _item_from_row(resource_id: str, row: Any) -> Item:
     )
 
 
+#: ``not_before`` of a job due at once: bound explicitly (the two databases
+#: would need different column defaults), earlier than any real time.
+_DUE_AT_ONCE = datetime(1, 1, 1, tzinfo=UTC)
+_QUEUE_ITEM = (
+    "INSERT INTO item_embeddings (resource_id, namespace, key, updated_at, texts, not_before) VALUES (?,?,?,?,?,?)"
+)
+_ITEM_KEY = "resource_id = ? AND namespace = ? AND key = ?"
+
+
+def _job_params(
+    d: Dialect, resource_id: str, namespace: tuple[str, ...], key: str, updated_at: datetime, texts: Any
+) -> tuple[Any, ...]:
+    return (resource_id, _path(namespace), key, d.ts(updated_at), dumps(list(texts)), d.ts(_DUE_AT_ONCE))
+
+
 def put_item(d: Dialect, op: ops.PutItem) -> Plan[None]:
     it = op.item
     assert it.updated_at is not None
+    key = (it.resource_id, _path(it.namespace), it.key)
     yield Q(
         "INSERT INTO items (resource_id, namespace, key, value, created_at, updated_at) VALUES (?,?,?,?,?,?) "
         "ON CONFLICT (resource_id, namespace, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-        (it.resource_id, _path(it.namespace), it.key, canonical_json(it.value), d.ts(it.updated_at), d.ts(it.updated_at)),
+        (*key, canonical_json(it.value), d.ts(it.updated_at), d.ts(it.updated_at)),
         "none",
     )
+    # The old job or vectors describe the old value: the new value starts over.
+    yield Q(f"DELETE FROM item_embeddings WHERE {_ITEM_KEY}", key, "none")
+    if op.embed:
+        yield Q(_QUEUE_ITEM, _job_params(d, it.resource_id, it.namespace, it.key, it.updated_at, op.embed), "none")
 
 
 def delete_item(d: Dialect, op: ops.DeleteItem) -> Plan[bool]:
@@ -473,13 +500,21 @@ def get_item(d: Dialect, op: ops.GetItem) -> Plan[Item | None]:
     return _item_from_row(op.resource_id, row) if row else None
 
 
+#: A namespace under a prefix of whole labels: the path itself, or the path followed by '.'.
+_UNDER = "(? = '' OR namespace = ? OR substr(namespace, 1, ?) = ?)"
+
+
+def _under(prefix: tuple[str, ...]) -> tuple[Any, ...]:
+    """The parameters of ``_UNDER``."""
+    path = _path(prefix)
+    return (path, path, len(path) + 1, path + ".")
+
+
 def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
-    path = _path(op.prefix)
-    # A prefix of whole labels: the path itself, or the path followed by '.'.
     rows = yield Q(
         "SELECT namespace, key, value, created_at, updated_at FROM items WHERE resource_id = ? "
-        "AND (? = '' OR namespace = ? OR substr(namespace, 1, ?) = ?) ORDER BY updated_at DESC, namespace, key",
-        (op.resource_id, path, path, len(path) + 1, path + "."),
+        f"AND {_UNDER} ORDER BY updated_at DESC, namespace, key",
+        (op.resource_id, *_under(op.prefix)),
     )
     return [_item_from_row(op.resource_id, r) for r in rows]
 
@@ -489,7 +524,110 @@ def list_item_namespaces(d: Dialect, op: ops.ListItemNamespaces) -> Plan[list[tu
     return [tuple(r[0].split(".")) for r in rows]
 
 
+# -- item vectors -----------------------------------------------------------------------------
+
+
+def _when(value: Any) -> Any:
+    from .._time import from_iso
+
+    return from_iso(value) if isinstance(value, str) else value
+
+
+def claim_item_embeddings(d: Dialect, op: ops.ClaimItemEmbeddings) -> Plan[list[ops.ItemEmbeddingJob]]:
+    # PostgreSQL: SKIP LOCKED, so workers on any number of machines take
+    # disjoint batches; the lease (not_before) keeps them theirs after the
+    # commit. SQLite: the single writer serialises claims.
+    rows = yield Q(
+        "SELECT resource_id, namespace, key, updated_at, texts, attempts FROM item_embeddings "
+        f"WHERE vectors IS NULL AND not_before <= ? ORDER BY not_before LIMIT ?{d.skip_locked}",
+        (d.ts(op.now), op.limit),
+    )
+    yield Q(
+        f"UPDATE item_embeddings SET not_before = ? WHERE {_ITEM_KEY}",
+        [(later(d, op.now, op.lease_seconds), *r[:3]) for r in rows],
+        "many",
+    )
+    return [
+        ops.ItemEmbeddingJob(
+            resource_id=r[0],
+            namespace=tuple(r[1].split(".")),
+            key=r[2],
+            updated_at=_when(r[3]),
+            texts=tuple(loads(r[4])),
+            attempts=r[5],
+        )
+        for r in rows
+    ]
+
+
+def _version(job: ops.ItemEmbeddingJob) -> tuple[Any, ...]:
+    return (job.resource_id, _path(job.namespace), job.key, job.updated_at, job.texts)
+
+
+def finish_item_embeddings(d: Dialect, op: ops.FinishItemEmbeddings) -> Plan[None]:
+    jobs = [job for job, _ in op.done] + [job for job, _, _ in op.failed]
+    current: set[tuple[Any, ...]] = set()
+    for rid in sorted({j.resource_id for j in jobs}):
+        keys = sorted({(_path(j.namespace), j.key) for j in jobs if j.resource_id == rid})
+        # Rows another transaction holds are passed over (PostgreSQL): it is
+        # replacing or deleting them, so their result would be stale, and the
+        # worker never waits on a writer (no lock-order deadlock with puts or
+        # erases). A job passed over in a transaction that rolls back is
+        # claimed again when its lease ends.
+        rows = yield Q(
+            "SELECT namespace, key, updated_at, texts FROM item_embeddings WHERE resource_id = ? "
+            f"AND (namespace, key) IN (VALUES {','.join(['(?, ?)'] * len(keys))}) "
+            f"ORDER BY namespace, key{d.skip_locked}",
+            (rid, *(v for k in keys for v in k)),
+        )
+        current.update((rid, ns, key, _when(at), tuple(loads(texts))) for ns, key, at, texts in rows)
+    # Only while the item is still at the job's version: a put since then
+    # queued its new value, and the old value's vectors must not reach it.
+    yield Q(
+        f"UPDATE item_embeddings SET model = ?, dim = ?, vectors = ?, error = NULL WHERE {_ITEM_KEY}",
+        [(op.model, op.dim, v, j.resource_id, _path(j.namespace), j.key) for j, v in op.done if _version(j) in current],
+        "many",
+    )
+    yield Q(
+        f"UPDATE item_embeddings SET attempts = attempts + 1, error = ?, not_before = ? WHERE {_ITEM_KEY}",
+        [
+            (error, later(d, op.now, after), j.resource_id, _path(j.namespace), j.key)
+            for j, error, after in op.failed
+            if _version(j) in current
+        ],
+        "many",
+    )
+
+
+def read_item_vectors(d: Dialect, op: ops.ReadItemVectors) -> Plan[list[ops.ItemVectors]]:
+    rows = yield Q(
+        "SELECT namespace, key, updated_at, dim, vectors FROM item_embeddings WHERE resource_id = ? AND model = ? "
+        f"AND vectors IS NOT NULL AND {_UNDER} ORDER BY namespace, key",
+        (op.resource_id, op.model, *_under(op.prefix)),
+    )
+    return [
+        ops.ItemVectors(
+            namespace=tuple(r[0].split(".")), key=r[1], updated_at=_when(r[2]), dim=r[3], vectors=bytes(r[4])
+        )
+        for r in rows
+    ]
+
+
+def requeue_items(d: Dialect, resource_id: str | None) -> Q:
+    """Drop the items' vectors (of one resource or all) and queue their texts again (``Reindex``)."""
+    where, params = (" WHERE resource_id = ?", (resource_id,)) if resource_id is not None else ("", ())
+    return Q(
+        "UPDATE item_embeddings SET model = NULL, dim = NULL, vectors = NULL, attempts = 0, error = NULL, "
+        f"not_before = ?{where}",
+        (d.ts(_DUE_AT_ONCE), *params),
+        "none",
+    )
+
+
 SHARED_STATE: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
+    ops.ClaimItemEmbeddings: claim_item_embeddings,
+    ops.FinishItemEmbeddings: finish_item_embeddings,
+    ops.ReadItemVectors: read_item_vectors,
     ops.PutItem: put_item,
     ops.DeleteItem: delete_item,
     ops.GetItem: get_item,

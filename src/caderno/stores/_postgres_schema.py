@@ -277,6 +277,29 @@ MIGRATIONS: list[tuple[str, str]] = [
     # A no-op without the vector extension; with it, embeddings get a
     # pgvector column beside the bytes (see VECTOR_COLUMN).
     ("0009_pgvector", VECTOR_COLUMN),
+    (
+        # Semantic search of the LangGraph store (see _sqlite_schema for the why).
+        "0010_item_vectors",
+        """
+        CREATE TABLE item_embeddings (
+            resource_id text NOT NULL,
+            namespace   text NOT NULL,
+            key         text NOT NULL,
+            updated_at  timestamptz NOT NULL,
+            texts       text NOT NULL,
+            model       text,
+            dim         integer,
+            vectors     bytea,
+            attempts    integer NOT NULL DEFAULT 0,
+            not_before  timestamptz NOT NULL,
+            error       text,
+            PRIMARY KEY (resource_id, namespace, key),
+            FOREIGN KEY (resource_id, namespace, key) REFERENCES items (resource_id, namespace, key)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX item_embeddings_due ON item_embeddings (not_before) WHERE vectors IS NULL;
+        """,
+    ),
 ]
 
 

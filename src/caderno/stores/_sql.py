@@ -66,9 +66,11 @@ class Dialect:
     """Row lock for read-modify-write: none on SQLite (one writer), ``FOR UPDATE`` on PostgreSQL."""
     feed_overlap: int
     """How far below the last seen change-feed id a vector refresh re-reads (see ``read_vectors``)."""
-    """How far below the last seen change-feed id a vector refresh re-reads (see ``read_vectors``)."""
     key_share: str
     """Row lock that keeps a row from being deleted meanwhile: ``FOR KEY SHARE`` on PostgreSQL."""
+    skip_locked: str = ""
+    """Lock rows, passing over those another transaction holds: ``FOR UPDATE SKIP LOCKED`` on
+    PostgreSQL; none on SQLite (one writer)."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -95,10 +97,12 @@ def later(d: Dialect, now: datetime, seconds: float) -> Any:
 #: first: its rows are what the embedding worker locks (FOR KEY SHARE) before
 #: it touches the queue, so taking them first keeps the lock order of the two
 #: the same and an erase never deadlocks with a worker; the queue and vectors
-#: go with them by cascade.
+#: go with them by cascade. Items' embedding jobs and vectors likewise go with
+#: their items (the item worker skips rows others hold, so it never waits).
 RESOURCE_TABLES = (
     "events",
     "items",
+    "item_embeddings",
     "scheduled_tasks",
     "macros",
     "allowed_prefixes",

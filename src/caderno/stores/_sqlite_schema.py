@@ -252,6 +252,33 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     # bytes and the in-process search, so nothing to do: the entry keeps the
     # migration names the same on both databases.
     ("0009_pgvector", []),
+    (
+        "0010_item_vectors",
+        [
+            # Semantic search of the LangGraph store: one row per item with
+            # texts to embed. The put writes it in its own transaction (a new
+            # put replaces it); the worker claims rows whose vectors are
+            # missing and stores them only while updated_at is still the
+            # item's, so a vector never describes an older value.
+            """CREATE TABLE item_embeddings (
+                resource_id TEXT NOT NULL,
+                namespace   TEXT NOT NULL,
+                key         TEXT NOT NULL,
+                updated_at  TEXT NOT NULL,
+                texts       TEXT NOT NULL,
+                model       TEXT,
+                dim         INTEGER,
+                vectors     BLOB,
+                attempts    INTEGER NOT NULL DEFAULT 0,
+                not_before  TEXT NOT NULL,
+                error       TEXT,
+                PRIMARY KEY (resource_id, namespace, key),
+                FOREIGN KEY (resource_id, namespace, key) REFERENCES items (resource_id, namespace, key)
+                    ON DELETE CASCADE
+            ) WITHOUT ROWID""",
+            "CREATE INDEX item_embeddings_due ON item_embeddings (not_before) WHERE vectors IS NULL",
+        ],
+    ),
 ]
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from .._dump import new_dump
+from .._dump import item_dict, new_dump
 from .._text import tokenize
 from .._time import from_iso, to_iso
 from ..errors import Conflict, UsageError
@@ -23,7 +23,7 @@ from ..importance import embeddable
 from ..messages import ApiKey, Fact, Item, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
 from . import ops
 from ._sql import iso
-from .ops import EmbeddingJob, VectorRows
+from .ops import EmbeddingJob, ItemEmbeddingJob, ItemVectors, VectorRows
 
 
 @dataclass
@@ -55,6 +55,8 @@ class _Resource:
     macros: dict[MacroKey, Macro] = field(default_factory=dict)
     prefixes: dict[str, Any] = field(default_factory=dict)  # prefix -> approved at
     items: dict[tuple[tuple[str, ...], str], Item] = field(default_factory=dict)  # (namespace, key) -> item
+    # (namespace, key) -> {updated_at, texts, model, dim, vectors, attempts, not_before (monotonic), error}
+    item_jobs: dict[tuple[tuple[str, ...], str], dict[str, Any]] = field(default_factory=dict)
 
     def copy(self) -> _Resource:
         """A copy whose containers are new (messages are immutable, so they are shared)."""
@@ -76,6 +78,7 @@ class _Resource:
             macros=dict(self.macros),
             prefixes=dict(self.prefixes),
             items=dict(self.items),
+            item_jobs={k: dict(v) for k, v in self.item_jobs.items()},
         )
 
 
@@ -157,6 +160,9 @@ class InMemoryStore:
             ops.GetItem: self._get_item,
             ops.SearchItems: self._search_items,
             ops.ListItemNamespaces: self._list_item_namespaces,
+            ops.ClaimItemEmbeddings: self._claim_item_embeddings,
+            ops.FinishItemEmbeddings: self._finish_item_embeddings,
+            ops.ReadItemVectors: self._read_item_vectors,
             ops.CreateKey: self._create_key,
             ops.FindKey: self._find_key,
             ops.ListKeys: lambda op: [k for k, _ in sorted(self._keys.values(), key=lambda v: (v[0].created_at, v[0].id))],
@@ -436,13 +442,10 @@ class InMemoryStore:
         dump["macros"] = [_macro_dict(m) for m in sorted(res.macros.values(), key=lambda m: m.key)]
         dump["allowed_prefixes"] = sorted(res.prefixes)
         dump["items"] = [
-            {
-                "namespace": list(it.namespace),
-                "key": it.key,
-                "value": copy.deepcopy(it.value),
-                "created_at": iso(it.created_at),
-                "updated_at": iso(it.updated_at),
-            }
+            item_dict(
+                replace(it, value=copy.deepcopy(it.value)),
+                (res.item_jobs.get((it.namespace, it.key)) or {}).get("texts"),
+            )
             for it in sorted(res.items.values(), key=lambda it: (it.namespace, it.key))
         ]
         threads = sorted(res.threads.items(), key=lambda kv: (kv[1].messages[0].seq if kv[1].messages else 0, kv[0]))
@@ -510,6 +513,8 @@ class InMemoryStore:
                 updated_at=from_iso(it["updated_at"]),
             )
             res.items[(item.namespace, item.key)] = item
+            if it.get("embed"):
+                res.item_jobs[(item.namespace, item.key)] = _item_job(item, it["embed"])
         for t in dump["threads"]:
             msgs = []
             for m in t["_parsed"]:
@@ -669,6 +674,9 @@ class InMemoryStore:
             for tid, m in self._messages(rid):
                 if embeddable(m.role, m.content):
                     self._enqueue(rid, tid, m)
+            res = self._resources.get(rid)
+            if res is not None:
+                res.item_jobs = {key: _item_job(res.items[key], job["texts"]) for key, job in res.item_jobs.items()}
         return sum(1 for rid in rids for _, m in self._messages(rid) if m.seq in self._queue)
 
     # -- consolidation ------------------------------------------------------------------
@@ -893,9 +901,14 @@ class InMemoryStore:
         res.items[(it.namespace, it.key)] = replace(
             it, value=copy.deepcopy(it.value), created_at=old.created_at if old else it.updated_at
         )
+        res.item_jobs.pop((it.namespace, it.key), None)  # the old value's job or vectors
+        if op.embed:
+            res.item_jobs[(it.namespace, it.key)] = _item_job(it, op.embed)
 
     def _delete_item(self, op: ops.DeleteItem) -> bool:
         res = self._resources.get(op.resource_id)
+        if res is not None:
+            res.item_jobs.pop((op.namespace, op.key), None)
         return bool(res and res.items.pop((op.namespace, op.key), None))
 
     def _get_item(self, op: ops.GetItem) -> Item | None:
@@ -915,6 +928,73 @@ class InMemoryStore:
     def _list_item_namespaces(self, op: ops.ListItemNamespaces) -> list[tuple[str, ...]]:
         res = self._resources.get(op.resource_id)
         return sorted({ns for ns, _ in (res.items if res else ())}, key=".".join)
+
+    # -- item vectors ----------------------------------------------------------------------------
+
+    def _claim_item_embeddings(self, op: ops.ClaimItemEmbeddings) -> list[ItemEmbeddingJob]:
+        now = time.monotonic()
+        due = sorted(
+            (job["not_before"], rid, ".".join(ns), key, ns)
+            for rid, res in self._resources.items()
+            for (ns, key), job in res.item_jobs.items()
+            if job["vectors"] is None and job["not_before"] <= now
+        )[: op.limit]
+        jobs = []
+        for _, rid, _, key, ns in due:
+            job = self._resources[rid].item_jobs[(ns, key)]
+            job["not_before"] = now + op.lease_seconds
+            jobs.append(
+                ItemEmbeddingJob(
+                    resource_id=rid,
+                    namespace=ns,
+                    key=key,
+                    updated_at=job["updated_at"],
+                    texts=job["texts"],
+                    attempts=job["attempts"],
+                )
+            )
+        return jobs
+
+    def _current_job(self, job: ItemEmbeddingJob) -> dict[str, Any] | None:
+        """The queue entry of ``job``'s item while it is still at the job's version."""
+        res = self._resources.get(job.resource_id)
+        entry = res.item_jobs.get((job.namespace, job.key)) if res else None
+        if entry is None or (entry["updated_at"], entry["texts"]) != (job.updated_at, job.texts):
+            return None
+        return entry
+
+    def _finish_item_embeddings(self, op: ops.FinishItemEmbeddings) -> None:
+        for job, vectors in op.done:
+            if (entry := self._current_job(job)) is not None:
+                entry.update(model=op.model, dim=op.dim, vectors=vectors, error=None)
+        now = time.monotonic()
+        for job, error, retry_after in op.failed:
+            if (entry := self._current_job(job)) is not None:
+                entry.update(attempts=entry["attempts"] + 1, error=error, not_before=now + retry_after)
+
+    def _read_item_vectors(self, op: ops.ReadItemVectors) -> list[ItemVectors]:
+        res = self._resources.get(op.resource_id)
+        found = [
+            ItemVectors(namespace=ns, key=key, updated_at=job["updated_at"], dim=job["dim"], vectors=job["vectors"])
+            for (ns, key), job in (res.item_jobs.items() if res else ())
+            if job["model"] == op.model and job["vectors"] is not None and ns[: len(op.prefix)] == op.prefix
+        ]
+        return sorted(found, key=lambda v: (".".join(v.namespace), v.key))
+
+
+def _item_job(item: Item, texts: Any) -> dict[str, Any]:
+    """A new queue entry for ``item``'s texts, due at once."""
+    return {
+        "updated_at": item.updated_at,
+        "texts": tuple(texts),
+        "model": None,
+        "dim": None,
+        "vectors": None,
+        "attempts": 0,
+        "not_before": 0.0,
+        "error": None,
+    }
+
 
 _TASK_TIMES = ("next_run_at", "last_run_at", "created_at", "updated_at")
 

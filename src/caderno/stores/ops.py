@@ -18,6 +18,8 @@ backend that claims it:
 * ``AGENT_STATE`` — scheduled tasks, learned tool macros, approved command prefixes.
 * ``KEYS`` — HTTP API keys (hashes only).
 * ``ITEMS`` — JSON documents under namespace paths (the LangGraph store).
+* ``ITEM_VECTORS`` — the items' embedding queue and vectors (semantic search
+  of the LangGraph store), kept like message vectors.
 
 All policy (ids, validation, merge rules, thresholds, which messages are
 embedded) lives above the port: operations carry finished values.
@@ -36,11 +38,17 @@ __all__ = [
     "AGENT_STATE",
     "ALL",
     "ITEMS",
+    "ITEM_VECTORS",
     "KEYS",
+    "ClaimItemEmbeddings",
     "DeleteItem",
+    "FinishItemEmbeddings",
     "GetItem",
+    "ItemEmbeddingJob",
+    "ItemVectors",
     "ListItemNamespaces",
     "PutItem",
+    "ReadItemVectors",
     "SearchItems",
     "CreateKey",
     "ListResources",
@@ -146,6 +154,30 @@ class VectorRows:
     thread_ids: list[str]
     vectors: bytes  # float32, row-major, len(seqs) * dim * 4 bytes
     last_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ItemEmbeddingJob:
+    """An item waiting for the vectors of its texts (the version written at ``updated_at``)."""
+
+    resource_id: str
+    namespace: tuple[str, ...]
+    key: str
+    updated_at: datetime
+    texts: tuple[str, ...]
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class ItemVectors:
+    """The vectors of one item's texts, one per text, in the order of its job's texts."""
+
+    namespace: tuple[str, ...]
+    key: str
+    updated_at: datetime
+    """The version of the item they describe."""
+    dim: int
+    vectors: bytes  # float32, row-major, len(texts) * dim * 4 bytes
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -498,7 +530,12 @@ class ReadNeighbours(Op[list[Message]]):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Reindex(Op[int]):
-    """Drop the vectors of a resource (or all) and queue its embeddable messages again."""
+    """Drop the vectors of a resource (or all) and queue its embeddable messages again.
+
+    Result: how many messages wait for a vector. The vectors of the
+    resource's items are dropped and their texts queued again too (not
+    counted), so a new model re-embeds everything.
+    """
 
     writes: ClassVar[bool] = True
     resource_id: str | None
@@ -767,15 +804,23 @@ class RevokeKey(Op[bool]):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PutItem(Op[None]):
-    """Create or replace the document at (resource, namespace, key); ``created_at`` is kept on replace."""
+    """Create or replace the document at (resource, namespace, key); ``created_at`` is kept on replace.
+
+    ``embed``: the texts of the item to embed (chosen above the port),
+    queued in the same transaction for the embedding worker
+    (``ClaimItemEmbeddings``). A put replaces the item's queued job or
+    stored vectors, so a vector never describes an older value; with no
+    texts the item has none.
+    """
 
     writes: ClassVar[bool] = True
     item: Item
+    embed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DeleteItem(Op[bool]):
-    """Delete a document; False when there was none."""
+    """Delete a document, its queued job and its vectors; False when there was none."""
 
     writes: ClassVar[bool] = True
     resource_id: str
@@ -805,6 +850,53 @@ class ListItemNamespaces(Op[list[tuple[str, ...]]]):
     """Every namespace of the resource that holds a document, sorted."""
 
     resource_id: str
+
+
+# -- item vectors (ITEM_VECTORS) --------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimItemEmbeddings(Op[list[ItemEmbeddingJob]]):
+    """Take up to ``limit`` due item jobs (of every resource) off the queue for ``lease_seconds``.
+
+    As ``ClaimEmbeddings``: a claimed job is invisible to other workers
+    until its lease ends; the model is named when the vectors are stored.
+    """
+
+    writes: ClassVar[bool] = True
+    limit: int
+    lease_seconds: float
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FinishItemEmbeddings(Op[None]):
+    """Store the vectors of claimed jobs ``(job, float32 bytes)``; record failures
+    ``(job, error, retry_after_seconds)``.
+
+    Only where the item is still at the job's ``updated_at``: a job whose
+    item was written again (or deleted) meanwhile is dropped, so the old
+    value's vectors never reach the new value.
+    """
+
+    writes: ClassVar[bool] = True
+    model: str
+    dim: int
+    done: tuple[tuple[ItemEmbeddingJob, bytes], ...]
+    failed: tuple[tuple[ItemEmbeddingJob, str, float], ...]
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadItemVectors(Op[list[ItemVectors]]):
+    """The stored vectors of ``model`` of the items whose namespace starts with ``prefix``.
+
+    Items still queued, or embedded by another model, have none.
+    """
+
+    resource_id: str
+    prefix: tuple[str, ...]
+    model: str
 
 
 CORE: frozenset[type[Op[Any]]] = frozenset(
@@ -875,7 +967,8 @@ AGENT_STATE: frozenset[type[Op[Any]]] = frozenset(
 )
 KEYS: frozenset[type[Op[Any]]] = frozenset({CreateKey, FindKey, ListKeys, RevokeKey})
 ITEMS: frozenset[type[Op[Any]]] = frozenset({PutItem, DeleteItem, GetItem, SearchItems, ListItemNamespaces})
+ITEM_VECTORS: frozenset[type[Op[Any]]] = frozenset({ClaimItemEmbeddings, FinishItemEmbeddings, ReadItemVectors})
 #: Optional: vector search inside the database (PostgreSQL with pgvector); not part of ``ALL``.
 VECTOR_SEARCH: frozenset[type[Op[Any]]] = frozenset({SearchVectors})
 #: Every operation a full backend handles.
-ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS | ITEMS
+ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS | ITEMS | ITEM_VECTORS

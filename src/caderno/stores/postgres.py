@@ -46,6 +46,8 @@ DIALECT = Dialect(
     # A vector is stored only for a message that still exists: its row is
     # locked against a concurrent delete for the rest of the transaction.
     key_share=" FOR KEY SHARE",
+    # Item embedding workers lock their rows without ever waiting on another transaction.
+    skip_locked=" FOR UPDATE SKIP LOCKED",
 )
 
 _OWN: dict[type[Any], Handler] = {
@@ -123,6 +125,7 @@ _ONE_STATEMENT = frozenset(
         ops.AllowPrefix,
         ops.RevokePrefix,
         ops.ListPrefixes,
+        ops.ReadItemVectors,
     }
 )
 
