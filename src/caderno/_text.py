@@ -1,9 +1,12 @@
-"""Word tokens for lexical search: lowercase, accents folded, stopwords out."""
+"""Word tokens for lexical search: lowercase, accents folded, stopwords out, stemmed."""
 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+
+import Stemmer
 
 # Function words of English and Portuguese that carry no topic.
 _STOPWORDS = [
@@ -194,3 +197,41 @@ STOPWORDS = frozenset(fold(w) for w in _STOPWORDS)
 def tokenize(text: str) -> list[str]:
     """Content words of ``text``: folded, at least two characters, no stopwords."""
     return [t for t in re.findall(r"\w+", fold(text)) if len(t) > 1 and t not in STOPWORDS]
+
+
+#: The languages lexical search stems every message and query in (Snowball
+#: stemmers, through PyStemmer). Every word is indexed under its stem in each
+#: of them rather than under one detected language: a household mixes
+#: languages inside one message ("a meta de Amsterdam", "budget do mês"), and
+#: the short messages memory is made of ("R$ 300 no seguro") are too short to
+#: detect. PostgreSQL applies the same rule with its own ``english`` and
+#: ``portuguese`` configurations (the same Snowball algorithms).
+STEM_LANGUAGES = ("english", "portuguese")
+
+_local = threading.local()  # a Stemmer object is not safe to share between threads
+
+
+def _stemmers() -> list[Stemmer.Stemmer]:
+    stemmers: list[Stemmer.Stemmer] | None = getattr(_local, "stemmers", None)
+    if stemmers is None:
+        stemmers = _local.stemmers = [Stemmer.Stemmer(lang) for lang in STEM_LANGUAGES]
+    return stemmers
+
+
+def stems(text: str) -> list[str]:
+    """The search terms of ``text``: each content word's stem in every ``STEM_LANGUAGES``.
+
+    A word whose stems agree gives one term; one whose stems differ gives
+    each ("viagens" -> "viagen", "viag"), so a term count stays close to the
+    word count. Used for indexing and for queries alike.
+    """
+    words = tokenize(text)
+    if not words:
+        return []
+    per_language = [s.stemWords(words) for s in _stemmers()]
+    terms = []
+    for i in range(len(words)):
+        first = per_language[0][i]
+        terms.append(first)
+        terms.extend({w[i] for w in per_language[1:]} - {first})
+    return terms

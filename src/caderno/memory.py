@@ -13,6 +13,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
@@ -799,8 +800,9 @@ class Memory:
         min_similarity: float = DEFAULT_MIN_SIMILARITY,
         message_range: tuple[int, int] | int | None = None,
         top: int | None = None,
+        now: datetime | None = None,
     ) -> list[Recalled]:
-        """Find past messages: recent + salient + relevant + lexical, fused.
+        """Find past messages: recent + salient + relevant + lexical (+ when), fused.
 
         Args:
             resource_id: whose messages.
@@ -813,6 +815,8 @@ class Memory:
             message_range: neighbours to add around each hit, ``(before,
                 after)`` or one number for both (reason ``context``).
             top: keep only the best ``top`` hits by fused score.
+            now: the moment the question is asked, which "yesterday" or
+                "two weeks ago" in it count from (default: now).
 
         Returns:
             Deduplicated hits in conversation order (thread, then sequence).
@@ -830,6 +834,8 @@ class Memory:
             ):
                 raise UsageError(f"message_range must be a non-negative integer or a pair of them, not {message_range!r}")
             message_range = (pair[0], pair[1])
+        if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+            raise UsageError(f"now must be a timezone-aware datetime, not {now!r}")
         if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
             raise UsageError(f"top must be a positive integer or None, not {top!r}")
         if not isinstance(min_similarity, int | float) or isinstance(min_similarity, bool):
@@ -852,6 +858,7 @@ class Memory:
             min_similarity=min_similarity,
             message_range=message_range,
             top=top,
+            now=utcnow() if now is None else now,
         )
         return [dataclasses.replace(h, message=detached([h.message])[0]) for h in hits]
 

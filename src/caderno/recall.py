@@ -8,7 +8,14 @@ Four legs, each switchable off with 0:
   exact brute force over the resource's vectors (numpy); past
   ``PRESCAN_FROM`` vectors an int8 pre-scan picks candidates that are then
   rescored exactly (with ``simsimd``, a dependency; exact if it cannot load);
-* **lexical** — full-text rank (SQLite FTS5 BM25, PostgreSQL ts_rank_cd).
+* **lexical** — full-text rank over stems in English and Portuguese
+  (SQLite FTS5 BM25, PostgreSQL ts_rank_cd; ``caderno._text.stems``).
+
+Each lexical hit lends part of its score to the messages beside it in its
+thread (``CONTEXT_WEIGHT``), so words said one turn before or after the
+answer find it too. A question that names a time ("há duas semanas", "last
+week", "no dia 10 de março") adds a fifth leg, **when**: the candidates
+said on those days (``caderno._when``).
 
 The query legs each bring a pool of ``POOL`` candidates, deeper than what
 is returned; the pools are fused (``FUSION``: weighted reciprocal rank, each
@@ -31,9 +38,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from ._text import tokenize
+from ._when import find_window
 from .importance import SALIENT
 from .messages import Message
 from .stores import ops
@@ -80,12 +89,26 @@ POOL_LEGS = frozenset({"relevant", "lexical"})
 #: Weight of each leg in the fused score. The query legs decide; recent and
 #: salient are not about the query, so they add a small bonus instead of
 #: competing rank for rank (measured in bench/recall_quality.py).
-LEG_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.25, "salient": 0.5}
+LEG_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.25, "salient": 0.5, "when": 1.0}
 #: Fewest messages the recent leg reads to find its user/assistant replies
 #: (tool calls and results in between are skipped).
 RECENT_WINDOW = 50
 #: Most distinct query words the lexical leg searches for.
 MAX_QUERY_TERMS = 32
+#: Context: a message is also found by what its neighbours said. Each hit of
+#: these legs lends ``CONTEXT_WEIGHT`` of its score to the messages just
+#: before and after it in its thread, so the answer to a question phrased
+#: with the words of the turn that asked it ("what is the insurance?" /
+#: "R$ 300 a month") is found with it. Joined at query time, from the
+#: thread as it is now: an edit or a deletion changes it at once, and a
+#: neighbour is always of the same thread of the same resource.
+CONTEXT_LEGS = frozenset({"lexical"})
+CONTEXT_WEIGHT = 0.5
+#: When the question names a time ("há duas semanas", "last week", "on
+#: March 10": caderno._when), the messages of those days found by any leg
+#: form a "when" leg of this weight, and the query legs read this deep, so
+#: a message of that day that ranks low on the words alone still comes up.
+WHEN_POOL = 50
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,7 +120,7 @@ class Recalled:
     thread_id: str
     """Its thread."""
     reasons: frozenset[str]
-    """Which legs found it: recent, salient, relevant, lexical (context for neighbours)."""
+    """Which legs found it: recent, salient, relevant, lexical, when (context for neighbours)."""
     score: float
     """Fused score (``fuse``): higher is better; comparable within one recall only."""
     scores: dict[str, float] = field(default_factory=dict)
@@ -341,35 +364,57 @@ class Retriever:
         min_similarity: float,
         message_range: tuple[int, int] | int | None,
         top: int | None,
+        now: datetime,
     ) -> list[Recalled]:
         """Run the legs concurrently, fuse their pools, keep the best, order by conversation.
 
-        Each query leg reads ``max(limit, POOL)`` candidates; the fused list
-        is cut to ``top``, or, when ``top`` is None, to the sum of the legs'
-        limits: the most a caller got before pools were deepened, so a
-        caller that sizes its context by the limits still can.
+        Each query leg reads ``max(limit, POOL)`` candidates (``WHEN_POOL``
+        when the question names a time, whose words are then left out of
+        the search); the fused list is cut to ``top``, or, when ``top`` is
+        None, to the sum of the legs' limits: the most a caller got before
+        pools were deepened, so a caller that sizes its context by the
+        limits still can.
         """
         names = ("recent", "salient", "relevant", "lexical")
-        depth = {leg: max(n, POOL) if n and leg in POOL_LEGS else n for leg, n in limits.items()}
-        legs = await asyncio.gather(
-            self._recent(resource_id, thread_id, depth["recent"]),
-            self._salient(resource_id, within, depth["salient"]),
-            self._relevant(resource_id, within, query, depth["relevant"], min_similarity),
-            self._lexical(resource_id, within, query, depth["lexical"]),
+        window = find_window(query, now) if LEG_WEIGHTS.get("when") and query.strip() else None
+        pool = WHEN_POOL if window is not None else POOL
+        text = window.rest if window is not None else query
+        depth = {leg: max(n, pool) if n and leg in POOL_LEGS else n for leg, n in limits.items()}
+        legs = dict(
+            zip(
+                names,
+                await asyncio.gather(
+                    self._recent(resource_id, thread_id, depth["recent"]),
+                    self._salient(resource_id, within, depth["salient"]),
+                    self._relevant(resource_id, within, text, depth["relevant"], min_similarity),
+                    self._lexical(resource_id, within, text, depth["lexical"]),
+                ),
+                strict=True,
+            )
         )
+        await self._add_context(resource_id, legs)
         found: dict[int, tuple[str, Message]] = {}
         values: dict[int, dict[str, float]] = {}
-        for name, hits in zip(names, legs, strict=True):
+        for name, hits in legs.items():
             for seq, value, pair in hits:
                 values.setdefault(seq, {}).setdefault(name, value)
                 if pair is not None:
                     found[seq] = pair
-        fused = fuse({name: [(seq, value) for seq, value, _ in hits] for name, hits in zip(names, legs, strict=True)})
+        ranked = {name: [(seq, value) for seq, value, _ in hits] for name, hits in legs.items()}
+        fused = fuse(ranked)
+        if window is not None:
+            await self._read_missing(resource_id, list(fused), found)
+            then = [
+                (seq, 1.0)
+                for seq in sorted(fused, key=lambda seq: (-fused[seq], -seq))
+                if seq in found and window.holds(found[seq][1].created_at)
+            ]
+            for seq, value in then:
+                values[seq]["when"] = value
+            fused = fuse({**ranked, "when": then})
         keep = top if top is not None else sum(limits[leg] for leg in names)
         best = sorted(fused, key=lambda seq: (-fused[seq], -seq))[:keep]
-        missing = [seq for seq in best if seq not in found]
-        for tid, m in await self.run(ops.ReadBySeq(resource_id=resource_id, seqs=tuple(missing))):
-            found[m.seq or 0] = (tid, m)
+        await self._read_missing(resource_id, best, found)
         results = [
             Recalled(
                 message=found[seq][1],
@@ -384,6 +429,37 @@ class Retriever:
         if message_range:
             results += await self._context(resource_id, results, message_range)
         return _conversation_order(results)
+
+    async def _read_missing(self, resource_id: str, seqs: list[int], found: dict[int, tuple[str, Message]]) -> None:
+        missing = tuple(seq for seq in seqs if seq not in found)
+        if missing:
+            for tid, m in await self.run(ops.ReadBySeq(resource_id=resource_id, seqs=missing)):
+                found[m.seq or 0] = (tid, m)
+
+    async def _add_context(self, resource_id: str, legs: dict[str, list[tuple[int, float, Any]]]) -> None:
+        """Let each hit of ``CONTEXT_LEGS`` lend ``CONTEXT_WEIGHT`` of its score to its thread neighbours."""
+        hits = {seq for leg in CONTEXT_LEGS for seq, _, _ in legs.get(leg, ())}
+        if not hits or not CONTEXT_WEIGHT:
+            return
+        adjacent = {
+            seq: (before, after)
+            for seq, before, after in await self.run(
+                ops.ReadAdjacent(resource_id=resource_id, seqs=tuple(sorted(hits)))
+            )
+        }
+        for leg in CONTEXT_LEGS:
+            own = {seq: (value, pair) for seq, value, pair in legs.get(leg, ())}
+            if not own:
+                continue
+            score = {seq: value for seq, (value, _) in own.items()}
+            for seq, (value, _) in own.items():
+                for near in adjacent.get(seq, ()):
+                    if near is not None:
+                        score[near] = score.get(near, 0.0) + CONTEXT_WEIGHT * value
+            legs[leg] = [
+                (seq, value, own[seq][1] if seq in own else None)
+                for seq, value in sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
+            ]
 
     async def _recent(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
         if not n or thread_id is None:
@@ -480,7 +556,8 @@ def fuse(
             when the leg's values are all equal, one hit included). Defaults
             to ``FUSION``.
         k: the RRF constant; defaults to ``RRF_K``.
-        weights: per-leg weights; defaults to ``LEG_WEIGHTS``.
+        weights: per-leg weights; defaults to ``LEG_WEIGHTS``. A leg
+            without a weight there counts for nothing.
 
     Returns:
         ``{seq: fused score}`` for every candidate of every leg.
@@ -498,7 +575,7 @@ def fuse(
         first = list(best.items())
         if not first:
             continue
-        weight = weights[leg]
+        weight = weights.get(leg, 0.0)
         if method == "rrf":
             for rank, (seq, _) in enumerate(first, start=1):
                 fused[seq] = fused.get(seq, 0.0) + weight / (k + rank)

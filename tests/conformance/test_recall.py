@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 import caderno
@@ -58,8 +60,81 @@ async def test_relevant_leg_finds_meaning_not_words(seeded: caderno.Memory) -> N
 
 async def test_lexical_leg(seeded: caderno.Memory) -> None:
     hits = await seeded.recall(resource_id=R, query="tyres", recent=0, salient=0, relevant=0)
-    assert contents(hits) == ["The car needs new tyres before winter."]
-    assert hits[0].reasons == {"lexical"}
+    # The hit, and (by context, with a smaller score) the reply beside it.
+    assert contents(hits) == ["The car needs new tyres before winter.", "I will remind you in October."]
+    assert hits[0].reasons == {"lexical"} and hits[0].score > hits[1].score
+
+
+async def test_lexical_leg_matches_word_forms_in_english_and_portuguese(memory: caderno.Memory) -> None:
+    """Stems, not spellings: another form of the word, with or without its accents, finds the message."""
+    said = {
+        "pt": "Estamos economizando para a poupança das férias",
+        "en": "We planned the budgets for the kitchen",
+    }
+    for tid, text in said.items():
+        await memory.append_messages(resource_id=R, thread_id=tid, messages=[Message.user(text)])
+
+    async def lexical(query: str) -> list[str]:
+        return contents(await memory.recall(resource_id=R, query=query, recent=0, salient=0, relevant=0))
+
+    assert await lexical("economizar") == [said["pt"]]
+    assert await lexical("poupanca") == [said["pt"]]  # typed without the cedilla
+    assert await lexical("ferias") == [said["pt"]]
+    assert await lexical("planning") == [said["en"]]
+    assert await lexical("budget") == [said["en"]]
+    assert await lexical("cozinha") == []  # a translation is the relevant leg's job, not the lexical one's
+
+    # An edited message is found by its new words only; a deleted one not at all.
+    (m,) = await memory.get_messages(resource_id=R, thread_id="en")
+    await memory.edit_message(resource_id=R, message_id=m.id or "", content="We are renovating the bathrooms")
+    assert await lexical("budget") == []
+    assert await lexical("bathroom renovation") == ["We are renovating the bathrooms"]
+    await memory.delete_message(resource_id=R, message_id=m.id or "")
+    assert await lexical("bathroom") == []
+
+
+async def test_lexical_leg_finds_the_answer_by_the_words_of_its_neighbour(memory: caderno.Memory) -> None:
+    """Context: the reply says "R$ 310 a month", the turn before it says "car insurance"."""
+    await memory.append_messages(
+        resource_id=R,
+        thread_id="carro",
+        messages=[Message.assistant("How much is the car insurance now?"), Message.user("R$ 310 a month")],
+    )
+    # Appended right after it, but in another thread: never its context.
+    await memory.append_messages(resource_id=R, thread_id="outro", messages=[Message.user("Nothing to add")])
+    hits = await memory.recall(resource_id=R, query="car insurance", recent=0, salient=0, relevant=0, lexical=5)
+    assert contents(hits) == ["How much is the car insurance now?", "R$ 310 a month"]
+    first, second = sorted(hits, key=lambda h: -h.score)
+    assert first.message.content.startswith("How much") and second.reasons == {"lexical"}
+
+    # The context follows the thread as it is now.
+    (question, _) = await memory.get_messages(resource_id=R, thread_id="carro")
+    await memory.delete_message(resource_id=R, message_id=question.id or "")
+    assert await memory.recall(resource_id=R, query="car insurance", recent=0, salient=0, relevant=0) == []
+
+
+async def test_a_question_that_names_a_day_prefers_what_was_said_that_day(memory: caderno.Memory) -> None:
+    now = datetime(2026, 3, 24, 21, 0, tzinfo=UTC)
+    said = [
+        ("2026-03-10", "The electricity bill came to R$ 410."),
+        ("2026-03-17", "The electricity bill came to R$ 380."),
+        ("2026-03-23", "The electricity bill came to R$ 395."),
+    ]
+    for day, text in said:
+        when = datetime.fromisoformat(day + "T20:00:00+00:00")
+        await memory.append_messages(resource_id=R, thread_id=day, messages=[Message.user(text, created_at=when)])
+
+    async def best(query: str) -> str:
+        hits = await memory.recall(resource_id=R, query=query, recent=0, salient=0, now=now)
+        return max(hits, key=lambda h: h.score).message.content
+
+    assert await best("What was the electricity bill two weeks ago?") == "The electricity bill came to R$ 410."
+    assert await best("E a conta de luz da semana passada? electricity bill") == "The electricity bill came to R$ 380."
+    assert await best("electricity bill yesterday") == "The electricity bill came to R$ 395."
+    hits = await memory.recall(resource_id=R, query="electricity bill on March 17", recent=0, salient=0, now=now)
+    assert [h.reasons >= {"when"} for h in hits] == [False, True, False]
+    with pytest.raises(UsageError, match="timezone-aware"):
+        await memory.recall(resource_id=R, query="x", now=datetime(2026, 3, 24))  # noqa: DTZ001 - the error under test
 
 
 async def test_salient_leg_and_importance(seeded: caderno.Memory) -> None:
@@ -117,7 +192,9 @@ async def test_fused_results_are_deduplicated_and_in_conversation_order(seeded: 
 async def test_thread_scope_and_message_range(seeded: caderno.Memory) -> None:
     hits = await seeded.recall(resource_id=R, query="Lisbon budget", thread_id="jantar", scope="thread", recent=0)
     assert all(h.thread_id == "jantar" for h in hits)
-    around = await seeded.recall(resource_id=R, query="tyres", recent=0, salient=0, relevant=0, message_range=(0, 1))
+    around = await seeded.recall(
+        resource_id=R, query="tyres", recent=0, salient=0, relevant=0, top=1, message_range=(0, 1)
+    )
     assert contents(around) == ["The car needs new tyres before winter.", "I will remind you in October."]
     assert around[1].reasons == {"context"}
 

@@ -85,13 +85,16 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
 def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
     if not op.terms:
         return []
-    # Terms are bound as one parameter and OR-ed by tsquery itself;
+    # Terms are bound as one parameter and OR-ed by tsquery itself, stemmed
+    # by both configurations the index uses (migration 0011_stemmed_full_text);
     # ts_rank_cd (cover density) is PostgreSQL's lexical rank.
     sql = (
-        "SELECT seq, ts_rank_cd(content_tsv, q) AS score FROM events, to_tsquery('simple', ?) q "
+        "SELECT seq, ts_rank_cd(content_tsv, q) AS score FROM events, "
+        "(SELECT to_tsquery('english', ?) || to_tsquery('portuguese', ?) AS q) tq "
         "WHERE resource_id = ? AND kind = 'message' AND content_tsv @@ q"
     )
-    params: list[Any] = [" | ".join(op.terms), op.resource_id]
+    words = " | ".join(op.terms)
+    params: list[Any] = [words, words, op.resource_id]
     if op.thread_id is not None:
         sql += " AND thread_id = ?"
         params.append(op.thread_id)

@@ -31,6 +31,10 @@ BEGIN
 END $$;
 """
 
+#: ``content`` lowercased with the accents of Latin letters folded, in SQL
+#: (``unaccent`` is an extension a user may not be allowed to create).
+FOLDED = "translate(lower(content), 'áàâãäåāéèêëēíìîïīóòôõöøōúùûüūçñýÿ', 'aaaaaaaeeeeeiiiiiooooooouuuuucnyy')"
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_core",
@@ -298,6 +302,19 @@ MIGRATIONS: list[tuple[str, str]] = [
                 ON DELETE CASCADE
         );
         CREATE INDEX item_embeddings_due ON item_embeddings (not_before) WHERE vectors IS NULL;
+        """,
+    ),
+    (
+        # Stemmed full text: every message under its English and its
+        # Portuguese stems, accents folded first (the rule of
+        # caderno._text.stems, with the database's own Snowball configurations).
+        "0011_stemmed_full_text",
+        f"""
+        ALTER TABLE events DROP COLUMN content_tsv;
+        ALTER TABLE events ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS (
+            to_tsvector('english', {FOLDED}) || to_tsvector('portuguese', {FOLDED})
+        ) STORED;
+        CREATE INDEX events_fts ON events USING gin (content_tsv);
         """,
     ),
 ]

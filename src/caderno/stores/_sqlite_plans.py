@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .._text import stems
 from ..errors import UsageError
 from ..messages import Message, ScheduledTask
 from . import ops
@@ -103,7 +104,10 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
 def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
     if not op.terms:
         return []
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in op.terms)
+    terms = dict.fromkeys(stems(" ".join(op.terms)))  # the index holds stems (sqlite.catch_up_fts)
+    if not terms:
+        return []
+    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
     sql = (
         "SELECT f.rowid, -bm25(events_fts) AS score FROM events_fts f JOIN events e ON e.seq = f.rowid "
         "WHERE events_fts MATCH ? AND e.resource_id = ? AND e.kind = 'message'"

@@ -279,6 +279,32 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "CREATE INDEX item_embeddings_due ON item_embeddings (not_before) WHERE vectors IS NULL",
         ],
     ),
+    (
+        "0011_stemmed_full_text",
+        [
+            # Full text of stems (caderno._text.stems: English and Portuguese
+            # Snowball), which FTS5 cannot make itself, so the index keeps its
+            # own copy of the terms instead of reading events.content: a
+            # deleted or edited row leaves the index by rowid alone. An edit
+            # queues its row in fts_redo for the indexer to stem again.
+            "DROP TRIGGER events_ad",
+            "DROP TRIGGER events_au",
+            "DROP TABLE events_fts",
+            "CREATE VIRTUAL TABLE events_fts USING fts5(terms, tokenize='unicode61 remove_diacritics 2')",
+            "CREATE TABLE fts_redo (seq INTEGER PRIMARY KEY)",
+            """CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
+                DELETE FROM events_fts WHERE rowid = old.seq;
+                DELETE FROM fts_redo WHERE seq = old.seq;
+            END""",
+            """CREATE TRIGGER events_au AFTER UPDATE OF content ON events
+                WHEN old.seq <= (SELECT indexed_upto FROM fts_state) BEGIN
+                DELETE FROM events_fts WHERE rowid = old.seq;
+                INSERT OR IGNORE INTO fts_redo (seq) VALUES (old.seq);
+            END""",
+            # Everything is indexed again, by the first search or batch.
+            "UPDATE fts_state SET indexed_upto = 0",
+        ],
+    ),
 ]
 
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from .._dump import item_dict, new_dump
-from .._text import tokenize
+from .._text import stems
 from .._time import from_iso, to_iso
 from ..errors import Conflict, UsageError
 from ..importance import embeddable
@@ -132,6 +132,7 @@ class InMemoryStore:
             ops.ReadSalient: self._read_salient,
             ops.ReadBySeq: self._read_by_seq,
             ops.ReadNeighbours: self._read_neighbours,
+            ops.ReadAdjacent: self._read_adjacent,
             ops.Reindex: self._reindex,
             ops.FindConsolidationCandidates: self._find_consolidation_candidates,
             ops.ClaimConsolidation: self._claim_consolidation,
@@ -632,18 +633,19 @@ class InMemoryStore:
         )
 
     def _lexical_search(self, op: ops.LexicalSearch) -> list[tuple[int, float]]:
-        docs = [(m.seq, tokenize(m.content)) for _, m in self._messages(op.resource_id)]
-        if not docs or not op.terms:
+        docs = [(m.seq, stems(m.content)) for _, m in self._messages(op.resource_id)]
+        terms = list(dict.fromkeys(stems(" ".join(op.terms))))
+        if not docs or not terms:
             return []
         avg = sum(len(t) for _, t in docs) / len(docs)
-        df = {term: sum(1 for _, t in docs if term in t) for term in op.terms}
+        df = {term: sum(1 for _, t in docs if term in t) for term in terms}
         allowed = {m.seq for _, m in self._messages(op.resource_id, op.thread_id)}
         scored = []
         for seq, toks in docs:
             if seq not in allowed:
                 continue
             score = 0.0
-            for term in op.terms:
+            for term in terms:
                 tf = toks.count(term)
                 if tf:
                     idf = math.log(1 + (len(docs) - df[term] + 0.5) / (df[term] + 0.5))
@@ -665,6 +667,16 @@ class InMemoryStore:
         older = [m for m in msgs if (m.seq or 0) < op.seq][-op.before :] if op.before else []
         newer = [m for m in msgs if (m.seq or 0) > op.seq][: op.after]
         return older + newer
+
+    def _read_adjacent(self, op: ops.ReadAdjacent) -> list[tuple[int, int | None, int | None]]:
+        wanted = set(op.seqs)
+        out = []
+        for tid, m in self._messages(op.resource_id):
+            if m.seq in wanted:
+                seqs = [x.seq or 0 for x in (pair[1] for pair in self._messages(op.resource_id, tid))]
+                i = seqs.index(m.seq or 0)
+                out.append((m.seq or 0, seqs[i - 1] if i else None, seqs[i + 1] if i + 1 < len(seqs) else None))
+        return out
 
     def _reindex(self, op: ops.Reindex) -> int:
         rids = [op.resource_id] if op.resource_id is not None else list(self._resources)

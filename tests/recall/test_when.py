@@ -1,0 +1,77 @@
+"""Time expressions in questions (caderno._when), English and Portuguese."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from caderno._when import find_window
+
+NOW = datetime(2026, 3, 24, 21, 30, tzinfo=UTC)  # a Tuesday
+
+
+@pytest.mark.parametrize(
+    ("question", "first", "last", "rest"),
+    [
+        (
+            "O que eu resolvi há duas semanas sobre o imposto?",
+            date(2026, 3, 7),
+            date(2026, 3, 13),
+            "O que eu resolvi sobre o imposto?",
+        ),
+        (
+            "what did I say 3 days ago about the car",
+            date(2026, 3, 20),
+            date(2026, 3, 22),
+            "what did I say about the car",
+        ),
+        ("O seguro que eu falei na semana passada", date(2026, 3, 16), date(2026, 3, 22), "O seguro que eu falei"),
+        ("what did we decide last week?", date(2026, 3, 16), date(2026, 3, 22), "what did we decide ?"),
+        ("ontem falamos de quê?", date(2026, 3, 23), date(2026, 3, 23), "falamos de quê?"),
+        ("what did we say the day before yesterday", date(2026, 3, 22), date(2026, 3, 22), "what did we say the"),
+        ("O que eu agendei no dia 24 de março?", date(2026, 3, 24), date(2026, 3, 24), "O que eu agendei no ?"),
+        ("what happened on the 10th of March", date(2026, 3, 10), date(2026, 3, 10), "what happened on the"),
+        ("what did I say on March 10?", date(2026, 3, 10), date(2026, 3, 10), "what did I say on ?"),
+        ("e no dia 10 de maio?", date(2025, 5, 10), date(2025, 5, 10), "e no ?"),  # May 10 has not come yet this year
+        ("o que falamos em 2026-01-05?", date(2026, 1, 5), date(2026, 1, 5), "o que falamos em ?"),
+        ("e em 14/02?", date(2026, 2, 14), date(2026, 2, 14), "e em ?"),
+        ("what did we decide last month", date(2026, 2, 1), date(2026, 2, 28), "what did we decide"),
+        ("o que combinamos no mês passado", date(2026, 2, 1), date(2026, 2, 28), "o que combinamos"),
+        ("in March we talked about what?", date(2026, 3, 1), date(2026, 3, 31), "we talked about what?"),
+        ("o que decidimos no ano passado", date(2025, 1, 1), date(2025, 12, 31), "o que decidimos"),
+    ],
+)
+def test_windows(question: str, first: date, last: date, rest: str) -> None:
+    window = find_window(question, NOW)
+    assert window is not None
+    assert (window.first, window.last, window.rest) == (first, last, rest)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Quanto custa o seguro?",
+        "Que visita eu marquei para o dia 15?",  # a day without its month is not a time we can place
+        "What is the set of rules?",  # "set", "out", "mar", "ago" alone are words, not months
+        "O mar estava bom",
+        "Which one did I take out?",
+        "",
+    ],
+)
+def test_no_window(question: str) -> None:
+    assert find_window(question, NOW) is None
+
+
+def test_an_impossible_date_is_no_window() -> None:
+    assert find_window("o que houve em 31/02?", NOW) is None
+    assert find_window("what about 2026-13-40", NOW) is None
+
+
+def test_window_holds_days_inclusive() -> None:
+    window = find_window("ontem", NOW)
+    assert window is not None
+    assert window.holds(datetime(2026, 3, 23, 0, 0, tzinfo=UTC)) and window.holds(
+        datetime(2026, 3, 23, 23, 59, tzinfo=UTC)
+    )
+    assert not window.holds(datetime(2026, 3, 24, 0, 0, tzinfo=UTC)) and not window.holds(None)
