@@ -93,8 +93,10 @@ async def _terminate_our_backends(schema_url: str) -> int:
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
+        # With a timeout, pg_terminate_backend waits until the backend has
+        # exited, so its connection is dead by the time the test goes on.
         cur = await admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
             "WHERE application_name = 'caderno' AND pid <> pg_backend_pid()"
         )
         return (await cur.fetchone())[0]
