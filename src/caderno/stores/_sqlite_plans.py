@@ -14,17 +14,20 @@ from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import EVENT_INSERT, Dialect, ForeignKeyViolation, Plan, Q, UniqueViolation, ensure_resource, later, marks
 
 
-def append(d: Dialect, op: ops.Append, *, known: bool) -> Plan[list[Message]]:
-    """Insert the messages (full text follows by trigger) and queue the embeddable ones.
+def append(d: Dialect, op: ops.Append, *, known: bool, rows: list[list[Any]] | None = None) -> Plan[list[Message]]:
+    """Insert the messages (full text follows in batches) and queue the embeddable ones.
 
     ``known``: this store wrote to the thread before, so the two "create if
     missing" statements are skipped; a thread deleted since by another
     connection is detected by the foreign key and created again.
+    ``rows``: ``insert_rows(op)``, when the caller made them already.
     """
     rid, tid, messages = op.resource_id, op.thread_id, op.messages
+    if rows is None:
+        rows = insert_rows(op)
     if known:
         try:
-            return (yield from _insert(rid, tid, messages, op.embed))
+            return (yield from _insert(rid, messages, op.embed, rows))
         except ForeignKeyViolation:
             pass
     now = messages[0].created_at
@@ -38,7 +41,7 @@ def append(d: Dialect, op: ops.Append, *, known: bool) -> Plan[list[Message]]:
         (rid, tid, d.ts(now)),
         "none",
     )
-    return (yield from _insert(rid, tid, messages, op.embed))
+    return (yield from _insert(rid, messages, op.embed, rows))
 
 
 #: Messages per multi-row INSERT: 11 parameters each, far under SQLite's
@@ -48,19 +51,34 @@ def append(d: Dialect, op: ops.Append, *, known: bool) -> Plan[list[Message]]:
 INSERT_ROWS = 500
 
 
-def _insert(rid: str, tid: str, messages: tuple[Message, ...], embed: frozenset[str]) -> Plan[list[Message]]:
+def insert_rows(op: ops.Append) -> list[list[Any]]:
+    """The parameters of each multi-row INSERT of ``op`` (``INSERT_ROWS`` messages each).
+
+    Pure Python with no database: the store makes them on the caller's
+    thread, so the writer thread, which every concurrent append waits on,
+    only runs the statements.
+    """
+    rid, tid, messages = op.resource_id, op.thread_id, op.messages
+    return [
+        [value for m in messages[start : start + INSERT_ROWS] for value in (rid, tid, *event_params(m))]
+        for start in range(0, len(messages), INSERT_ROWS)
+    ]
+
+
+def _insert(
+    rid: str, messages: tuple[Message, ...], embed: frozenset[str], rows: list[list[Any]]
+) -> Plan[list[Message]]:
     stored: list[Message] = []
-    for start in range(0, len(messages), INSERT_ROWS):
-        chunk = messages[start : start + INSERT_ROWS]
-        params = [value for m in chunk for value in (rid, tid, *event_params(m))]
+    for i, params in enumerate(rows):
+        chunk = messages[i * INSERT_ROWS : (i + 1) * INSERT_ROWS]
         try:
-            rows = yield Q(_insert_sql(len(chunk)), params, "all")
+            returned = yield Q(_insert_sql(len(chunk)), params, "all")
         except UniqueViolation:
             # The statement left nothing behind; name the id in the error.
             raise UsageError(
                 f"message id {(yield from _taken_id(rid, chunk))!r} is already stored for resource {rid!r}"
             ) from None
-        seqs = dict(rows)  # RETURNING's row order is not promised; ids are unique
+        seqs = dict(returned)  # RETURNING's row order is not promised; ids are unique
         stored += [m._stamped(seq=seqs[m.id]) for m in chunk]
     queued = [(m.seq, rid) for m in stored if m.id in embed]
     if queued:

@@ -413,7 +413,8 @@ class SQLiteStore:
         kind = type(op)
         if kind is ops.Append:
             known = (op.resource_id, op.thread_id) in self._known_threads  # type: ignore[attr-defined]
-            return functools.partial(_sqlite_plans.append, known=known)
+            rows = _sqlite_plans.insert_rows(op)  # type: ignore[arg-type]  # here, not on the writer thread
+            return functools.partial(_sqlite_plans.append, known=known, rows=rows)
         handler = _OWN.get(kind) or _plans.SHARED.get(kind)
         if handler is None:
             raise UsageError(f"{type(self).__name__} does not support {kind.__name__}")
