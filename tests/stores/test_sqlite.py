@@ -277,7 +277,7 @@ async def test_full_text_finds_a_message_as_soon_as_its_append_returns(tmp_path:
         for i in range(3):  # fewer than a batch: nothing indexed by the writer yet
             await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user(f"filler {i}")])
         await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("the zanzibar budget")])
-        hits = await memory.recall(resource_id="r", query="zanzibar", recent=0, salient=0, relevant=0)
+        hits = await memory.recall(resource_id="r", query="zanzibar", recent=0, salient=0, relevant=0, top=1)
         assert [h.message.content for h in hits] == ["the zanzibar budget"]
         many = [Message.user(f"bulk {i} quokka") for i in range(FTS_BATCH + 5)]
         await memory.append_messages(resource_id="r", thread_id="t", messages=many)
@@ -285,5 +285,6 @@ async def test_full_text_finds_a_message_as_soon_as_its_append_returns(tmp_path:
         assert len(hits) == 3
         edited = await memory.edit_message(resource_id="r", message_id=hits[0].message.id or "", content="wombat now")
         assert [
-            h.message.id for h in await memory.recall(resource_id="r", query="wombat", recent=0, salient=0, relevant=0)
+            h.message.id
+            for h in await memory.recall(resource_id="r", query="wombat", recent=0, salient=0, relevant=0, top=1)
         ] == [edited.id]
