@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-server lint clean
+.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,7 +28,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 ## Every benchmark of the README (about 20 minutes on 2 cores).
-bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-server
+bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
@@ -51,6 +51,10 @@ bench-context: $(BENCH_STAMP)
 
 bench-embedding: $(BENCH_STAMP)
 	$(BIN)/python bench/embedding_speed.py --rounds 3
+
+## The embedders compared: quality on both sets, speed, the gates (about 6 minutes).
+bench-embedders: $(BENCH_STAMP)
+	$(BIN)/python bench/embedders.py --rounds 3
 
 bench-turn: $(BENCH_STAMP)
 	$(BIN)/python bench/turn_overhead.py --profile

@@ -20,8 +20,12 @@ For each set and half: each leg alone (limit 10), then fused with every leg
 on (limit 10 each) under each fusion variant (``--fusion``): ``today`` is the
 fusion before pools were deepened (RRF k=60, each leg only its limit deep).
 
+``--embedder NAME`` runs the whole evaluation with another embedder of
+bench/_embedders.py (default: caderno's own); bench/embedders.py drives it
+for every candidate.
+
 Run:  .venv/bin/python bench/recall_quality.py [--set en|pt|both] [--split tuning|heldout|both]
-          [--fusion today,rrf60,rrf10,rrf5,score,default] [--sweep] [--json out.json]
+          [--fusion today,rrf60,rrf10,rrf5,score,default] [--sweep] [--embedder NAME] [--json out.json]
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import _embedders
+
 import caderno
 from caderno import Message
 from caderno import recall as recall_module
@@ -47,18 +53,56 @@ R = "household"
 LEGS = ("recent", "salient", "relevant", "lexical")
 #: Leg weights before this comparison.
 OLD_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
-#: name -> (FUSION, RRF_K, POOL, LEG_WEIGHTS). "today": the fusion before pools
-#: were deepened (RRF k=60, each leg only its limit deep); "default": caderno's
-#: constants now. The others are the candidates compared, pools 30 deep.
-VARIANTS = {
-    "today": ("rrf", 60, 0, OLD_WEIGHTS),
-    "rrf60": ("rrf", 60, 30, OLD_WEIGHTS),
-    "rrf10": ("rrf", 10, 30, OLD_WEIGHTS),
-    "rrf5": ("rrf", 5, 30, OLD_WEIGHTS),
-    "score": ("score", 60, 30, OLD_WEIGHTS),
-    "default": (recall_module.FUSION, recall_module.RRF_K, recall_module.POOL, dict(recall_module.LEG_WEIGHTS)),
+#: caderno's constants now.
+DEFAULT = {
+    name: getattr(recall_module, name) for name in ("FUSION", "RRF_K", "POOL", "LEG_WEIGHTS", "CONTEXT_WEIGHT")
+}
+#: name -> the recall constants it sets (the others keep caderno's values).
+#: "today": the fusion before pools were deepened (RRF k=60, each leg only
+#: its limit deep, no context, no when leg); "default": caderno's constants.
+#: The others are the candidates compared on the tuning halves.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "today": {"FUSION": "rrf", "RRF_K": 60, "POOL": 0, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
+    "rrf60": {"FUSION": "rrf", "RRF_K": 60, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
+    "rrf10": {"FUSION": "rrf", "RRF_K": 10, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
+    "rrf5": {"FUSION": "rrf", "RRF_K": 5, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
+    "score": {"FUSION": "score", "RRF_K": 60, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
+    "no-context": {"CONTEXT_WEIGHT": 0.0},
+    "no-when": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.0}},
+    "context0.25": {"CONTEXT_WEIGHT": 0.25},
+    "context1": {"CONTEXT_WEIGHT": 1.0},
+    "when0.5": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.5}},
+    "when2": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 2.0}},
+    "pool20": {"POOL": 20},
+    "pool30": {"POOL": 30},
+    "k10": {"RRF_K": 10},
+    "k60": {"RRF_K": 60},
+    "score-fusion": {"FUSION": "score"},
+    "c25-pool20": {"CONTEXT_WEIGHT": 0.25, "POOL": 20},
+    "c25-pool20-rel1.5": {
+        "CONTEXT_WEIGHT": 0.25,
+        "POOL": 20,
+        "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "relevant": 1.5},
+    },
+    "c25-pool20-recent0": {
+        "CONTEXT_WEIGHT": 0.25,
+        "POOL": 20,
+        "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "recent": 0.0},
+    },
+    "c25-pool20-salient0.25": {
+        "CONTEXT_WEIGHT": 0.25,
+        "POOL": 20,
+        "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "salient": 0.25},
+    },
+    "c25-pool20-k10": {"CONTEXT_WEIGHT": 0.25, "POOL": 20, "RRF_K": 10},
+    "default": {},
+    # One leg on its own: the leg as recall runs it (lexical with its
+    # context), without the when leg, which is a fusion of the others.
+    "leg": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.0}},
 }
 ALL_LEGS = dict.fromkeys(LEGS, 10)
+#: thread -> when its questions are asked ("two weeks ago" counts from there).
+ASKED_AT: dict[str, datetime] = {}
 
 
 def split_of(question_id: str) -> str:
@@ -68,13 +112,16 @@ def split_of(question_id: str) -> str:
 
 @contextmanager
 def variant(name: str) -> Any:
-    """Run recall under one fusion variant (module constants), restored afterwards."""
-    saved = (recall_module.FUSION, recall_module.RRF_K, recall_module.POOL, recall_module.LEG_WEIGHTS)
-    recall_module.FUSION, recall_module.RRF_K, recall_module.POOL, recall_module.LEG_WEIGHTS = VARIANTS[name]
+    """Run recall under one variant (module constants of caderno.recall), restored afterwards."""
+    settings = {**DEFAULT, **VARIANTS[name]}
+    saved = {key: getattr(recall_module, key) for key in settings}
+    for key, value in settings.items():
+        setattr(recall_module, key, value)
     try:
         yield
     finally:
-        recall_module.FUSION, recall_module.RRF_K, recall_module.POOL, recall_module.LEG_WEIGHTS = saved
+        for key, value in saved.items():
+            setattr(recall_module, key, value)
 
 
 async def load(memory: caderno.Memory, data: dict) -> dict[str, str]:
@@ -90,12 +137,15 @@ async def load(memory: caderno.Memory, data: dict) -> dict[str, str]:
             ]
             await memory.append_messages(resource_id=R, thread_id=thread, messages=msgs)
             last_thread[convo["id"]] = thread
+            ASKED_AT[thread] = base + timedelta(hours=1)  # questions come at the end of the last session
     await memory.flush()
     return last_thread
 
 
 async def ranked_ids(memory: caderno.Memory, q: dict, thread: str, legs: dict[str, int], min_sim: float) -> list[str]:
-    hits = await memory.recall(resource_id=R, query=q["question"], thread_id=thread, min_similarity=min_sim, **legs)
+    hits = await memory.recall(
+        resource_id=R, query=q["question"], thread_id=thread, min_similarity=min_sim, now=ASKED_AT[thread], **legs
+    )
     return [h.message.id for h in sorted(hits, key=lambda h: -h.score)]
 
 
@@ -112,30 +162,36 @@ def metrics(rankings: list[tuple[list[str], set[str]]]) -> dict[str, float]:
     }
 
 
-async def evaluate(path: Path, fusions: list[str], sweep: bool) -> dict[str, Any]:
-    """Rankings of every question under every configuration, scored per half."""
+async def evaluate(path: Path, fusions: list[str], sweep: bool, embedder: str | None = None) -> dict[str, Any]:
+    """Rankings of every question under every configuration, scored per half.
+
+    ``embedder``: a key of ``_embedders.CANDIDATES`` (None: caderno's default).
+    """
     data = json.loads(path.read_text())
     questions = data["questions"]
     configs: dict[str, tuple[str, dict[str, int]]] = {
-        leg: ("default", {other: (10 if other == leg else 0) for other in LEGS}) for leg in LEGS
+        leg: ("leg", {other: (10 if other == leg else 0) for other in LEGS}) for leg in LEGS
     }
     for name in fusions:
         configs[f"fused {name}"] = (name, ALL_LEGS)
     got: dict[str, list[list[str]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        async with caderno.connect(Path(tmp) / "eval.db") as memory:
+        chosen = {} if embedder is None else {"embedder": _embedders.make(embedder)}
+        async with caderno.connect(Path(tmp) / "eval.db", **chosen) as memory:
             last = await load(memory, data)
-            for name, (fusion, legs) in configs.items():
-                with variant(fusion):
-                    got[name] = [
-                        await ranked_ids(memory, q, last[q["conversation"]], legs, DEFAULT_MIN_SIMILARITY)
-                        for q in questions
-                    ]
-            if sweep:
-                for threshold in (0.15, 0.25, 0.35):
-                    got[f"fused, min_similarity {threshold}"] = [
-                        await ranked_ids(memory, q, last[q["conversation"]], ALL_LEGS, threshold) for q in questions
-                    ]
+            # Every message is embedded (flush); from here on, embeddings are of questions.
+            with _embedders.query_mode(memory.embedder):
+                for name, (fusion, legs) in configs.items():
+                    with variant(fusion):
+                        got[name] = [
+                            await ranked_ids(memory, q, last[q["conversation"]], legs, DEFAULT_MIN_SIMILARITY)
+                            for q in questions
+                        ]
+                if sweep:
+                    for threshold in (0.15, 0.25, 0.35):
+                        got[f"fused, min_similarity {threshold}"] = [
+                            await ranked_ids(memory, q, last[q["conversation"]], ALL_LEGS, threshold) for q in questions
+                        ]
             model = memory.embedder.name
     out: dict[str, Any] = {"model": model, "questions": len(questions), "halves": {}}
     for half in ("tuning", "heldout"):
@@ -164,6 +220,7 @@ async def main() -> None:
         "--fusion", default="today,rrf60,rrf10,rrf5,score,default", help="comma-separated: " + ", ".join(VARIANTS)
     )
     ap.add_argument("--sweep", action="store_true", help="also sweep min_similarity (current fusion)")
+    ap.add_argument("--embedder", help="a bench/_embedders.py key: " + ", ".join(_embedders.CANDIDATES))
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     fusions = [f.strip() for f in args.fusion.split(",") if f.strip()]
@@ -178,7 +235,7 @@ async def main() -> None:
         f"LEG_WEIGHTS={recall_module.LEG_WEIGHTS}; min_similarity {DEFAULT_MIN_SIMILARITY}"
     )
     for name in names:
-        result = await evaluate(SETS[name], fusions, args.sweep)
+        result = await evaluate(SETS[name], fusions, args.sweep, args.embedder)
         report[name] = result
         for half in halves:
             h = result["halves"][half]

@@ -148,3 +148,42 @@ async def test_vector_cache_refreshes_incrementally(tmp_path: Path) -> None:
         await memory.flush()
         hits = await memory.vectors.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, None)
         assert entry.n == 2 and entry.last_id > first_id and np.isclose(hits[0][1], 1.0)
+
+
+class Relabelled(HashingEmbedder):
+    """Exactly HashingEmbedder(64)'s vectors, under another model's name."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.name = "hashing-64-relabelled"
+
+
+async def _relevant(memory: caderno.Memory, query: str) -> list[str]:
+    hits = await memory.recall(resource_id="r", query=query, relevant=5, recent=0, salient=0, lexical=0)
+    return [h.message.content for h in hits]
+
+
+@pytest.mark.parametrize("new", [Relabelled(), HashingEmbedder(96)], ids=["same vectors, other name", "other dim"])
+async def test_another_model_never_reads_the_old_vectors_and_reindex_switches(
+    db_url: str, new: HashingEmbedder
+) -> None:
+    if db_url == "memory://":
+        pytest.skip("nothing outlives a memory:// connection: no database is reopened with another model")
+    old = HashingEmbedder(64)
+    lisbon = "The Lisbon trip is in May"
+    async with caderno.connect(db_url, embedder=old) as memory:
+        await memory.append_messages(
+            resource_id="r", thread_id="t", messages=[Message.user(lisbon), Message.user("risotto for dinner")]
+        )
+        await memory.flush()
+        assert await _relevant(memory, "Lisbon trip") == [lisbon]
+    async with caderno.connect(db_url, embedder=new) as memory:
+        # The old vectors are there (for the relabelled model, identical to what
+        # it would compute) but are another model's: never compared, not found.
+        assert await _relevant(memory, "Lisbon trip") == []
+        assert len((await memory.run(ops.ReadVectors(resource_id="r", model=old.name, after_id=0))).seqs) == 2
+        assert await memory.reindex(resource_id="r") == 2
+        await memory.flush()
+        assert await _relevant(memory, "Lisbon trip") == [lisbon]
+        assert len((await memory.run(ops.ReadVectors(resource_id="r", model=new.name, after_id=0))).seqs) == 2
+        assert not (await memory.run(ops.ReadVectors(resource_id="r", model=old.name, after_id=0))).seqs
