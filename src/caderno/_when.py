@@ -149,19 +149,20 @@ def _rules(today: date) -> list[tuple[re.Pattern[str], Days]]:
         (re.compile(rf"\b{_NUM} {_UNIT} (?:ago|atras)\b"), lambda m: _ago(_number(m[1]), _UNITS[m[2]], today)),
         (re.compile(r"\b(?:day before yesterday|anteontem)\b"), lambda m: (today - timedelta(2),) * 2),
         (re.compile(r"\b(?:yesterday|ontem)\b"), lambda m: (today - timedelta(1),) * 2),
-        (re.compile(r"\b(?:today|hoje)\b"), lambda m: (today, today)),
+        # "hoje em dia" is "nowadays", not a day.
+        (re.compile(r"\b(?:today|hoje(?! em dia))\b"), lambda m: (today, today)),
         (
-            re.compile(r"\b(?:last week|(?:na )?semana passada)\b"),
+            re.compile(r"\b(?:last week|na semana passada)\b"),
             lambda m: (monday - timedelta(7), monday - timedelta(1)),
         ),
         (re.compile(r"\b(?:this week|(?:n)?esta semana|(?:n)?essa semana)\b"), lambda m: (monday, today)),
         (
-            re.compile(r"\b(?:last month|(?:no )?mes passado)\b"),
+            re.compile(r"\b(?:last month|no mes passado)\b"),
             lambda m: (last_month_end.replace(day=1), last_month_end),
         ),
         (re.compile(r"\b(?:this month|(?:n)?este mes|(?:n)?esse mes)\b"), lambda m: (first_of_month, today)),
         (
-            re.compile(r"\b(?:last year|(?:no )?ano passado)\b"),
+            re.compile(r"\b(?:last year|no ano passado)\b"),
             lambda m: (date(today.year - 1, 1, 1), date(today.year - 1, 12, 31)),
         ),
         (re.compile(rf"\b(?:in|em|de) {_MONTH}\b"), lambda m: _latest(_MONTHS[m[1]], None, today)),

@@ -55,6 +55,8 @@ def test_windows(question: str, first: date, last: date, rest: str) -> None:
         "Que visita eu marquei para o dia 15?",  # a day without its month is not a time we can place
         "What is the set of rules?",  # "set", "out", "mar", "ago" alone are words, not months
         "O mar estava bom",
+        "Que tipo de site eu recuso hoje em dia?",  # "nowadays"
+        "De quanto foi a restituição do ano passado?",  # which refund, not when it was said
         "Which one did I take out?",
         "",
     ],
