@@ -48,6 +48,7 @@ import numpy as np
 import caderno
 from caderno import Message
 from caderno.embeddings import default_embedder
+from caderno.stores.sqlite import catch_up_fts
 
 HERE = Path(__file__).parent
 DB = HERE / "results" / "recall_1m.db"
@@ -124,10 +125,10 @@ def _fill(path: Path, model: str) -> None:
         done += count
         if done % 100_000 < count:
             print(f"  built {done:,} messages ({time.perf_counter() - t0:.0f} s)", flush=True)
-    # Full text as the store leaves it after its batches: everything indexed.
+    # Full text as the store leaves it after its batches: everything indexed
+    # (stems made by the store's own indexer).
     conn.execute("BEGIN")
-    conn.execute("INSERT INTO events_fts (rowid, content) SELECT seq, content FROM events")
-    conn.execute("UPDATE fts_state SET indexed_upto = (SELECT max(seq) FROM events)")
+    catch_up_fts(conn)
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
