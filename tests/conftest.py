@@ -39,9 +39,7 @@ def pgvector_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh database URL of each backend."""
+def _fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "memory":
         yield "memory://"
     elif request.param == "sqlite":
@@ -52,6 +50,18 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     else:
         with pg_schema() as url:
             yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database URL of each backend."""
+    yield from _fresh_url(request, tmp_path)
+
+
+@pytest.fixture(params=[b for b in BACKENDS if b != "memory"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database URL of each backend that outlives its connection (not memory://)."""
+    yield from _fresh_url(request, tmp_path)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
