@@ -27,7 +27,7 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-## Every benchmark of the README (about 20 minutes on 2 cores).
+## Every benchmark of the README (about 30 minutes on 2 cores).
 bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server
 
 BENCH_STAMP := $(VENV)/.bench-installed
