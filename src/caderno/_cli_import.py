@@ -10,12 +10,11 @@ from typing import Any
 
 import click
 
-from .cli import _emit_json, _fail, _memory, run_async
+from .cli import _emit_json, _fail, _json_option, _memory, run_async
 from .errors import CadernoError
 
 __all__ = ["GROUPS"]
 
-_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 _file_arg = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 
 

@@ -14,14 +14,12 @@ from typing import Any
 
 import click
 
-from .cli import _console, _emit_json, _fail, _memory, run_async
+from .cli import _console, _emit_json, _fail, _json_option, _memory, run_async
 from .config import load_config
 from .errors import CadernoError, MissingExtra
 from .messages import ApiKey
 
 __all__ = ["COMMANDS"]
-
-_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
 def _key_json(key: ApiKey) -> dict[str, Any]:

@@ -14,12 +14,10 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from .cli import _clip, _console, _emit_json, _fail, _memory, run_async
+from .cli import _clip, _console, _emit_json, _fail, _json_option, _memory, run_async
 from .messages import ScheduledTask
 
 __all__ = ["GROUPS", "NO_MODEL", "sync_report_text"]
-
-_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
 def _local(moment: datetime | None, timezone: str, *, with_utc: bool = True) -> str:

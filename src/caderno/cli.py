@@ -54,6 +54,10 @@ def _console() -> Any:
     return Console(highlight=False, soft_wrap=True)
 
 
+#: The ``--json`` flag every listing command takes (its output: ``_emit_json``).
+_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
 def _emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
@@ -133,7 +137,7 @@ def threads() -> None:
 
 @threads.command("list")
 @click.argument("resource")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def threads_list(ctx: click.Context, resource: str, as_json: bool) -> None:
@@ -159,7 +163,7 @@ async def threads_list(ctx: click.Context, resource: str, as_json: bool) -> None
 @click.argument("thread")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Show only the newest N messages.")
 @click.option("--raw", is_flag=True, help="Every original message in full, summaries left out.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def threads_show(
@@ -244,7 +248,7 @@ def _thread_done(verb: str, t: Thread, as_json: bool) -> None:
 @click.argument("thread", required=False)
 @click.option("--title", default=None, help="A human title.")
 @click.option("--metadata", default=None, help="A JSON object.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def threads_create(
@@ -268,7 +272,7 @@ async def threads_create(
 @click.option("--title", default=None, help="The new title.")
 @click.option("--clear-title", is_flag=True, help="Remove the title.")
 @click.option("--metadata", default=None, help="A JSON object that replaces the metadata; null removes it.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def threads_update(
@@ -322,7 +326,7 @@ def _message_done(verb: str, m: Message | None, as_json: bool, empty: str) -> No
 @click.argument("resource")
 @click.argument("thread")
 @_reason_option
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def messages_pop(ctx: click.Context, resource: str, thread: str, reason: str | None, as_json: bool) -> None:
@@ -340,7 +344,7 @@ async def messages_pop(ctx: click.Context, resource: str, thread: str, reason: s
 @click.argument("message_id")
 @click.argument("content")
 @_reason_option
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def messages_edit(
@@ -361,7 +365,7 @@ async def messages_edit(
 @click.argument("resource")
 @click.argument("message_id")
 @_reason_option
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def messages_delete(
@@ -381,7 +385,7 @@ async def messages_delete(
 @messages.command("log")
 @click.argument("resource")
 @click.option("--message", "message_id", default=None, help="Only this message's changes.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def messages_log(ctx: click.Context, resource: str, message_id: str | None, as_json: bool) -> None:
@@ -424,7 +428,7 @@ def wm() -> None:
 
 @wm.command("show")
 @click.argument("resource")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def wm_show(ctx: click.Context, resource: str, as_json: bool) -> None:
@@ -451,7 +455,7 @@ async def wm_show(ctx: click.Context, resource: str, as_json: bool) -> None:
 @click.argument("resource")
 @click.argument("patch")
 @click.option("--expected-version", type=int, default=None, help="Apply only if the stored version is this.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def wm_patch(ctx: click.Context, resource: str, patch: str, expected_version: int | None, as_json: bool) -> None:
@@ -542,7 +546,7 @@ async def erase_cmd(ctx: click.Context, resource: str, yes: bool) -> None:
 @click.option("--thread", default=None, help="The current thread (recent leg; required with --scope thread).")
 @click.option("--scope", type=click.Choice(["resource", "thread"]), default="resource", show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Keep the best N hits.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def recall_cmd(
@@ -586,7 +590,7 @@ async def recall_cmd(
 
 @main.command("consolidate")
 @click.argument("resource", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 @run_async
 async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: bool) -> None:
@@ -717,7 +721,7 @@ def notes() -> None:
 @notes.command("show")
 @click.option("--target", type=click.Choice(["memory", "user"]), default=None, help="Only one of the two files.")
 @_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 def notes_show(target: str | None, directory: Path | None, as_json: bool) -> None:
     """Show the notebook as the model sees it at the start of a session."""
     try:
@@ -823,7 +827,7 @@ def journal_add(ctx: click.Context, record: str | None, agent: str, directory: P
 @journal.command("list")
 @click.option("--agent", default=None, help="Only this agent's records.")
 @_journal_dir
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_option
 @click.pass_context
 def journal_list(ctx: click.Context, agent: str | None, directory: Path | None, as_json: bool) -> None:
     """List records, newest first."""
