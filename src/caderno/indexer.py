@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ._time import utcnow
 from .errors import EmbeddingUnavailable
@@ -24,6 +25,8 @@ from .stores.base import EmbeddingJob, Runner
 from .stores.ops import ItemEmbeddingJob
 
 log = logging.getLogger("caderno.indexer")
+
+J = TypeVar("J", EmbeddingJob, ItemEmbeddingJob)
 
 __all__ = ["Indexer"]
 
@@ -91,26 +94,35 @@ class Indexer:
             return handled
 
     async def _messages(self) -> int:
-        jobs = await self.run(ops.ClaimEmbeddings(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow()))
-        if not jobs:
-            return 0
-        done, failed = await asyncio.to_thread(self._embed, jobs)
-        await self.run(
-            ops.FinishEmbeddings(
-                model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
+        def embed(jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
+            done, failed = self._embed_jobs(jobs, lambda j: [j.content])
+            return (
+                [(j.resource_id, j.seq, block[0].tobytes()) for j, block in done],
+                [(j.resource_id, j.seq, error, wait) for j, error, wait in failed],
             )
-        )
-        return len(jobs)
+
+        return await self._round(ops.ClaimEmbeddings, embed, ops.FinishEmbeddings)
 
     async def _items(self) -> int:
-        jobs = await self.run(
-            ops.ClaimItemEmbeddings(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow())
-        )
+        def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:
+            done, failed = self._embed_jobs(jobs, lambda j: list(j.texts))
+            return [(j, block.tobytes()) for j, block in done], failed  # one row per text, in order
+
+        return await self._round(ops.ClaimItemEmbeddings, embed, ops.FinishItemEmbeddings)
+
+    async def _round(
+        self,
+        claim: Callable[..., ops.Op[Any]],
+        embed: Callable[[Any], tuple[list[Any], list[Any]]],
+        finish: Callable[..., ops.Op[None]],
+    ) -> int:
+        """Claim a batch, embed it off the event loop, store what came of it; how many jobs."""
+        jobs = await self.run(claim(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow()))
         if not jobs:
             return 0
-        done, failed = await asyncio.to_thread(self._embed_items, jobs)
+        done, failed = await asyncio.to_thread(embed, jobs)
         await self.run(
-            ops.FinishItemEmbeddings(
+            finish(
                 model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
             )
         )
@@ -152,49 +164,31 @@ class Indexer:
         self._loaded = True
         return True
 
-    def _embed(
-        self, jobs: list[EmbeddingJob]
-    ) -> tuple[list[tuple[str, int, bytes]], list[tuple[str, int, str, float]]]:
-        try:
-            vectors = self.embedder.embed([j.content for j in jobs])
-            return [(j.resource_id, j.seq, v.tobytes()) for j, v in zip(jobs, vectors, strict=True)], []
-        except Exception:
-            pass
-        # Find which texts fail, so one bad message does not hold the others.
-        done, failed = [], []
-        for job in jobs:
-            try:
-                (vector,) = self.embedder.embed([job.content])
-                done.append((job.resource_id, job.seq, vector.tobytes()))
-            except Exception as exc:
-                failed.append((job.resource_id, job.seq, _error(exc), backoff_seconds(job.attempts)))
-        return done, failed
-
-    def _embed_items(
-        self, jobs: list[ItemEmbeddingJob]
-    ) -> tuple[list[tuple[ItemEmbeddingJob, bytes]], list[tuple[ItemEmbeddingJob, str, float]]]:
-        """Each job's texts as one block of float32 vectors, one per text, in order."""
+    def _embed_jobs(
+        self, jobs: list[J], texts: Callable[[J], list[str]]
+    ) -> tuple[list[tuple[J, Any]], list[tuple[J, str, float]]]:
+        """Each job's texts as a float32 block, one row per text: all jobs in one call, or,
+        when that fails, job by job, so one bad text does not hold the others."""
         import numpy as np
 
-        def rows(texts: list[str]) -> Any:
-            if not texts:
+        def block(batch: list[str]) -> Any:
+            if not batch:
                 return np.zeros((0, self.embedder.dim), dtype=np.float32)
-            return np.asarray(self.embedder.embed(texts), dtype=np.float32).reshape(len(texts), -1)
+            return np.asarray(self.embedder.embed(batch), dtype=np.float32).reshape(len(batch), -1)
 
         try:
-            every = rows([t for j in jobs for t in j.texts])
-            done, start = [], 0
+            every, start, done = block([t for j in jobs for t in texts(j)]), 0, []
             for job in jobs:
-                done.append((job, every[start : start + len(job.texts)].tobytes()))
-                start += len(job.texts)
+                n = len(texts(job))
+                done.append((job, every[start : start + n]))
+                start += n
             return done, []
         except Exception:
             pass
-        # As for messages: find which items fail, so one does not hold the others.
         done, failed = [], []
         for job in jobs:
             try:
-                done.append((job, rows(list(job.texts)).tobytes()))
+                done.append((job, block(texts(job))))
             except Exception as exc:
                 failed.append((job, _error(exc), backoff_seconds(job.attempts)))
         return done, failed
