@@ -111,64 +111,6 @@ def _month_range(year: int, month: int) -> tuple[date, date]:
     return first, following - timedelta(days=1)
 
 
-def _latest(month: int, day: int | None, today: date) -> tuple[date, date] | None:
-    """The most recent such month (or day) not after today."""
-    year = today.year if (month, day or 1) <= (today.month, today.day) else today.year - 1
-    if day is None:
-        return _month_range(year, month)
-    try:
-        d = date(year, month, day)
-    except ValueError:
-        return None
-    return d, d
-
-
-def _number(word: str) -> int:
-    return int(word) if word.isdigit() else _NUMBERS[word]
-
-
-Days = Callable[[re.Match[str]], "tuple[date, date] | None"]
-
-
-def _rules(today: date) -> list[tuple[re.Pattern[str], Days]]:
-    monday = today - timedelta(days=today.weekday())
-    first_of_month = today.replace(day=1)
-    last_month_end = first_of_month - timedelta(days=1)
-    return [
-        (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), lambda m: _exact(int(m[1]), int(m[2]), int(m[3]))),
-        (
-            re.compile(r"\b(\d{1,2})/(\d{1,2})(?:/(\d{4}))?\b"),  # day/month, as written in Portuguese
-            lambda m: _exact(int(m[3]), int(m[2]), int(m[1])) if m[3] else _latest(int(m[2]), int(m[1]), today),
-        ),
-        (
-            re.compile(rf"\b(?:dia )?(\d{{1,2}})(?:st|nd|rd|th)? (?:de |of )?{_MONTH}\b"),
-            lambda m: _latest(_MONTHS[m[2]], int(m[1]), today),
-        ),
-        (re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?\b"), lambda m: _latest(_MONTHS[m[1]], int(m[2]), today)),
-        (re.compile(rf"\b(?:ha|faz) {_NUM} {_UNIT}\b"), lambda m: _ago(_number(m[1]), _UNITS[m[2]], today)),
-        (re.compile(rf"\b{_NUM} {_UNIT} (?:ago|atras)\b"), lambda m: _ago(_number(m[1]), _UNITS[m[2]], today)),
-        (re.compile(r"\b(?:day before yesterday|anteontem)\b"), lambda m: (today - timedelta(2),) * 2),
-        (re.compile(r"\b(?:yesterday|ontem)\b"), lambda m: (today - timedelta(1),) * 2),
-        # "hoje em dia" is "nowadays", not a day.
-        (re.compile(r"\b(?:today|hoje(?! em dia))\b"), lambda m: (today, today)),
-        (
-            re.compile(r"\b(?:last week|na semana passada)\b"),
-            lambda m: (monday - timedelta(7), monday - timedelta(1)),
-        ),
-        (re.compile(r"\b(?:this week|(?:n)?esta semana|(?:n)?essa semana)\b"), lambda m: (monday, today)),
-        (
-            re.compile(r"\b(?:last month|no mes passado)\b"),
-            lambda m: (last_month_end.replace(day=1), last_month_end),
-        ),
-        (re.compile(r"\b(?:this month|(?:n)?este mes|(?:n)?esse mes)\b"), lambda m: (first_of_month, today)),
-        (
-            re.compile(r"\b(?:last year|no ano passado)\b"),
-            lambda m: (date(today.year - 1, 1, 1), date(today.year - 1, 12, 31)),
-        ),
-        (re.compile(rf"\b(?:in|em|de) {_MONTH}\b"), lambda m: _latest(_MONTHS[m[1]], None, today)),
-    ]
-
-
 def _exact(year: int, month: int, day: int) -> tuple[date, date] | None:
     try:
         d = date(year, month, day)
@@ -177,14 +119,78 @@ def _exact(year: int, month: int, day: int) -> tuple[date, date] | None:
     return d, d
 
 
+def _latest(month: int, day: int | None, today: date) -> tuple[date, date] | None:
+    """The most recent such month (or day) not after today."""
+    year = today.year if (month, day or 1) <= (today.month, today.day) else today.year - 1
+    return _month_range(year, month) if day is None else _exact(year, month, day)
+
+
+def _number(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBERS[word]
+
+
+def _monday(today: date) -> date:
+    return today - timedelta(days=today.weekday())
+
+
+def _last_month(today: date) -> tuple[date, date]:
+    end = today.replace(day=1) - timedelta(days=1)
+    return end.replace(day=1), end
+
+
+#: The days a match points at, seen from today; None when they do not exist.
+Days = Callable[[re.Match[str], date], "tuple[date, date] | None"]
+
+#: Tried in order; the first that matches and names real days wins.
+_RULES: list[tuple[re.Pattern[str], Days]] = [
+    (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), lambda m, today: _exact(int(m[1]), int(m[2]), int(m[3]))),
+    (
+        re.compile(r"\b(\d{1,2})/(\d{1,2})(?:/(\d{4}))?\b"),  # day/month, as written in Portuguese
+        lambda m, today: _exact(int(m[3]), int(m[2]), int(m[1])) if m[3] else _latest(int(m[2]), int(m[1]), today),
+    ),
+    (
+        re.compile(rf"\b(?:dia )?(\d{{1,2}})(?:st|nd|rd|th)? (?:de |of )?{_MONTH}\b"),
+        lambda m, today: _latest(_MONTHS[m[2]], int(m[1]), today),
+    ),
+    (
+        re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?\b"),
+        lambda m, today: _latest(_MONTHS[m[1]], int(m[2]), today),
+    ),
+    (re.compile(rf"\b(?:ha|faz) {_NUM} {_UNIT}\b"), lambda m, today: _ago(_number(m[1]), _UNITS[m[2]], today)),
+    (re.compile(rf"\b{_NUM} {_UNIT} (?:ago|atras)\b"), lambda m, today: _ago(_number(m[1]), _UNITS[m[2]], today)),
+    (re.compile(r"\b(?:day before yesterday|anteontem)\b"), lambda m, today: (today - timedelta(2),) * 2),
+    (re.compile(r"\b(?:yesterday|ontem)\b"), lambda m, today: (today - timedelta(1),) * 2),
+    # "hoje em dia" is "nowadays", not a day.
+    (re.compile(r"\b(?:today|hoje(?! em dia))\b"), lambda m, today: (today, today)),
+    (
+        re.compile(r"\b(?:last week|na semana passada)\b"),
+        lambda m, today: (_monday(today) - timedelta(7), _monday(today) - timedelta(1)),
+    ),
+    (
+        re.compile(r"\b(?:this week|(?:n)?esta semana|(?:n)?essa semana)\b"),
+        lambda m, today: (_monday(today), today),
+    ),
+    (re.compile(r"\b(?:last month|no mes passado)\b"), lambda m, today: _last_month(today)),
+    (
+        re.compile(r"\b(?:this month|(?:n)?este mes|(?:n)?esse mes)\b"),
+        lambda m, today: (today.replace(day=1), today),
+    ),
+    (
+        re.compile(r"\b(?:last year|no ano passado)\b"),
+        lambda m, today: (date(today.year - 1, 1, 1), date(today.year - 1, 12, 31)),
+    ),
+    (re.compile(rf"\b(?:in|em|de) {_MONTH}\b"), lambda m, today: _latest(_MONTHS[m[1]], None, today)),
+]
+
+
 def find_window(question: str, now: datetime) -> Window | None:
     """The days ``question`` points at, seen from ``now``; None when it names no time."""
-    text = fold(question)
-    for pattern, days in _rules(now.date()):
+    text, today = fold(question), now.date()
+    for pattern, days in _RULES:
         match = pattern.search(text)
         if match is None:
             continue
-        span = days(match)
+        span = days(match, today)
         if span is None:
             continue
         first, last = span
