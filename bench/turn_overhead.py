@@ -200,7 +200,8 @@ async def run_agents_sdk(path: Path, sessions: int, turns: int, warmup: int) -> 
             return response
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
+            # The SDK's Model interface has it; the bench runs Runner.run, which never streams.
+            raise NotImplementedError("the turn-overhead bench does not stream")
 
     agent = Agent(
         name="assistant", instructions="You are a helpful assistant.", model=FakeModel(), tools=[function_tool(budget)]
