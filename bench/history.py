@@ -45,13 +45,10 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from _common import drop_schema, pct, pg_schema_url
+
 import caderno
 from caderno import Message
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 async def timed_reads(read: Callable[[str], Awaitable[object]], thread_ids: list[str], reads: int) -> list[float]:
@@ -202,26 +199,6 @@ async def bench_concurrent(url: str, threads: int, turns: int, reads: int, write
     parts = await asyncio.gather(*(timed_reads(read, ids, reads // writers) for _ in range(writers)))
     await memory.close()
     return {"turns_per_s": threads * turns / append_s, "lat": [x for p in parts for x in p]}
-
-
-def pg_schema_url(base: str) -> tuple[str, str] | None:
-    try:
-        import psycopg
-
-        name = f"bench_{int(time.time())}"
-        with psycopg.connect(base, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE SCHEMA "{name}"')
-        return f"{base}?schema={name}&pool_size=16", name
-    except Exception as exc:  # noqa: BLE001 — any failure means: no PostgreSQL column
-        print(f"PostgreSQL at {base} is not reachable ({type(exc).__name__}); its rows are skipped")
-        return None
-
-
-def drop_schema(base: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
 def row(name: str, r: dict) -> dict:

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import pct
 
 import caderno
 from caderno import Message
@@ -56,11 +57,6 @@ SIZES = {"r-1k": 1_000, "r-10k": 10_000, "r-100k": 100_000}
 TOTAL = 1_000_000
 OTHER = 1_000  # messages per background resource
 DIM = 384
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 def vocabulary(rng: random.Random) -> list[str]:

@@ -50,6 +50,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from _common import drop_schema, pct, pg_schema_url
+
 CLIENTS = 64
 RESOURCE = "bench"
 MIX = (("append", 0.40), ("read", 0.30), ("recall", 0.15), ("patch", 0.15))
@@ -70,11 +72,6 @@ def make_app() -> Any:
 
     memory = Memory(open_store(os.environ[DB_ENV]))
     return create_app(memory, routers=default_routers())
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 def plan(requests: int) -> list[list[str]]:
@@ -282,26 +279,6 @@ async def run_http(url: str, routes: list[list[str]], seed: int, workers: int) -
 
 
 # -- databases --------------------------------------------------------------------------------
-
-
-def pg_schema_url(base: str) -> tuple[str, str] | None:
-    try:
-        import psycopg
-
-        name = f"bench_load_{int(time.time() * 1000)}"
-        with psycopg.connect(base, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE SCHEMA "{name}"')
-        return f"{base}?schema={name}&pool_size=16", name
-    except Exception as exc:  # noqa: BLE001 — any failure means: no PostgreSQL rows
-        print(f"PostgreSQL at {base} is not reachable ({type(exc).__name__}); its rows are skipped")
-        return None
-
-
-def drop_schema(base: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
 async def measure(backend: str, how: str, fresh: Callable[[], tuple[str, Callable[[], None]]], **kw: Any) -> dict:

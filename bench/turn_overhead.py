@@ -48,6 +48,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from _common import pct
+
 import caderno
 from caderno import Message
 from caderno.agent.chat import AgentChat
@@ -71,11 +73,6 @@ async def budget(category: str) -> dict[str, Any]:
 def question(session: int, turn: int) -> tuple[str, str]:
     category = CATEGORIES[(session + turn) % len(CATEGORIES)]
     return category, f"Quanto ainda posso gastar com {category} este mês? (pergunta {turn})"
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 class Stopwatch:
