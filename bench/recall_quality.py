@@ -55,7 +55,8 @@ LEGS = ("recent", "salient", "relevant", "lexical")
 OLD_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
 #: caderno's constants now.
 DEFAULT = {
-    name: getattr(recall_module, name) for name in ("FUSION", "RRF_K", "POOL", "LEG_WEIGHTS", "CONTEXT_WEIGHT")
+    name: getattr(recall_module, name)
+    for name in ("FUSION", "RRF_K", "POOL", "LEG_WEIGHTS", "CONTEXT_WEIGHT", "DISTINCT")
 }
 #: name -> the recall constants it sets (the others keep caderno's values).
 #: "today": the fusion before pools were deepened (RRF k=60, each leg only
@@ -96,6 +97,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "c25-pool20-k10": {"CONTEXT_WEIGHT": 0.25, "POOL": 20, "RRF_K": 10},
     "default": {},
+    "repeats": {"DISTINCT": False},
     # One leg on its own: the leg as recall runs it (lexical with its
     # context), without the when leg, which is a fusion of the others.
     "leg": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.0}},

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from ._text import tokenize
+from ._text import fold, tokenize
 from ._when import find_window
 from .importance import SALIENT
 from .messages import Message
@@ -111,6 +111,14 @@ CONTEXT_WEIGHT = 0.25  # 0.25 tied or beat 0.5 and 1 on the tuning halves
 #: form a "when" leg of this weight, and the query legs read this deep, so
 #: a message of that day that ranks low on the words alone still comes up.
 WHEN_POOL = 50
+
+#: A text said more than once ("Noted.", "Got it.", the same question asked
+#: each week) fills one place of the results, at its best rank, so ``top``
+#: slots hold ``top`` different things. On the evaluation sets, where most
+#: messages are such repeats, it took fused recall@10 on the tuning halves
+#: from 0.920 / 0.625 (en / pt) to 0.920 / 0.653 and MRR from 0.734 / 0.497
+#: to 0.741 / 0.511 (bench/recall_quality.py --fusion repeats,default).
+DISTINCT = True
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -415,8 +423,7 @@ class Retriever:
                 values[seq]["when"] = value
             fused = fuse({**ranked, "when": then})
         keep = top if top is not None else sum(limits[leg] for leg in names)
-        best = sorted(fused, key=lambda seq: (-fused[seq], -seq))[:keep]
-        await self._read_missing(resource_id, best, found)
+        best = await self._distinct(resource_id, sorted(fused, key=lambda seq: (-fused[seq], -seq)), keep, found)
         results = [
             Recalled(
                 message=found[seq][1],
@@ -431,6 +438,36 @@ class Retriever:
         if message_range:
             results += await self._context(resource_id, results, message_range)
         return _conversation_order(results)
+
+    async def _distinct(
+        self, resource_id: str, order: list[int], keep: int, found: dict[int, tuple[str, Message]]
+    ) -> list[int]:
+        """The first ``keep`` of ``order`` whose texts differ: a text said again counts once, at its best rank.
+
+        Conversations repeat themselves ("Noted.", "Got it.", the same
+        question asked each week); ten slots of recall should hold ten
+        different things (``DISTINCT``). Texts compare folded, whitespace
+        collapsed. Messages are read a slice at a time, so the usual case
+        (few repeats) costs one read.
+        """
+        if not DISTINCT:
+            await self._read_missing(resource_id, order[:keep], found)
+            return order[:keep]
+        best: list[int] = []
+        seen: set[str] = set()
+        at = 0
+        while len(best) < keep and at < len(order):
+            chunk = order[at : at + 2 * (keep - len(best))]
+            at += len(chunk)
+            await self._read_missing(resource_id, chunk, found)
+            for seq in chunk:
+                if seq not in found:
+                    continue  # deleted since its vector was cached
+                text = " ".join(fold(found[seq][1].content).split())
+                if text not in seen and len(best) < keep:
+                    seen.add(text)
+                    best.append(seq)
+        return best
 
     async def _read_missing(self, resource_id: str, seqs: list[int], found: dict[int, tuple[str, Message]]) -> None:
         missing = tuple(seq for seq in seqs if seq not in found)

@@ -189,6 +189,20 @@ async def test_fused_results_are_deduplicated_and_in_conversation_order(seeded: 
     assert contents(top) == ["We decided the Lisbon trip happens in May, with a budget of EUR 3000."]
 
 
+async def test_a_text_said_again_fills_one_place(memory: caderno.Memory) -> None:
+    """Three facts, each answered "Noted." (spelled three ways): five places hold four different texts."""
+    facts = ["The gym costs R$ 120 a month.", "The gym opens at six.", "The gym is next to the bakery."]
+    for i, (fact, ack) in enumerate(zip(facts, ["Noted.", "  noted. ", "NOTED."], strict=True)):
+        await memory.append_messages(
+            resource_id=R, thread_id=f"gym-{i}", messages=[Message.user(fact), Message.assistant(ack)]
+        )
+    hits = await memory.recall(resource_id=R, query="gym noted", top=5)
+    texts = sorted(" ".join(h.message.content.lower().split()) for h in hits)
+    assert texts == sorted([f.lower() for f in facts] + ["noted."]), texts
+    # Each is whole: a repeat is dropped, not merged into the one kept.
+    assert all(h.message.content in facts or h.message.content in ("Noted.", "  noted. ", "NOTED.") for h in hits)
+
+
 async def test_thread_scope_and_message_range(seeded: caderno.Memory) -> None:
     hits = await seeded.recall(resource_id=R, query="Lisbon budget", thread_id="jantar", scope="thread", recent=0)
     assert all(h.thread_id == "jantar" for h in hits)
