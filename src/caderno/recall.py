@@ -11,9 +11,9 @@ Four legs, each switchable off with 0:
 * **lexical** — full-text rank over stems in English and Portuguese
   (SQLite FTS5 BM25, PostgreSQL ts_rank_cd; ``caderno._text.stems``).
 
-Each lexical hit lends part of its score to the messages beside it in its
-thread (``CONTEXT_WEIGHT``), so words said one turn before or after the
-answer find it too. A question that names a time ("há duas semanas", "last
+Each lexical hit lends part of its score to the message after it in its
+thread (``CONTEXT_WEIGHT``), so the words of the turn that asked find the
+answer too. A question that names a time ("há duas semanas", "last
 week", "no dia 10 de março") adds a fifth leg, **when**: the candidates
 said on those days (``caderno._when``).
 
@@ -97,13 +97,16 @@ LEG_WEIGHTS = {"relevant": 1.0, "lexical": 0.75, "recent": 0.25, "salient": 0.5,
 RECENT_WINDOW = 50
 #: Most distinct query words the lexical leg searches for.
 MAX_QUERY_TERMS = 32
-#: Context: a message is also found by what its neighbours said. Each hit of
-#: these legs lends ``CONTEXT_WEIGHT`` of its score to the messages just
-#: before and after it in its thread, so the answer to a question phrased
-#: with the words of the turn that asked it ("what is the insurance?" /
-#: "R$ 300 a month") is found with it. Joined at query time, from the
-#: thread as it is now: an edit or a deletion changes it at once, and a
-#: neighbour is always of the same thread of the same resource.
+#: Context: a message is also found by what the turn before it said. Each
+#: hit of these legs lends ``CONTEXT_WEIGHT`` of its score to the message
+#: just after it in its thread, so the answer to a question phrased with the
+#: words of the turn that asked it ("how much is the insurance?" / "R$ 300
+#: a month") is found with it. Joined at query time, from the thread as it
+#: is now: an edit or a deletion changes it at once, and a neighbour is
+#: always of the same thread of the same resource. Forward only: lending to
+#: both sides cost a question of the Portuguese tuning half (0.667 -> 0.653:
+#: the turn before an answer is often filler) and forward alone tied no
+#: context at all (bench/recall_quality.py --fusion no-context,default).
 CONTEXT_LEGS = frozenset({"lexical"})
 CONTEXT_WEIGHT = 0.25  # 0.25 tied or beat 0.5 and 1 on the tuning halves
 #: When the question names a time ("há duas semanas", "last week", "on
@@ -476,15 +479,14 @@ class Retriever:
                 found[m.seq or 0] = (tid, m)
 
     async def _add_context(self, resource_id: str, legs: dict[str, list[tuple[int, float, Any]]]) -> None:
-        """Let each hit of ``CONTEXT_LEGS`` lend ``CONTEXT_WEIGHT`` of its score to its thread neighbours."""
+        """Let each hit of ``CONTEXT_LEGS`` lend ``CONTEXT_WEIGHT`` of its score to the next message of its thread."""
         hits = {seq for leg in CONTEXT_LEGS for seq, _, _ in legs.get(leg, ())}
         if not hits or not CONTEXT_WEIGHT:
             return
-        adjacent = {
-            seq: (before, after)
-            for seq, before, after in await self.run(
-                ops.ReadAdjacent(resource_id=resource_id, seqs=tuple(sorted(hits)))
-            )
+        reply = {
+            seq: after
+            for seq, _, after in await self.run(ops.ReadAdjacent(resource_id=resource_id, seqs=tuple(sorted(hits))))
+            if after is not None
         }
         for leg in CONTEXT_LEGS:
             own = {seq: (value, pair) for seq, value, pair in legs.get(leg, ())}
@@ -492,9 +494,8 @@ class Retriever:
                 continue
             score = {seq: value for seq, (value, _) in own.items()}
             for seq, (value, _) in own.items():
-                for near in adjacent.get(seq, ()):
-                    if near is not None:
-                        score[near] = score.get(near, 0.0) + CONTEXT_WEIGHT * value
+                if seq in reply:
+                    score[reply[seq]] = score.get(reply[seq], 0.0) + CONTEXT_WEIGHT * value
             legs[leg] = [
                 (seq, value, own[seq][1] if seq in own else None)
                 for seq, value in sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
