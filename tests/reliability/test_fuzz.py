@@ -340,24 +340,25 @@ def _calls(kw: dict[str, Any]) -> dict[str, Any]:
 @example(batch=[{"role": "user", "metadata": {1: "a", "1": "b"}}])
 @example(batch=[{"role": "user", "metadata": {"n": math.nan}}])
 @example(batch=[{"role": "user", "importance": "0.5"}])
+@example(batch=[{"role": "system", "id": "(\u00a5qu", "content": "x", "name": "n"}])  # a valid id, stored everywhere
 @example(batch=[{"role": "user", "created_at": datetime.min.replace(tzinfo=timezone(timedelta(hours=5)))}])
 def test_messages(trio: Trio, fuzz_stats: dict[str, int], batch: list[dict[str, Any]]) -> None:
     rid = fresh()
     seed(trio, rid)
-    n = iter(range(100))
 
     async def append(mem: caderno.Memory) -> Any:
-        # Ids made unique per example (a fixed id would collide with the last example's).
+        # Ids made unique per example (a fixed id would collide with the last example's), and the
+        # same on every backend: the suffix is the message's place in the batch.
         msgs = [
             Message(
                 **{
                     **kw,
                     "metadata": unwrap(kw.get("metadata")),
                     **_calls(kw),
-                    "id": f"{kw['id']}-{rid}-{next(n)}" if valid_id(kw["id"]) else kw["id"],
+                    "id": f"{kw['id']}-{rid}-{i}" if valid_id(kw["id"]) else kw["id"],
                 }
             )
-            for kw in batch
+            for i, kw in enumerate(batch)
         ]
         stored = await mem.append_messages(resource_id=rid, thread_id="t", messages=msgs)
         got = await mem.get_messages(resource_id=rid, thread_id="t", limit=len(stored))
