@@ -81,7 +81,7 @@ FUSION: Literal["rrf", "score"] = "rrf"
 RRF_K = 5
 #: Candidates a query leg brings to fusion, however few the caller keeps
 #: (5 by default). With stemming and context the lexical leg finds more
-#: than before, and 20 beat 10 on the tuning halves (30 tied 20).
+#: than before, and 20 beat 10 and 30 on the tuning halves (by one question).
 POOL = 20
 #: The legs that get the deeper pool. Recent and salient do not rank by the
 #: query; a deeper pool of them would only add candidates that are off topic.
