@@ -436,7 +436,6 @@ class Retriever:
                 scores=values[seq],
             )
             for seq in best
-            if seq in found  # a message deleted since its vector was cached
         ]
         if message_range:
             results += await self._context(resource_id, results, message_range)
@@ -447,6 +446,9 @@ class Retriever:
     ) -> list[int]:
         """The first ``keep`` of ``order`` whose texts differ: a text said again counts once, at its best rank.
 
+        Every seq returned is in ``found`` (read here when missing); one
+        deleted since its vector was cached is passed over.
+
         Conversations repeat themselves ("Noted.", "Got it.", the same
         question asked each week); ten slots of recall should hold ten
         different things (``DISTINCT``). Texts compare folded, whitespace
@@ -455,7 +457,7 @@ class Retriever:
         """
         if not DISTINCT:
             await self._read_missing(resource_id, order[:keep], found)
-            return order[:keep]
+            return [seq for seq in order[:keep] if seq in found]
         best: list[int] = []
         seen: set[str] = set()
         at = 0
