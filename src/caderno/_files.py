@@ -46,6 +46,31 @@ def locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+#: Mode of the files caderno creates that hold a user's data (databases,
+#: notebook files): their owner's alone, as ssh keeps its keys.
+PRIVATE_MODE = 0o600
+
+
+def create_private(path: Path) -> bool:
+    """Create ``path`` empty with ``PRIVATE_MODE`` if nothing is there; True when it did.
+
+    SQLite creates a new database 0644 and gives its ``-wal``, ``-shm`` and
+    journal files the database file's mode: creating the (empty) file first,
+    0600, makes all of them private. An existing file keeps the mode its
+    owner chose. ``O_EXCL`` never opens what another process created
+    meanwhile, and ``O_NOFOLLOW`` never creates through a planted link.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_MODE)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, PRIVATE_MODE)  # the mode of os.open is filtered by the umask; this is not
+    finally:
+        os.close(fd)
+    return True
+
+
 def read_regular(path: Path, *, max_bytes: int) -> bytes:
     """The bytes of ``path``, which must be a regular file, not a link.
 

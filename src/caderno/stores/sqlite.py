@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
+from .._files import create_private
 from .._text import stems
 from .._time import to_iso
 from ..errors import StorageError, UsageError
@@ -188,9 +189,14 @@ class SQLiteStore:
         A directory, an unreadable file, a file that is not SQLite, another
         application's SQLite database (tables that are neither caderno's nor
         an older agent's), and a database migrated by a newer caderno. The
-        look is taken through a read-only connection: opening for writing
-        would switch a rollback-journal database to WAL (its header changes)
-        before any migration could refuse it.
+        look is taken through a read-only, *immutable* connection: opening
+        for writing would switch a rollback-journal database to WAL (its
+        header changes) before any migration could refuse it, and even a
+        plain read-only open of a WAL database creates its ``-wal`` and
+        ``-shm`` files. ``immutable=1`` makes SQLite read the main file alone,
+        with no lock and no sidecar; what a live writer holds only in its WAL
+        is not seen, which is enough here: caderno's migrations and another
+        application's tables reach the main file at the first checkpoint.
         """
         path = self.path
         if path.is_dir():
@@ -207,9 +213,10 @@ class SQLiteStore:
         if head[:16] != _HEADER:
             raise StorageError(f"{path} is not a SQLite database; refusing to touch it")
         try:
-            conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+            conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1", uri=True)
             try:
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                events = {r[1] for r in conn.execute("PRAGMA table_info(events)")}
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 applied = (
                     {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
@@ -222,11 +229,15 @@ class SQLiteStore:
             if head[18] == 1:  # rollback journal: the writing open would change the header
                 raise StorageError(f"cannot read {path} as a SQLite database: {exc}; refusing to change it") from None
             return  # already WAL: the writing open reports the problem and changes nothing first
-        _sqlite_schema.check_foreign(path, tables, version, applied)
+        _sqlite_schema.check_foreign(path, tables, version, applied, events)
 
     def _open_sync(self) -> None:
         self._check_file()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            create_private(self.path)  # so the database and its -wal/-shm are 0600
+        except OSError as exc:
+            raise StorageError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         conn = self._connect(readonly=False)
         try:
             _sqlite_schema.migrate(conn, self._legacy_resource_id)
