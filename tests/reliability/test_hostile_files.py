@@ -99,3 +99,55 @@ def test_cli_refusals_are_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1 and "NaN" in out.stderr, out.stderr
     out = cli("wm", "show", "r", "--json", db=tmp_path / "ok.db")
     assert out.returncode == 0 and json.loads(out.stdout) is None
+
+
+def test_another_applications_database_with_an_events_table_is_refused(tmp_path: Path) -> None:
+    # A calendar application's file: one table happens to be called events,
+    # but it is neither caderno's nor the reference agent's (no session_id,
+    # event_type, data): caderno must not rename it or rewrite the header.
+    for mode in ("DELETE", "WAL"):
+        path = tmp_path / f"calendar-{mode}.db"
+        conn = sqlite3.connect(path)
+        conn.execute(f"PRAGMA journal_mode = {mode}")
+        conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, title TEXT, starts_at TEXT)")
+        conn.execute("INSERT INTO events (title, starts_at) VALUES ('dentist', '2030-01-01')")
+        conn.commit()
+        conn.close()
+        refuse(path, StorageError, "another application's SQLite database")
+
+
+def test_the_reference_agents_events_table_is_still_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE events (id INTEGER PRIMARY KEY, session_id TEXT, event_type TEXT, data TEXT, created_at TEXT)"
+        )
+        conn.execute("INSERT INTO events (session_id, event_type, data, created_at) VALUES ('s', 'x', '{}', 'now')")
+    conn.close()
+
+    async def use() -> list[Message]:
+        async with caderno.connect(path, embedder=None) as memory:
+            await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("oi")])
+            return await memory.get_messages(resource_id="r", thread_id="t")
+
+    assert [m.content for m in asyncio.run(use())] == ["oi"]
+    with sqlite3.connect(path) as conn:  # kept, renamed aside, for a later import
+        assert conn.execute("SELECT session_id, data FROM legacy_events").fetchall() == [("s", "{}")]
+    conn.close()
+
+
+def test_a_newer_cadernos_database_in_wal_mode_gets_no_sidecar(tmp_path: Path) -> None:
+    path = tmp_path / "newer.db"
+
+    async def make() -> None:
+        async with caderno.connect(path, embedder=None) as memory:
+            await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("oi")])
+
+    asyncio.run(make())
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_migrations VALUES ('9999_from_the_future', '2030-01-01')")
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()  # the last connection: SQLite checkpoints and removes -wal and -shm
+    assert not any(tmp_path.glob("newer.db-*"))
+    refuse(path, SchemaTooNew, "newer caderno")

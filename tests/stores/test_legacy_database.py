@@ -164,11 +164,15 @@ async def test_every_older_table_moves_once(tmp_path: Path) -> None:
     conn.close()
 
 
-async def test_an_events_table_of_another_shape_is_kept_aside(tmp_path: Path) -> None:
+async def test_an_events_table_of_another_shape_beside_an_older_agents_tables_is_kept_aside(tmp_path: Path) -> None:
+    # Alone, such a table is another application's file and is refused
+    # (tests/reliability/test_hostile_files.py); beside an older agent's
+    # tables it is that agent's, kept renamed.
     path = tmp_path / "events.db"
     conn = sqlite3.connect(path)
     conn.executescript(
         """
+        CREATE TABLE terminal_allowed_prefixes (prefix TEXT);
         CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, payload TEXT, at TEXT);
         CREATE INDEX events_thread ON events (kind);
         INSERT INTO events (kind, payload, at) VALUES ('login', '{"user": "ana"}', '2026-01-01');

@@ -351,10 +351,19 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
 LEGACY_TABLES = frozenset({"messages", "facts", "macros", "scheduled_tasks", "terminal_allowed_prefixes", "events"})
 
 
-def check_foreign(path: Any, tables: set[str], version: int, applied: set[str] | None) -> None:
+#: The columns that make an ``events`` table the reference agent's (kept and
+#: renamed ``legacy_events`` for a later import); any other ``events`` table
+#: belongs to another application, whose file caderno must not change.
+REFERENCE_EVENTS_COLUMNS = frozenset({"session_id", "event_type", "data"})
+
+
+def check_foreign(
+    path: Any, tables: set[str], version: int, applied: set[str] | None, events_columns: set[str] | None = None
+) -> None:
     """Refuse a database caderno must not change: a newer caderno's, or another application's.
 
     Called with what a read-only look found, before anything is written.
+    ``events_columns``: the columns of its ``events`` table, if any.
     """
     known = {name for name, _ in MIGRATIONS}
     if applied is not None:
@@ -365,7 +374,10 @@ def check_foreign(path: Any, tables: set[str], version: int, applied: set[str] |
             )
         return
     own = {t for t in tables if not t.startswith("sqlite_")}
-    if own and not own & LEGACY_TABLES:
+    legacy = own & LEGACY_TABLES
+    if not (events_columns or set()) >= REFERENCE_EVENTS_COLUMNS:
+        legacy.discard("events")
+    if own and not legacy:
         raise StorageError(
             f"{path} is another application's SQLite database (tables: {', '.join(sorted(own)[:8])}); "
             "caderno will not change it"
