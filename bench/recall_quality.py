@@ -24,7 +24,15 @@ fusion before pools were deepened (RRF k=60, each leg only its limit deep).
 bench/_embedders.py (default: caderno's own); bench/embedders.py drives it
 for every candidate.
 
-Run:  .venv/bin/python bench/recall_quality.py [--set en|pt|both] [--split tuning|heldout|both]
+``locomo`` — LoCoMo's development half (bench/_locomo.py: the protocol of
+  ``../shared/data/locomo/README.md``), read from beside the project when
+  that folder is there and skipped with one line when not: turn-level
+  evidence recall@10 on the tuning part (conversations 0–2), the check part
+  (3–4) and all five, per category, for each leg alone, the query legs
+  fused, the default ``recall(query)`` cut to 10, and the baselines BM25
+  and dense cosine computed in the bench.
+
+Run:  .venv/bin/python bench/recall_quality.py [--set en|pt|locomo|all] [--split tuning|heldout|both]
           [--fusion today,rrf60,rrf10,rrf5,score,default] [--sweep] [--embedder NAME] [--json out.json]
 """
 
@@ -41,8 +49,10 @@ from pathlib import Path
 from typing import Any
 
 import _embedders
+import _locomo
 
 import caderno
+import caderno.embeddings
 from caderno import Message
 from caderno import recall as recall_module
 from caderno.recall import DEFAULT_MIN_SIMILARITY
@@ -214,9 +224,60 @@ async def evaluate(path: Path, fusions: list[str], sweep: bool, embedder: str | 
     return out
 
 
+#: LoCoMo rows: name -> (recall's keyword arguments, the variant of constants it runs under).
+LOCOMO_ROWS: dict[str, tuple[dict[str, Any], str]] = {
+    "relevant leg": ({"recent": 0, "salient": 0, "relevant": 10, "lexical": 0, "top": 10}, "leg"),
+    "lexical leg": ({"recent": 0, "salient": 0, "relevant": 0, "lexical": 10, "top": 10}, "leg"),
+    "fused relevant 5 + lexical 5": ({"recent": 0, "salient": 0, "relevant": 5, "lexical": 5}, "default"),
+    "fused, no when leg": ({"recent": 0, "salient": 0, "relevant": 5, "lexical": 5}, "no-when"),
+    "default recall(query), top 10": ({"top": 10}, "default"),
+}
+
+
+async def evaluate_locomo() -> dict[str, dict[str, dict[str, float]]] | None:
+    """LoCoMo's rows per part (tuning, check, all); None (and a line) when the data is not beside the project."""
+    import time
+
+    if not _locomo.LOCOMO.exists():
+        print(f"\nLoCoMo skipped: {_locomo.LOCOMO} is not there")
+        return None
+    convs = _locomo.load()
+    embedder = _locomo.CachedEmbedder(caderno.embeddings.default_embedder())
+    results: dict[str, dict[int, list[list[str]]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with caderno.connect(Path(tmp) / "locomo.db", embedder=embedder) as memory:
+            started = time.perf_counter()
+            dia_of = await _locomo.ingest(memory, convs)
+            took = time.perf_counter() - started
+            embedder.save()
+            for name, (legs, fusion) in LOCOMO_ROWS.items():
+                with variant(fusion):
+                    results[name] = await _locomo.caderno_rankings(memory, convs, dia_of, **legs)
+    results["BM25 (bench)"] = _locomo.bm25_rankings(convs)
+    results["dense cosine (bench)"] = _locomo.dense_rankings(embedder, convs)
+    embedder.save()
+    turns = sum(len(c.turns) for c in convs)
+    print(f"\nLoCoMo: {len(convs)} conversations, {turns} turns, ingested (stored + embedded) in {took:.1f} s")
+    parts = {"tuning (0-2)": _locomo.TUNING, "check (3-4)": _locomo.CHECK, "all (0-4)": _locomo.TUNING + _locomo.CHECK}
+    return {
+        part: {row: _locomo.score(got, convs, which) for row, got in results.items()} for part, which in parts.items()
+    }
+
+
+def print_locomo(report: dict[str, dict[str, dict[str, float]]]) -> None:
+    cats = list(_locomo.CATEGORIES.values())
+    for part, rows in report.items():
+        n = next(iter(rows.values()))["n"]
+        print(f"\nLoCoMo {part}: {n:.0f} questions; turn-level evidence recall@10\n")
+        print("| retrieval | all | " + " | ".join(cats) + " |")
+        print("|---|---:|" + "---:|" * len(cats))
+        for row, m in rows.items():
+            print(f"| {row} | {m['all']:.3f} | " + " | ".join(f"{m.get(c, 0.0):.3f}" for c in cats) + " |")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", choices=("en", "pt", "both"), default="both")
+    ap.add_argument("--set", choices=("en", "pt", "locomo", "both", "all"), default="all", help="both: en and pt")
     ap.add_argument("--split", choices=("tuning", "heldout", "both"), default="both")
     ap.add_argument(
         "--fusion", default="today,rrf60,rrf10,rrf5,score,default", help="comma-separated: " + ", ".join(VARIANTS)
@@ -230,7 +291,7 @@ async def main() -> None:
     if unknown:
         ap.error(f"unknown fusion {unknown}; choose from {', '.join(VARIANTS)}")
     halves = ("tuning", "heldout") if args.split == "both" else (args.split,)
-    names = ("en", "pt") if args.set == "both" else (args.set,)
+    names = ("en", "pt") if args.set in ("both", "all") else (args.set,) if args.set != "locomo" else ()
     report = {}
     print(
         f"default fusion: FUSION={recall_module.FUSION!r}, RRF_K={recall_module.RRF_K}, POOL={recall_module.POOL}, "
@@ -252,6 +313,11 @@ async def main() -> None:
                 print("|---|" + "---:|" * len(kinds))
                 for row, per in h["by_kind"].items():
                     print(f"| {row} | " + " | ".join(f"{per[k]:.3f}" for k in kinds) + " |")
+    if args.set in ("locomo", "all"):
+        locomo = await evaluate_locomo()
+        if locomo is not None:
+            report["locomo"] = locomo
+            print_locomo(locomo)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 
