@@ -15,6 +15,13 @@ Two tools, used together:
   driver (every form of the password, and every long piece of it, is
   replaced by ``***``, and the text is folded to one line).
 
+The same goes for the other secrets a server handles: an upstream model's
+API key and its URL's password. :func:`redact_text` makes free text (an
+upstream's error body, an HTTP library's message) safe for a log — URL
+user-info and query strings, bearer tokens, ``sk-…``/``cad_…``-like keys —
+and :func:`redact_query` does it for a request's query string in an access
+log. Neither text ever goes to a client: a client reads caderno's own words.
+
 :func:`split_url` takes caderno's own parameters out of a URL without
 re-encoding the others (``urlencode`` turns ``options=-c statement_timeout=1``
 into text libpq no longer accepts).
@@ -24,9 +31,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
-__all__ = ["MASK", "one_line", "redact_url", "scrub", "secrets_of", "split_url"]
+__all__ = ["MASK", "one_line", "redact_query", "redact_text", "redact_url", "scrub", "secrets_of", "split_url"]
 
 MASK = "***"
 
@@ -238,3 +246,83 @@ def split_url(url: str, ours: set[str]) -> tuple[str, dict[str, str]]:
         elif piece:
             kept.append(piece)
     return url[:mark] + ("?" + "&".join(kept) if kept else ""), params
+
+
+# -- free text and query strings (upstream errors, access logs) ---------------------------
+
+#: A URL inside free text: scheme, then anything up to whitespace or a quote.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+#: ``Authorization`` values (``Bearer abc``, ``Basic abc``) quoted back in an error.
+_AUTH_VALUE = re.compile(r"\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]+", re.I)
+#: Keys by their shape: OpenAI-style ``sk-…`` (also ``sk-proj-…``), and caderno's ``cad_…``.
+#: Eight characters after the prefix keeps words like "sk-learn" readable.
+_KEY_SHAPED = re.compile(r"\b(?:sk|rk|pk)-[A-Za-z0-9_-]{8,}|\bcad_[A-Za-z0-9_-]{8,}")
+#: Query parameter names that carry a credential (``?token=``, ``?api_key=``, ``?key=``, ``?sig=``…).
+_SECRET_NAME = re.compile(r"token|key|secret|passw|pwd|auth|sig|credential|session|code", re.I)
+#: A query value this long and this random is treated as a credential whatever its name.
+_RANDOM_VALUE = re.compile(r"[A-Za-z0-9_~+/=.-]{24,}")
+
+
+def _redact_link(url: str) -> str:
+    """``url`` without its user-info secret and without its query values."""
+    parts = _parts(url)
+    if parts is None:
+        return url
+    head, userinfo, remainder = parts
+    if userinfo is not None:
+        user, colon, _password = userinfo.partition(":")
+        userinfo = f"{user}:{MASK}" if colon else MASK
+    path, mark, _query = remainder.partition("?")
+    return head + (f"{userinfo}@" if userinfo is not None else "") + path + (f"?{MASK}" if mark else "")
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Free text made safe for a server log, folded to one line.
+
+    Masks every given secret (an API key, a URL's password: every form, as
+    :func:`scrub` does), every URL's user-info and query, ``Bearer``/``Basic``
+    credentials, and anything shaped like an ``sk-…`` or ``cad_…`` key: an
+    upstream's error often quotes the key it refused ("Incorrect API key
+    provided: sk-…"), and an HTTP library's message may name the URL.
+
+    Args:
+        text: an upstream's answer, an exception's message.
+        secrets: values known to be secret (the configured key, the URL's password).
+
+    Returns:
+        One line of text holding none of them.
+    """
+    known = [s for s in secrets if s]
+    text = scrub(text, known) if known else one_line(text)
+    text = _URL_IN_TEXT.sub(lambda m: _redact_link(m.group()), text)
+    text = _AUTH_VALUE.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
+    return _KEY_SHAPED.sub(MASK, text)
+
+
+def redact_query(query: str) -> str:
+    """A request's query string for an access log: credential values masked.
+
+    A value is masked when its name looks like a credential's (``token``,
+    ``api_key``, ``key``, ``password``, ``sig``…) or when the value itself
+    looks like a key (``sk-…``, ``cad_…``, or 24+ random-looking characters).
+    The API refuses keys in the query string, but a client that sends one
+    anyway must not have it written to a log file.
+
+    Args:
+        query: the raw query string, without ``?``.
+
+    Returns:
+        The same parameters in the same order, secret values replaced by ``***``.
+    """
+    if not query:
+        return query
+    kept = []
+    for piece in query.split("&"):
+        name, eq, value = piece.partition("=")
+        plain = unquote(value)
+        if eq and (_SECRET_NAME.search(unquote(name)) or _KEY_SHAPED.search(plain) or _RANDOM_VALUE.fullmatch(plain)):
+            value = MASK
+        elif not eq and (_KEY_SHAPED.search(unquote(name)) or _RANDOM_VALUE.fullmatch(unquote(name))):
+            name = MASK
+        kept.append(name + eq + value)
+    return "&".join(kept)

@@ -1,28 +1,42 @@
-"""A PostgreSQL password never shows: not in errors, their chain, tracebacks, logs, or the CLI.
+"""Passwords and keys never show: not in errors, their chain, tracebacks, logs, the CLI or HTTP answers.
+
+The PostgreSQL part:
 
 Every form of password (URL user-info, ``?password=``, ``PGPASSWORD``,
 percent-encoded, raw ``@ : /`` and spaces inside) is tried against a port
 where nothing listens and against the real server with a database that
 does not exist (the test server may trust any password, so a missing
 database is what makes it answer with an error that echoes the URL).
+
+The upstream model's part: ``caderno serve`` in front of an upstream that
+refuses its key (quoting it back, as OpenAI does) or that cannot be reached
+at a URL holding a password — neither reaches a proxy client (JSON, SSE,
+headers) nor the server's log.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import subprocess
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 from _pg import require_postgres
+from _serving import make_key, serving
 
 import caderno
 from caderno import CadernoError
-from conftest import python_env
+from conftest import free_port, python_env
 
 #: Passwords long and odd enough that no part of a normal message holds them.
 PASSWORDS = [
@@ -144,3 +158,86 @@ def test_pgpassword_env_kept_out_of_cli_for_live_server_missing_db() -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and password not in out and len(out.strip().splitlines()) == 1, out
     assert os.environ.get("PGPASSWORD") != password
+
+
+# -- the upstream model's key and URL password, through ``caderno serve``'s proxy ------------
+
+#: The upstream key: OpenAI's shape, long enough that no normal text holds it.
+UPSTREAM_KEY = "sk-proj-UpstreamLeakCanary0123456789abcdef"
+#: The password in the upstream URL's user-info.
+URL_PASSWORD = "Url-Passw0rd-Canary-77"
+
+
+class _RefusingUpstream(BaseHTTPRequestHandler):
+    """Answers every chat completion as OpenAI does for a wrong key: 401, quoting the key it was sent."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server API)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        sent = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        body = json.dumps(
+            {"error": {"message": f"Incorrect API key provided: {sent}.", "code": "invalid_api_key"}}
+        ).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _upstream(kind: str) -> Iterator[str]:
+    """The base URL of a refusing upstream, or of one with a password in its URL where nothing listens."""
+    if kind == "unreachable":
+        yield f"http://caderno:{URL_PASSWORD}@127.0.0.1:{free_port()}/v1"
+        return
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _RefusingUpstream)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _secret_forms() -> list[str]:
+    """The key and the password as written, percent-encoded, and the key's long tail."""
+    return [UPSTREAM_KEY, UPSTREAM_KEY.removeprefix("sk-proj-"), URL_PASSWORD, quote(URL_PASSWORD, safe="")]
+
+
+@pytest.mark.parametrize(
+    "kind,said",
+    [
+        ("refusing", "the model call failed: HTTP 401 from the upstream"),
+        ("unreachable", "the model call failed: the upstream could not be reached"),
+    ],
+)
+def test_upstream_key_and_url_password_never_reach_a_client_or_the_log(tmp_path: Path, kind: str, said: str) -> None:
+    db = tmp_path / "proxy.db"
+    token = make_key(db, "casa")
+    with _upstream(kind) as upstream:
+        config = tmp_path / "caderno.toml"
+        config.write_text(
+            f'[model]\nbase_url = "{upstream}"\nmodel = "m"\napi_key_env = "CADERNO_TEST_UPSTREAM_KEY"\n'
+        )
+        env = {**python_env(), "CADERNO_TEST_UPSTREAM_KEY": UPSTREAM_KEY}
+        with serving(db, config, env=env) as served:
+            seen: list[str] = []
+            headers = {"authorization": f"Bearer {token}", "x-caderno-thread": "t1"}
+            for stream in (False, True):
+                body = {"model": "m", "messages": [{"role": "user", "content": "oi"}], "stream": stream}
+                with httpx.stream(
+                    "POST", f"{served.base}/v1/chat/completions", json=body, headers=headers, timeout=30
+                ) as answer:
+                    raw = b"".join(answer.iter_raw()).decode()  # every byte: JSON or SSE chunks
+                    seen += [raw, *(f"{k}: {v}" for k, v in answer.headers.items())]
+                    assert answer.status_code == 502, raw
+                    assert json.loads(raw)["detail"] == said
+    shown = "\n".join(seen)
+    for secret in _secret_forms():
+        assert secret not in shown, f"a client saw {secret!r}:\n{shown}"
+        assert secret not in served.log, f"the server log shows {secret!r}:\n{served.log}"
+    # The detail went to the log, scrubbed: the operator can still tell what failed.
+    assert ("HTTP 401" if kind == "refusing" else "ConnectError") in served.log, served.log

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from caderno._secrets import one_line, redact_url, scrub, secrets_of, split_url
+from caderno._secrets import one_line, redact_query, redact_text, redact_url, scrub, secrets_of, split_url
 
 PASSWORDS = st.text(alphabet="abcXYZ0189@:/?#%& _-!$", min_size=6, max_size=24).filter(lambda s: s.strip() == s)
 
@@ -115,3 +115,42 @@ def test_redact_and_scrub_never_show_the_password(password: str) -> None:
         cleaned = scrub(error, secrets)
         assert password not in cleaned and quote(password, safe="") not in cleaned
         assert "\n" not in cleaned
+
+
+@pytest.mark.parametrize(
+    "text,secret",
+    [
+        ("Incorrect API key provided: sk-proj-AbCdEf0123456789.", "AbCdEf0123456789"),
+        ("request to http://bob:Hunter22pw@10.1.2.3:8080/v1 failed", "Hunter22pw"),
+        ("GET https://api.example/v1?key=SecretQueryValue1 -> 403", "SecretQueryValue1"),
+        ("header was Authorization: Bearer opaque.token-xyz", "opaque.token-xyz"),
+        ("the key cad_AbCdEf0123456789xyz is revoked", "AbCdEf0123456789xyz"),
+        ("upstream said: my-configured-secret is wrong", "my-configured-secret"),
+    ],
+)
+def test_redact_text_hides_upstream_secrets(text: str, secret: str) -> None:
+    shown = redact_text(text, ["my-configured-secret"])
+    assert secret not in shown and "***" in shown
+    assert "\n" not in redact_text(text + "\nsecond line")
+
+
+def test_redact_text_keeps_what_an_operator_needs() -> None:
+    shown = redact_text("HTTP 401 from http://bob:pw1234@10.1.2.3:8080/v1: invalid_api_key")
+    assert shown == "HTTP 401 from http://bob:***@10.1.2.3:8080/v1: invalid_api_key"
+
+
+@pytest.mark.parametrize(
+    "query,shown",
+    [
+        ("token=cad_abc&limit=5", "token=***&limit=5"),
+        ("api_key=x&before=9", "api_key=***&before=9"),
+        ("key=abc", "key=***"),
+        ("access_token=abc&q=hello", "access_token=***&q=hello"),
+        ("x=sk-abcdefghijkl", "x=***"),
+        ("x=Zm9vYmFyYmF6cXV4cXV1eHh4eHh4eA", "x=***"),
+        ("limit=5&before=12", "limit=5&before=12"),
+        ("", ""),
+    ],
+)
+def test_redact_query_masks_credential_values(query: str, shown: str) -> None:
+    assert redact_query(query) == shown

@@ -3,23 +3,37 @@
 ``ScriptedModel`` replays assistant messages and records every request, for
 tests and the demo. ``OpenAIChatModel`` speaks the OpenAI chat-completions
 wire format (OpenAI, Ollama, vLLM, OpenRouter, LM Studio).
+
+A failed upstream call raises ``ModelError`` in caderno's own words ("the
+model call failed: HTTP 401 from the upstream"): the message reaches HTTP
+clients of the memory proxy, and an upstream's answer may quote the API key
+it refused, while the URL may hold a password or an internal address. What
+the upstream said goes to the ``caderno.model`` log, scrubbed.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from .._secrets import redact_text, redact_url, secrets_of
 from .._time import new_id
 from ..errors import MissingExtra, ModelError
 from ..messages import Message, ToolCall
 from .tools import ToolSpec
 
 __all__ = ["Model", "ModelRequest", "OpenAIChatModel", "ScriptedModel"]
+
+log = logging.getLogger("caderno.model")
+
+#: Characters of an upstream's error body kept in the server log: enough for its
+#: message, not a whole HTML error page.
+LOGGED_BODY_CHARS = 500
 
 
 @runtime_checkable
@@ -126,7 +140,15 @@ class OpenAIChatModel:
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         key = api_key or os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # What a log line must never show: the key and every form of the URL's password.
+        self._secrets = [s for s in (key, *secrets_of(self.base_url)) if s]
         self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def _fail(self, said: str, detail: str) -> ModelError:
+        """A ``ModelError`` a client may read; ``detail`` (the upstream's words) goes to the log, scrubbed."""
+        where = redact_text(redact_url(self.base_url), self._secrets)
+        log.warning("model call to %s failed: %s", where, redact_text(detail, self._secrets))
+        return ModelError(f"the model call failed: {said}")
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Message:
         import httpx
@@ -134,17 +156,22 @@ class OpenAIChatModel:
         body: dict[str, Any] = {"model": self.model, "messages": [_to_wire(m) for m in messages]}
         if tools:
             body["tools"] = [t.to_openai() for t in tools]
+        # ``from None`` throughout: a chained httpx error names the URL, password included.
         try:
             response = await self._client.post("/chat/completions", json=body)
+        except httpx.TimeoutException as exc:
+            raise self._fail("the upstream did not answer in time", f"{type(exc).__name__}: {exc}") from None
         except httpx.HTTPError as exc:
-            raise ModelError(f"chat completion request to {self.base_url} failed: {exc}") from exc
+            raise self._fail("the upstream could not be reached", f"{type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
-            raise ModelError(f"chat completion failed with HTTP {response.status_code}: {response.text[:500]}")
+            said = f"HTTP {response.status_code} from the upstream"
+            raise self._fail(said, f"HTTP {response.status_code}: {response.text[:LOGGED_BODY_CHARS]}") from None
         try:
             data = response.json()
             message = data["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ModelError(f"chat completion answer is not in the expected format: {exc!r}") from exc
+            said = "the upstream's answer is not in the expected format"
+            raise self._fail(said, f"{exc!r} in {response.text[:LOGGED_BODY_CHARS]}") from None
         reply = _from_wire(message)
         usage = data.get("usage") if isinstance(data, dict) else None
         if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):

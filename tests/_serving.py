@@ -1,0 +1,71 @@
+"""``caderno serve`` as a real subprocess on a loopback port, for tests of the server's edge.
+
+A helper module (``from _serving import …``), beside ``_pg.py``: the process,
+its captured log, and a key made with the real ``caderno keys create``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import free_port, python_env, wait_healthy
+
+
+def cli(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``caderno --db DB ARGS`` as a subprocess."""
+    command = [sys.executable, "-m", "caderno.cli", "--db", str(db), *args]
+    return subprocess.run(command, env=env or python_env(), capture_output=True, text=True, timeout=60)
+
+
+def make_key(db: Path, *resources: str) -> str:
+    """A new key's token for ``resources`` (an admin key when none), made by the CLI."""
+    scope = [a for r in resources for a in ("--resource", r)] or ["--admin"]
+    created = cli(db, "keys", "create", *scope, "--json")
+    assert created.returncode == 0, created.stderr
+    token: str = json.loads(created.stdout)["token"]
+    return token
+
+
+@dataclass
+class Served:
+    """A running ``caderno serve``."""
+
+    base: str
+    """``http://127.0.0.1:<port>``."""
+    port: int
+    process: subprocess.Popen[str]
+    log: str = ""
+    """Everything the process wrote (stdout and stderr), once it has stopped."""
+
+
+@contextlib.contextmanager
+def serving(
+    db: Path, config: Path | None = None, *args: str, env: dict[str, str] | None = None
+) -> Iterator[Served]:
+    """Start ``caderno serve`` (SIGTERM at the end; ``Served.log`` then holds its output)."""
+    port = free_port()
+    command = [sys.executable, "-m", "caderno.cli", "--db", str(db), "serve", "--port", str(port), *args]
+    if config is not None:
+        command += ["--config", str(config)]
+    process = subprocess.Popen(
+        command, env=env or python_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    served = Served(base=f"http://127.0.0.1:{port}", port=port, process=process)
+    try:
+        wait_healthy(process, served.base, seconds=30, what="caderno serve")
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            served.log, _ = process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            served.log, _ = process.communicate()
