@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 from _pg import PG_URL, pg_schema, require_postgres
@@ -137,3 +138,63 @@ async def test_url_options_keep_their_text(pg_url: str) -> None:
         async with memory.store._pool.connection() as conn:  # type: ignore[attr-defined]
             row = await (await conn.execute("SHOW statement_timeout")).fetchone()
         assert row[0] == "1234ms"
+
+
+async def _wait_until_blocked(admin: Any) -> None:
+    """Until one of caderno's backends waits on a lock the test holds (5 s at most)."""
+    for _ in range(200):
+        cur = await admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'caderno' AND wait_event_type = 'Lock'"
+        )
+        if (await cur.fetchone())[0]:
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError("caderno's call never reached the lock")
+
+
+async def _cut(memory: Any, call: Any, hold: str, times: int) -> BaseException | None:
+    """Start ``call`` while ``hold`` (SQL run in an open transaction) blocks it; cut its backend ``times`` times."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
+        await admin.execute("BEGIN")
+        await admin.execute(hold)
+        task = asyncio.ensure_future(call)
+        try:
+            for _ in range(times):
+                await _wait_until_blocked(admin)
+                async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as killer:
+                    await killer.execute(
+                        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                        "WHERE application_name = 'caderno' AND wait_event_type = 'Lock'"
+                    )
+        finally:
+            await admin.execute("ROLLBACK")
+        try:
+            await task
+        except BaseException as exc:  # the test asserts its type
+            return exc
+        return None
+
+
+@pytest.mark.parametrize("kind", ["read", "write"])
+async def test_a_call_cut_mid_statement_is_retried_once_then_a_storage_error(pg_url: str, kind: str) -> None:
+    schema = pg_url.split("schema=")[1]
+    async with caderno.connect(pg_url, embedder=None) as memory:
+        await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("before")])
+
+        def call() -> Any:
+            if kind == "read":
+                return memory.get_messages(resource_id="r", thread_id="t")
+            return memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("cut")])
+
+        # An exclusive lock on the events table holds the call mid-statement, in the server.
+        hold = f'LOCK TABLE "{schema}".events IN ACCESS EXCLUSIVE MODE'
+        once = await _cut(memory, call(), hold, times=1)
+        assert once is None  # cut once: the server said the session ended, the call ran again and landed
+        twice = await _cut(memory, call(), hold, times=2)
+        assert type(twice) is StorageError, repr(twice)  # cut on its retry too: a caderno error, nothing else
+        assert "terminating connection" in str(twice)
+        # The pool replaced the dead connections: the next calls work.
+        got = await memory.get_messages(resource_id="r", thread_id="t")
+        assert [m.content for m in got] == ["before"] + (["cut"] if kind == "write" else [])
