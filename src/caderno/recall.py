@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from ._text import fold, tokenize
 from ._when import find_window
+from .errors import UsageError
 from .importance import SALIENT
 from .messages import Message
 from .stores import ops
@@ -52,12 +53,15 @@ __all__ = [
     "DEFAULT_MIN_SIMILARITY",
     "FUSION",
     "LEG_WEIGHTS",
+    "MAX_LEG_LIMIT",
+    "MAX_MESSAGE_RANGE",
     "POOL",
     "POOL_LEGS",
     "RRF_K",
     "Recalled",
     "Retriever",
     "VectorIndex",
+    "check_recall_numbers",
     "fuse",
 ]
 
@@ -68,6 +72,16 @@ log = logging.getLogger("caderno.recall")
 #: bench/data); 0.25 keeps ~95 % of true answers and still drops unrelated
 #: text (~0.0). The 0.65 of the reference design would lose most answers.
 DEFAULT_MIN_SIMILARITY = 0.25
+#: Most neighbours ``message_range`` adds on each side of a hit. A hit with
+#: its surrounding exchange is a few messages; 100 is a long stretch of a
+#: conversation, and more is reading the thread, which ``get_messages`` pages.
+#: The bound keeps a caller's number a small integer before it reaches SQL
+#: (10**23 used to overflow SQLite's 64-bit integers: a 500 over HTTP).
+MAX_MESSAGE_RANGE = 100
+#: Most hits one leg (``recent``, ``salient``, ``relevant``, ``lexical``) or
+#: ``top`` may ask for: each hit is a message in the answer, and 1,000 is far
+#: past what any prompt holds; the bound keeps the number a SQL ``LIMIT`` can take.
+MAX_LEG_LIMIT = 1000
 #: How the legs' lists become one ranking (see ``fuse``): ``"rrf"``, weighted
 #: reciprocal rank with constant ``RRF_K``, or ``"score"``, each leg's own
 #: scores min-max normalised and summed with the leg weights. Every value
@@ -388,6 +402,7 @@ class Retriever:
         pools were deepened, so a caller that sizes its context by the
         limits still can.
         """
+        check_recall_numbers(limits, message_range, top)
         names = ("recent", "salient", "relevant", "lexical")
         window = find_window(query, now) if LEG_WEIGHTS.get("when") and query.strip() else None
         pool = WHEN_POOL if window is not None else POOL
@@ -577,6 +592,27 @@ class Retriever:
                     have.add(m.seq)
                     extra.append(Recalled(message=m, thread_id=r.thread_id, reasons=frozenset({"context"}), score=0.0))
         return extra
+
+
+def check_recall_numbers(
+    limits: Mapping[str, int], message_range: tuple[int, int] | int | None, top: int | None
+) -> None:
+    """Refuse counts past ``MAX_LEG_LIMIT`` and neighbours past ``MAX_MESSAGE_RANGE``, before any read.
+
+    ``Memory.recall`` checks types and signs; this adds the upper bounds, where
+    every caller's arguments (Python, HTTP, MCP, the ``recall`` tool) meet.
+
+    Raises:
+        UsageError: a number past its bound (the message names the bound).
+    """
+    for name, n in [*limits.items(), ("top", top or 0)]:
+        if isinstance(n, int) and n > MAX_LEG_LIMIT:
+            raise UsageError(f"{name} may be at most {MAX_LEG_LIMIT}, not {n}")
+    pair = (message_range, message_range) if isinstance(message_range, int) else message_range or (0, 0)
+    if any(isinstance(n, int) and n > MAX_MESSAGE_RANGE for n in pair):
+        raise UsageError(
+            f"message_range may add at most {MAX_MESSAGE_RANGE} messages on each side of a hit, not {message_range!r}"
+        )
 
 
 def fuse(

@@ -157,9 +157,9 @@ async def test_working_memory_etag_if_match_and_merge_patch(api: Api) -> None:
         assert (body["expected_version"], body["actual_version"]) == (0, 1)
         r = await c.patch(f"{R}/working-memory", content=b'{"loja": {"nome": null, "bairro": "Centro"}}', headers=MERGE)
         assert r.headers["etag"] == '"2"' and r.json()["data"] == {"lista": ["pao"], "loja": {"bairro": "Centro"}}
-        r = await c.patch(
-            f"{R}/working-memory", content=b'{"z": 1}', headers={**MERGE, "if-match": 'W/"2"'}
-        )  # a weak tag names the same version
+        weak = await c.patch(f"{R}/working-memory", content=b'{"z": 1}', headers={**MERGE, "if-match": 'W/"2"'})
+        assert_problem(weak, 412, "precondition-failed")  # If-Match compares strongly (RFC 9110 13.1.1)
+        r = await c.patch(f"{R}/working-memory", content=b'{"z": 1}', headers={**MERGE, "if-match": '"2"'})
         assert r.headers["etag"] == '"3"'
         assert (await c.get(f"{R}/working-memory")).headers["etag"] == '"3"'
         assert_problem(await c.patch(f"{R}/working-memory", content=b"[1]", headers=MERGE), 422, "invalid-patch")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -99,15 +100,38 @@ def _wm(state: m.WorkingMemory | None) -> tuple[dict[str, Any], str]:
     return {"data": state.data, "version": state.version, "updated_at": state.updated_at}, f'"{state.version}"'
 
 
-def _if_match(header: str | None) -> int | None:
-    """The version an ``If-Match`` header names (``None``: no condition)."""
+#: ``If-Match`` as this API writes its ETags: a quoted version, ASCII digits only
+#: (``str.isdigit`` also takes "²", which ``int`` refuses).
+_STRONG_TAG = re.compile(r'"([0-9]{1,32})"', re.ASCII)
+#: A weak entity tag (RFC 9110 8.8.1: ``W/`` is case-sensitive).
+_WEAK_TAG = re.compile(r'W/"[\x21\x23-\x7e]*"', re.ASCII)
+
+
+class _NeverMatches:
+    """An ``If-Match`` that is well formed but can match no version: a weak tag, or past 64 bits."""
+
+
+NEVER_MATCHES = _NeverMatches()
+
+
+def _if_match(header: str | None) -> int | _NeverMatches | None:
+    """The version an ``If-Match`` header names (``None``: no condition).
+
+    RFC 9110 13.1.1 has ``If-Match`` use strong comparison: a weak tag
+    (``W/"3"``) never matches, so it is a 412 like any other version that is
+    not the stored one, not a 400. So is a version past 64 bits, which no
+    store can hold. Anything else that is not one quoted run of ASCII
+    digits (or ``*``) is a malformed header: 400.
+    """
     if header is None or header.strip() == "*":
         return None
     text = header.strip()
-    if text.startswith("W/"):
-        text = text[2:]
-    if len(text) >= 2 and text[0] == text[-1] == '"' and text[1:-1].isdigit():
-        return int(text[1:-1])
+    found = _STRONG_TAG.fullmatch(text)
+    if found is not None:
+        version = int(found.group(1))
+        return version if version <= s.MAX_INT64 else NEVER_MATCHES
+    if _WEAK_TAG.fullmatch(text):
+        return NEVER_MATCHES
     raise UsageError(f'If-Match must be a working-memory ETag such as "3", not {header!r}')
 
 
@@ -302,8 +326,11 @@ async def list_messages(
     auth: CurrentKey,
     resource: Res,
     thread: Thread,
-    limit: Annotated[int | None, Query(ge=0, description="Only the newest N.")] = None,
-    before: Annotated[int | None, Query(description="Only messages older than this seq (paging back).")] = None,
+    limit: Annotated[int | None, Query(ge=0, le=s.MAX_INT64, description="Only the newest N.")] = None,
+    before: Annotated[
+        int | None,
+        Query(ge=-s.MAX_INT64 - 1, le=s.MAX_INT64, description="Only messages older than this seq (paging back)."),
+    ] = None,
 ) -> list[dict[str, Any]]:
     """The thread's messages, oldest first (a thread that does not exist reads as ``[]``)."""
     rid = require(auth, resource)
@@ -480,6 +507,9 @@ async def patch_working_memory(request: Request, response: Response, auth: Curre
         return problem(415, "unsupported-media-type", "Unsupported media type", f"send the patch as {MERGE_PATCH}")
     condition = request.headers.get("if-match")
     expected = _if_match(condition)
+    if isinstance(expected, _NeverMatches):
+        detail = f"If-Match {condition!r} matches no version (strong comparison, RFC 9110): nothing was changed"
+        return problem(412, "precondition-failed", "Precondition failed", detail)
     patch = loads_strict(await request.body(), "working-memory patch", max_bytes=MAX_PATCH_BYTES)
     try:
         state = await _memory(request).update_working_memory(

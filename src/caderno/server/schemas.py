@@ -9,9 +9,11 @@ library refuses.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ..recall import MAX_LEG_LIMIT, MAX_MESSAGE_RANGE
 
 __all__ = [
     "ApiKeyOut",
@@ -20,6 +22,7 @@ __all__ = [
     "FactOut",
     "KeyCreated",
     "KeyIn",
+    "MAX_INT64",
     "MessageEdit",
     "MessageIn",
     "MessageLogEntry",
@@ -46,6 +49,16 @@ __all__ = [
 ]
 
 _strict = ConfigDict(extra="forbid")
+
+#: Sequence numbers, versions and counters are 64-bit signed integers in SQLite
+#: and PostgreSQL: a number past this is refused here (422) instead of
+#: overflowing in the driver (a 500).
+MAX_INT64 = 2**63 - 1
+
+#: A leg's or ``top``'s count in a recall body (see ``caderno.recall.MAX_LEG_LIMIT``).
+LegLimit = Annotated[int, Field(ge=0, le=MAX_LEG_LIMIT)]
+#: Neighbours on one side of a recall hit (see ``caderno.recall.MAX_MESSAGE_RANGE``).
+Around = Annotated[int, Field(ge=0, le=MAX_MESSAGE_RANGE)]
 
 
 class Problem(BaseModel):
@@ -208,12 +221,12 @@ class RecallIn(BaseModel):
     query: str
     thread_id: str | None = None
     scope: Literal["resource", "thread"] = "resource"
-    recent: int = 10
-    salient: int = 5
-    relevant: int = 5
-    lexical: int = 5
-    top: int | None = None
-    message_range: int | tuple[int, int] | None = None
+    recent: LegLimit = 10
+    salient: LegLimit = 5
+    relevant: LegLimit = 5
+    lexical: LegLimit = 5
+    top: Annotated[int, Field(ge=1, le=MAX_LEG_LIMIT)] | None = None
+    message_range: Around | tuple[Around, Around] | None = None
 
 
 class RecallHit(BaseModel):
