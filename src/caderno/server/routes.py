@@ -41,7 +41,7 @@ from ..memory import Memory
 from ..notebook import Notebook
 from ..stores import ops
 from . import schemas as s
-from .auth import AdminKey, CurrentKey, require
+from .auth import AdminKey, CurrentKey, Forbidden, require
 from .problems import problem
 
 __all__ = ["BodyLimit", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "default_routers", "install_routes"]
@@ -687,11 +687,13 @@ async def list_tasks(request: Request, auth: CurrentKey, resource: Res) -> list[
     tags=["tasks"],
     status_code=201,
     response_model=s.TaskOut,
-    responses=_doc(409),
+    responses=_doc(403, 409),
 )
 async def create_task(request: Request, auth: CurrentKey, resource: Res, body: s.TaskIn) -> Any:
-    """Schedule a prompt (409 when the resource already has a task of that name)."""
+    """Schedule a prompt (409 when the resource already has a task of that name; ``trusted`` needs an admin key)."""
     rid = require(auth, resource)
+    if body.trusted:
+        _admin_only(auth, "a trusted task (it runs tools that need approval without asking)")
     memory = _memory(request)
     try:
         task = await memory.tasks.add(resource_id=rid, **body.model_dump())
@@ -744,7 +746,7 @@ async def export_resource(request: Request, auth: CurrentKey, resource: Res) -> 
     operation_id="import_resource",
     tags=["resources"],
     status_code=204,
-    responses=_doc(413),
+    responses=_doc(403, 413),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -759,6 +761,8 @@ async def import_resource(request: Request, auth: CurrentKey, resource: Res) -> 
     dump = loads_strict(await request.body(), "export", max_bytes=MAX_IMPORT_BYTES, max_depth=DUMP_DEPTH)
     if not isinstance(dump, dict) or dump.get("resource_id") != rid:
         raise UsageError(f"the export's resource_id must be {rid!r}, the resource in the path")
+    if _grants_approval(dump):
+        _admin_only(auth, "an export with approved command prefixes or trusted tasks")
     await _memory(request).import_resource(dump)
     return Response(status_code=204)
 
@@ -769,6 +773,23 @@ async def erase_resource(request: Request, auth: CurrentKey, resource: Res) -> R
     rid = require(auth, resource)
     await _memory(request).erase_resource(resource_id=rid)
     return Response(status_code=204)
+
+
+def _admin_only(key: m.ApiKey, what: str) -> None:
+    """Approval bypass is an operator's decision: only an admin key (or the CLI, or Python) grants it.
+
+    A resource key's holder could otherwise approve ``rm`` or ``curl`` for
+    every worker and application that runs gated tools on this database.
+    """
+    if not key.admin:
+        raise Forbidden(f"{what} needs an admin key; a resource key cannot grant approval bypass")
+
+
+def _grants_approval(dump: dict[str, Any]) -> bool:
+    """Whether an import document holds approved prefixes or a trusted task (checked before anything is written)."""
+    tasks = dump.get("scheduled_tasks")
+    trusted = isinstance(tasks, list) and any(isinstance(t, dict) and t.get("is_trusted") for t in tasks)
+    return bool(dump.get("allowed_prefixes")) or trusted
 
 
 # -- keys -------------------------------------------------------------------------------

@@ -268,7 +268,9 @@ class TaskIn(BaseModel):
     prompt: str
     timezone: str = "UTC"
     thread_id: str | None = None
-    trusted: bool = False
+    trusted: bool = Field(
+        default=False, description="Run tools that need approval without asking: an admin key only (403 otherwise)."
+    )
 
 
 class TaskOut(BaseModel):
