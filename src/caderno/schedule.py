@@ -79,7 +79,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import UsageError
 
-__all__ = ["ACCEPTED_FORMS", "Schedule", "next_run", "parse_schedule"]
+__all__ = ["ACCEPTED_FORMS", "Schedule", "next_run", "parse_schedule", "shortest_gap"]
 
 ACCEPTED_FORMS = (
     "hourly | daily | weekly | monthly; every 15 minutes; every 2 hours; daily at 9am; daily at 6am, 12pm; "
@@ -247,6 +247,29 @@ def next_run(schedule_or_cron: Schedule | str, *, after: datetime, tz: str | Zon
         moment = wall.replace(tzinfo=zone).astimezone(UTC)
         if moment > after:
             return moment
+
+
+def shortest_gap(cron_expr: str, *, at_least: timedelta, after: datetime, tz: str | ZoneInfo) -> timedelta | None:
+    """The first gap between two runs of ``cron_expr`` shorter than ``at_least``, or None when there is none.
+
+    Cron's minute and hour fields are the same on every day it fires, so a
+    short gap shows within one firing day or across its midnight into the
+    next one. Walking until the runs have covered two days (48 hours past
+    the first) therefore finds any gap under ``at_least``; when every gap is
+    long enough the walk takes at most ``48 h / at_least`` steps (192 for 15
+    minutes).
+
+    Raises:
+        UsageError: an invalid cron expression, zone or a naive ``after``.
+    """
+    previous = next_run(cron_expr, after=after, tz=tz)
+    horizon = previous + timedelta(hours=48)
+    while previous <= horizon:
+        following = next_run(cron_expr, after=previous, tz=tz)
+        if following - previous < at_least:
+            return following - previous
+        previous = following
+    return None
 
 
 # -- recognising the forms ------------------------------------------------------

@@ -2,21 +2,39 @@
 
 Reads happen at once; writes are held and committed with the turn, like
 working-memory patches and facts, so a failed turn schedules nothing.
+
+A model's schedule is bounded, because each run is a model call (cost) and
+the prompt that runs may come from whoever talked to the model: a recurring
+task the model creates runs at most every ``MODEL_MIN_INTERVAL``, and a
+resource holds at most ``MODEL_MAX_TASKS`` tasks the model created. People
+(the API, the CLI, ``caderno.toml``) are not bound by either.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import CadernoError
 from ..memory import Memory
 from ..messages import ScheduledTask, ToolCall, ToolSpec
+from ..schedule import shortest_gap
 from ..state import advance, build_task
 from ..stores import ops
 
-__all__ = ["SCHEDULE_SPEC", "schedule_call"]
+__all__ = ["MODEL_MAX_TASKS", "MODEL_MIN_INTERVAL", "SCHEDULE_SPEC", "schedule_call"]
+
+#: Shortest interval of a recurring task the model creates. Reminders and
+#: digests people ask an assistant for are hourly at most ("check the price
+#: every hour"); 15 minutes leaves room for "every 15 minutes" and caps a
+#: runaway or manipulated model at 96 model calls a day per task ("every
+#: minute" would be 1,440). An operator schedules faster through the API.
+MODEL_MIN_INTERVAL = timedelta(minutes=15)
+#: Most tasks the model may have created for one resource (paused ones count).
+#: A household's routines are a handful; 20 leaves room for them and bounds
+#: what a model can pile up (20 x 96 runs a day at worst).
+MODEL_MAX_TASKS = 20
 
 SCHEDULE_SPEC = ToolSpec(
     name="schedule",
@@ -72,6 +90,12 @@ async def schedule_call(
         if action == "create":
             if name.strip() in known:
                 return None, f"Error: a task named {name!r} exists already; pick another name or delete it first"
+            made = sum(1 for t in known.values() if t.source == "tool")
+            if made >= MODEL_MAX_TASKS:
+                return None, (
+                    f"Error: this user already has {made} tasks you created (the most is {MODEL_MAX_TASKS}); "
+                    "delete one first"
+                )
             task = build_task(
                 resource_id=resource_id,
                 name=name,
@@ -80,6 +104,14 @@ async def schedule_call(
                 timezone=timezone,
                 now=now,
             )
+            if task.cron_expr is not None and shortest_gap(
+                task.cron_expr, at_least=MODEL_MIN_INTERVAL, after=now, tz=timezone
+            ):
+                minutes = int(MODEL_MIN_INTERVAL.total_seconds() // 60)
+                return None, (
+                    f"Error: {task.original_schedule!r} runs more often than every {minutes} minutes, "
+                    f"the shortest interval you may schedule; pick a longer one"
+                )
             held.append(ops.PutTask(task=task, create=True))
             return {"ok": True, "task": _describe(task)}, None
         found = known.get(name)
