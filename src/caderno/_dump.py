@@ -31,7 +31,16 @@ from typing import Any
 
 from ._json import check_json
 from ._time import to_iso
-from ._validate import DUMP_DEPTH, check_fact, check_id, check_message, check_metadata, check_time, check_title
+from ._validate import (
+    DUMP_DEPTH,
+    check_fact,
+    check_id,
+    check_message,
+    check_metadata,
+    check_name,
+    check_time,
+    check_title,
+)
 from .errors import UsageError
 from .messages import Item, Message, check_text
 
@@ -82,20 +91,19 @@ def check_dump(data: Any) -> dict[str, Any]:
     Returns a checked copy (the caller's dict is left as it was) in which each
     thread's ``messages`` are also parsed, as ``Message`` values, under
     ``_parsed``. A value ``append_messages``, ``update_working_memory`` or
-    ``remember_fact`` would refuse is refused here too, and so are wrong
+    ``remember_fact`` would refuse is refused here too (an id that is a path
+    anywhere: ``check_name``), and so are wrong
     types and shapes, timestamps that do not parse, and duplicate ids.
 
     Raises:
         UsageError: what is wrong and where (``threads[2].messages[5].id``).
     """
-    from ._validate import check_id, check_time
-
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError(f"not a caderno export (expected format {FORMAT!r})")
     if data.get("version") != VERSION:
         raise UsageError(f"unsupported export version {data.get('version')!r}; this caderno reads {VERSION}")
     check_json(data, "export", max_bytes=None, max_depth=DUMP_DEPTH)  # JSON only, bounded depth, no NaN
-    check_id(data.get("resource_id"), "export resource_id")
+    check_name(data.get("resource_id"), "export resource_id")
     unknown = set(data) - {"format", "version", "resource_id", "working_memory", "threads", *_LISTS}
     if unknown:
         raise UsageError(f"export has unknown section(s): {', '.join(sorted(unknown))}")
@@ -132,8 +140,9 @@ def check_dump(data: Any) -> dict[str, Any]:
         e = out["message_log"][i] = _fields(e, where, {f: (str | None if f in ("old_content", "reason") else str) for f in MESSAGE_LOG_FIELDS})
         if e["action"] not in ("edit", "pop", "delete"):
             raise UsageError(f"export {where}.action must be edit, pop or delete")
-        for f in ("message_id", "thread_id", "actor"):
-            check_id(e[f], f"{where}.{f}")
+        for f in ("message_id", "thread_id"):
+            check_name(e[f], f"{where}.{f}")
+        check_id(e["actor"], f"{where}.actor")
         check_time(e["created_at"], f"{where}.created_at")
     _check_state(out)
     _check_items(out["items"])
@@ -143,7 +152,7 @@ def check_dump(data: Any) -> dict[str, Any]:
     for i, t in enumerate(out["threads"]):
         where = f"threads[{i}]"
         t = _fields(t, where, {"id": str, "title": str | None, "metadata": dict | None, "messages": list})
-        check_id(t["id"], f"{where}.id")
+        check_name(t["id"], f"{where}.id")
         check_title(t.get("title"))
         check_metadata(t.get("metadata"), f"{where}.metadata")
         for when in ("created_at", "updated_at"):
@@ -250,7 +259,7 @@ def _check_state(out: dict[str, Any]) -> None:
             },
         )
         for f in ("id", "name", "thread_id"):
-            check_id(t[f], f"{where}.{f}")
+            check_name(t[f], f"{where}.{f}")
         if len(t["name"]) > MAX_TASK_NAME or len(t["prompt"]) > MAX_TASK_PROMPT or not t["prompt"].strip():
             raise UsageError(f"export {where}: name or prompt empty or too long")
         check_text(t["prompt"], f"{where}.prompt")

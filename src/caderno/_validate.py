@@ -8,6 +8,7 @@ rules and the size policy are in ``caderno._json``.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,11 +24,13 @@ __all__ = [
     "MAX_FACT_VALUE",
     "MAX_ID_LENGTH",
     "MAX_TITLE",
+    "NAME_RULE",
     "check_actor",
     "check_fact",
     "check_id",
     "check_message",
     "check_metadata",
+    "check_name",
     "check_time",
     "check_title",
 ]
@@ -51,6 +54,33 @@ def check_id(value: Any, what: str) -> str:
     return value
 
 
+#: What an id that can reach a URL never holds: a path separator (``\\`` too, which
+#: browsers read as ``/`` in http URLs) or a control character (C0, DEL, C1).
+_NOT_IN_NAMES = re.compile(r"[/\\\x00-\x1f\x7f-\x9f]")
+#: The one sentence every entry (Python, CLI, HTTP, MCP, import) refuses such an id with.
+NAME_RULE = "ids are names, never paths (no '/' or '\\', not '.' or '..', no control characters)"
+
+
+def check_name(value: Any, what: str) -> str:
+    """An id that can appear in a URL path, checked where it is created or written.
+
+    Resource, thread, message, task and key ids and fact categories and keys
+    travel as one path segment (``/v1/resources/{resource}/threads/{thread}``,
+    the inspector's links). A segment that is ``.`` or ``..`` or holds ``/``
+    is resolved by a browser before it is sent, so a stored id could make a
+    click act on another resource: such ids are refused here, on top of
+    ``check_id``. Reads and deletes keep ``check_id`` alone, so a database
+    written before this rule still reads, and its odd ids can be removed.
+
+    Raises:
+        UsageError: ``"thread_id '..' is not a valid name: ids are names, never paths (…)"``.
+    """
+    check_id(value, what)
+    if value in (".", "..") or _NOT_IN_NAMES.search(value):
+        raise UsageError(f"{what} {value!r} is not a valid name: {NAME_RULE}")
+    return value
+
+
 def check_message(m: Message) -> None:
     """Every text and JSON field of a message, by the rules every backend can keep.
 
@@ -64,7 +94,7 @@ def check_message(m: Message) -> None:
     if len(m.content) > MAX_MESSAGE_CHARS:
         raise UsageError(f"message content is {len(m.content):,} characters; the limit is {MAX_MESSAGE_CHARS:,}")
     if m.id is not None:
-        check_id(m.id, "message id")
+        check_name(m.id, "message id")
     for what, value in (("tool_call_id", m.tool_call_id), ("name", m.name)):
         if value is not None:
             check_id(value, f"message {what}")
@@ -97,6 +127,9 @@ def check_fact(category: Any, key: Any, value: Any, source: Any) -> None:
         if not isinstance(text, str) or not text.strip():
             raise UsageError(f"fact {name} must be non-empty text")
         check_text(text, f"fact {name}")
+    for name, text in (("category", category), ("key", key)):
+        check_name(text, f"fact {name}")  # control characters anywhere, even where strip() would drop them
+        check_name(text.strip(), f"fact {name}")  # what is stored: never '.' or '..'
     if len(category) > MAX_FACT_CATEGORY or len(key) > MAX_FACT_KEY or len(value) > MAX_FACT_VALUE:
         raise UsageError(
             f"fact too long: category <= {MAX_FACT_CATEGORY}, key <= {MAX_FACT_KEY}, value <= {MAX_FACT_VALUE} characters"

@@ -77,10 +77,10 @@ ResourceArg = Annotated[
 
 def stdio_pick(resource: str) -> Pick:
     """The ``pick`` of a server bound to one resource (``caderno mcp --resource``)."""
-    from ._validate import check_id
+    from ._validate import check_name
     from .errors import NotFound
 
-    check_id(resource, "resource")
+    check_name(resource, "resource")  # its tools write: the id a write would refuse is refused up front
 
     async def pick(ctx: Context, given: str | None) -> str:
         if given is not None and given != resource:

@@ -20,7 +20,16 @@ from urllib.parse import parse_qs, urlsplit
 from . import _dump
 from ._json import MAX_MESSAGES_PER_APPEND
 from ._time import new_id, utcnow
-from ._validate import MAX_ID_LENGTH, check_actor, check_fact, check_id, check_message, check_metadata, check_title
+from ._validate import (
+    MAX_ID_LENGTH,
+    check_actor,
+    check_fact,
+    check_id,
+    check_message,
+    check_metadata,
+    check_name,
+    check_title,
+)
 from .consolidation import ConsolidationSettings, Consolidator
 from .errors import NotFound, Unsupported, UsageError
 from .importance import embeddable
@@ -53,7 +62,7 @@ FACT_VECTOR_CACHE = 4096
 
 def fact_op(resource_id: str, category: str, key: str, value: str, source: str) -> ops.UpsertFact:
     """Validate a fact and build its upsert (policy once, for the tool, the API and consolidation)."""
-    check_id(resource_id, "resource_id")
+    check_name(resource_id, "resource_id")
     check_fact(category, key, value, source)
     return ops.UpsertFact(
         resource_id=resource_id,
@@ -282,8 +291,8 @@ class Memory:
             UsageError: bad ids, a non-Message item, text that cannot be
                 stored (NUL, lone surrogates), or a non-JSON tool argument.
         """
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
+        check_name(resource_id, "resource_id")
+        check_name(thread_id, "thread_id")
         ready = self.prepare_messages(messages)
         if not ready:
             return []
@@ -361,8 +370,8 @@ class Memory:
         stored). Returns the stored messages and the working memory after
         the last patch (``None`` when there were none).
         """
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
+        check_name(resource_id, "resource_id")
+        check_name(thread_id, "thread_id")
         ready = self.prepare_messages(messages)
         batch: list[ops.Op[Any]] = [self.append_op(resource_id, thread_id, ready)]
         batch += [self._patch_op(resource_id, patch, None, source) for patch, source in patches]
@@ -398,8 +407,8 @@ class Memory:
         Raises:
             Conflict-free: UsageError when the resource already has that thread.
         """
-        check_id(resource_id, "resource_id")
-        thread_id = check_id(thread_id, "thread_id") if thread_id is not None else new_id()
+        check_name(resource_id, "resource_id")
+        thread_id = check_name(thread_id, "thread_id") if thread_id is not None else new_id()
         check_title(title)
         check_metadata(metadata)
         op = ops.PutThread(
@@ -418,8 +427,8 @@ class Memory:
         Raises:
             NotFound: the resource has no such thread.
         """
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
+        check_name(resource_id, "resource_id")
+        check_name(thread_id, "thread_id")
         if title is not ops.UNSET:
             check_title(title)
         if metadata is not ops.UNSET:
@@ -473,8 +482,8 @@ class Memory:
         Raises:
             NotFound: the resource has no such message.
         """
-        check_id(resource_id, "resource_id")
-        check_id(message_id, "message_id")
+        check_name(resource_id, "resource_id")
+        check_name(message_id, "message_id")
         if not isinstance(content, str):
             raise UsageError(f"content must be a string, not {type(content).__name__}")
         check_text(content, "message content")
@@ -579,7 +588,7 @@ class Memory:
                 schema; nothing is written.
             Conflict: ``expected_version`` is not the stored version.
         """
-        check_id(resource_id, "resource_id")
+        check_name(resource_id, "resource_id")
         return await self.run(self._patch_op(resource_id, patch, expected_version, source))
 
     def preview_working_memory(
@@ -618,9 +627,9 @@ class Memory:
             UsageError: not an export, malformed, or the resource already has data.
         """
         dump = _dump.check_dump(data)
-        check_id(dump["resource_id"], "resource_id")
+        check_name(dump["resource_id"], "resource_id")
         for thread in dump["threads"]:
-            check_id(thread["id"], "thread_id")
+            check_name(thread["id"], "thread_id")
             for m in thread["_parsed"]:
                 check_text(m.content, "message content")
         await self.run(ops.ImportResource(dump=dump, now=utcnow()))
@@ -764,8 +773,8 @@ class Memory:
         Raises:
             NotFound: the resource has no such message.
         """
-        check_id(resource_id, "resource_id")
-        check_id(message_id, "message_id")
+        check_name(resource_id, "resource_id")
+        check_name(message_id, "message_id")
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
             raise UsageError(f"importance must be a number within [0, 1], got {value!r}")
         op = ops.SetImportance(resource_id=resource_id, message_id=message_id, value=float(value))

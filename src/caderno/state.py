@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from . import approvals
 from . import macros as macro_rules
 from ._time import new_id, utcnow
+from ._validate import check_name
 from .errors import NotFound, UsageError
 from .messages import ApiKey, Macro, MacroKey, ScheduledTask, check_text
 from .schedule import next_run, parse_schedule
@@ -61,8 +62,8 @@ def _check_name(name: Any) -> str:
         raise UsageError("a task needs a name (non-empty text)")
     if len(name) > MAX_TASK_NAME:
         raise UsageError(f"task name is {len(name)} characters long; the limit is {MAX_TASK_NAME}")
-    check_text(name, "task name")
-    return name.strip()
+    check_name(name, "task name")  # /tasks/{name} is a URL path segment: control characters anywhere,
+    return check_name(name.strip(), "task name")  # and what is stored is never '.' or '..'
 
 
 def advance(task: ScheduledTask, now: datetime) -> datetime | None:
@@ -85,9 +86,7 @@ def build_task(
     now: datetime | None = None,
 ) -> ScheduledTask:
     """A validated task with its first run computed (policy once, for the API, the tool and the config)."""
-    from .memory import check_id
-
-    check_id(resource_id, "resource_id")
+    check_name(resource_id, "resource_id")
     name = _check_name(name)
     if not isinstance(prompt, str) or not prompt.strip():
         raise UsageError(f"task {name!r} needs a prompt (what the agent is asked when it fires)")
@@ -112,7 +111,7 @@ def build_task(
         is_oneshot=parsed.is_oneshot,
         is_trusted=bool(trusted),
         timezone=timezone,
-        thread_id=check_id(thread_id, "thread_id") if thread_id else f"task:{name}"[:256],
+        thread_id=check_name(thread_id, "thread_id") if thread_id else f"task:{name}"[:256],
         next_run_at=first,
         created_at=now,
         updated_at=now,
@@ -210,6 +209,7 @@ class Macros:
         self, resource_id: str, calls: Sequence[macro_rules.ObservedCall], used: Sequence[MacroKey] = ()
     ) -> ops.LearnMacros:
         """The operation that learns from one turn's calls (and counts the suggestions taken)."""
+        check_name(resource_id, "resource_id")
 
         def learn(known: dict[MacroKey, Macro]) -> dict[MacroKey, Macro]:
             learned = macro_rules.observe(known, list(calls))
@@ -255,6 +255,7 @@ class Prefixes:
         Raises:
             UsageError: an empty prefix, or one with shell operators.
         """
+        check_name(resource_id, "resource_id")
         prefix = approvals.normalize_prefix(prefix)
         await self._memory.run(ops.AllowPrefix(resource_id=resource_id, prefix=prefix, now=utcnow()))
         return prefix
@@ -307,9 +308,7 @@ class Keys:
         """
         import secrets
 
-        from .memory import check_id
-
-        resources = tuple(dict.fromkeys(check_id(r, "resource") for r in resources))
+        resources = tuple(dict.fromkeys(check_name(r, "resource") for r in resources))
         if not resources and not admin:
             raise UsageError("a key needs at least one resource, or admin=True")
         if not isinstance(name, str) or len(name) > MAX_TASK_NAME:

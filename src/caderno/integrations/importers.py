@@ -30,6 +30,7 @@ from typing import Any
 
 from .._json import MAX_MESSAGES_PER_APPEND
 from .._time import from_iso
+from .._validate import check_name
 from ..errors import NotebookError, NotFound, UsageError
 from ..memory import Memory
 from ..messages import Message, Role, ToolCall
@@ -136,6 +137,19 @@ async def _append_new(memory: Memory, report: ImportReport, thread_id: str, mess
                     report.skipped += 1
 
 
+def _check_plan(memory: Memory, resource_id: str, threads: dict[str, list[Message]]) -> None:
+    """Every id and message of a whole import, checked before its first write.
+
+    A source with one thread id that is a path (``../../bob``), or one
+    message caderno would refuse, is refused whole: nothing is written.
+    """
+    check_name(resource_id, "resource_id")
+    for thread_id, messages in threads.items():
+        check_name(thread_id, "thread id")
+        for start in range(0, len(messages), MAX_MESSAGES_PER_APPEND):
+            memory.prepare_messages(messages[start : start + MAX_MESSAGES_PER_APPEND])
+
+
 def _text(value: Any) -> str:
     """A tool result or argument as text (JSON when it is not a string)."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -204,15 +218,20 @@ async def import_openai_agents(
     can go on as that session.
 
     Raises:
-        UsageError: the file is missing, not such a database, or has no
-            such session.
+        UsageError: the file is missing, not such a database, has no such
+            session, or one of its ids is a path or a message is one caderno
+            refuses (then nothing at all is written).
     """
     report = ImportReport(system="openai-agents", resource_id=resource_id)
     sessions = await asyncio.to_thread(_oa_read, path, session)
-    for sid, rows in sessions.items():
+    check_name(resource_id, "resource_id")
+    for sid in sessions:
+        check_name(sid, "session id")  # before _oa_messages builds ids from it
+    plan = {sid: _oa_messages(sid, rows) for sid, rows in sessions.items()}
+    _check_plan(memory, resource_id, plan)
+    for sid, messages in plan.items():
         origin = {"system": "openai-agents", "session_id": sid}
         await _ensure_thread(memory, report, sid, None, {"imported_from": origin})
-        messages = _oa_messages(sid, rows)
         await _append_new(memory, report, sid, messages)
     return report
 
@@ -354,7 +373,9 @@ async def import_mastra(memory: Memory, path: str | Path, *, resource_id: str | 
     set as ``{"mastra_working_memory": "<markdown>"}``.
 
     Raises:
-        UsageError: the file is missing or not a Mastra database.
+        UsageError: the file is missing or not a Mastra database, or any of
+            its ids is a path (``check_name``) or any message one caderno
+            refuses: then nothing at all is written.
     """
     threads, messages, resources = await asyncio.to_thread(_mastra_read, path)
     origin = {"system": "mastra"}
@@ -367,14 +388,19 @@ async def import_mastra(memory: Memory, path: str | Path, *, resource_id: str | 
     by_thread: dict[str, list[dict[str, Any]]] = {}
     for m in messages:
         by_thread.setdefault(m["thread_id"], []).append(m)
-    for t in threads:
+    planned = [(t, [msg for row in by_thread.get(t["id"], []) for msg in _mastra_messages(row, origin)]) for t in threads]
+    for t, found in planned:
+        _check_plan(memory, resource_id or t["resourceId"], {t["id"]: found})
+    for r in resources:
+        if _mastra_json(r.get("workingMemory")) not in (None, "", {}):
+            check_name(resource_id or r["id"], "resource_id")
+    for t, found in planned:
         report = report_for(t["resourceId"])
         meta = _mastra_json(t.get("metadata"))
         thread_meta = {"imported_from": {**origin, "id": t["id"], "resource_id": t["resourceId"]}}
         if isinstance(meta, dict) and meta:
             thread_meta["mastra_metadata"] = meta
         await _ensure_thread(memory, report, t["id"], t.get("title") or None, thread_meta)
-        found = [msg for row in by_thread.get(t["id"], []) for msg in _mastra_messages(row, origin)]
         await _append_new(memory, report, t["id"], found)
     for r in resources:
         wm = _mastra_json(r.get("workingMemory"))
