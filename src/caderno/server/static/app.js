@@ -4,6 +4,10 @@
 // pasted it). This script therefore builds the page with createElement and
 // text nodes only — never innerHTML — and the server's Content-Security-
 // Policy refuses inline script as a second wall.
+//
+// Stored ids are hostile input too. Every API URL is built by `path()`, one
+// checked and encoded segment per id; an id that cannot travel as one segment
+// (see `segment()`) is refused with a message, never fetched.
 "use strict";
 
 (() => {
@@ -93,9 +97,54 @@
   }
 
   const enc = encodeURIComponent;
-  const res = (rid, ...parts) => ["/v1/resources", enc(rid), ...parts].join("/");
 
-  async function api(method, path, { body, headers = {}, contentType = "application/json" } = {}) {
+  // Ids are names, never paths (caderno's check_name). encodeURIComponent("..")
+  // is still "..", and a browser resolves "." and ".." segments before it
+  // sends a request: a message id "../../bob" would turn "Delete message" into
+  // DELETE /v1/resources/bob. "/" and "\" (read as "/" in http URLs) and
+  // control characters are refused for the same reason.
+  const UNSAFE = /[/\\\u0000-\u001f\u007f-\u009f]/;
+  const RULE = "ids are names, never paths (no '/' or '\\', not '.' or '..', no control characters)";
+  // What the id after each collection word is, for the refusal's sentence.
+  const NAMES = { resources: "resource id", threads: "thread id", messages: "message id", tasks: "task name", keys: "key id", facts: "fact category" };
+
+  class UnsafeId extends Error {
+    constructor(what, id) {
+      super(
+        `The inspector will not act on ${what} ${JSON.stringify(id)}: ${RULE}. ` +
+          "Rename it (copy to a new id) or delete it with caderno's Python API; the README says how.",
+      );
+      this.id = id;
+    }
+  }
+
+  // One id as one URL segment, or an UnsafeId.
+  function segment(what, id) {
+    const text = id === null || id === undefined ? "" : String(id);
+    if (!text || text === "." || text === ".." || UNSAFE.test(text)) throw new UnsafeId(what, text);
+    return enc(text);
+  }
+
+  // The one way this page builds an API URL: path(["resources", rid, "threads", tid, "messages"], {limit: 200}).
+  // Words and ids alternate; every part is checked and encoded, so none can become a path.
+  function path(parts, query) {
+    const segments = parts.map((part, i) => segment((i % 2 && NAMES[parts[i - 1]]) || "id", part));
+    const search = query ? `?${new URLSearchParams(query)}` : "";
+    return `/v1/${segments.join("/")}${search}`;
+  }
+
+  // Whether an id can be acted on; when not, the page says why and nothing is sent.
+  function actionable(what, id) {
+    try {
+      segment(what, id);
+      return true;
+    } catch (err) {
+      showError(err);
+      return false;
+    }
+  }
+
+  async function api(method, url, { body, headers = {}, contentType = "application/json" } = {}) {
     const init = {
       method,
       headers: {
@@ -109,7 +158,7 @@
       init.headers["Content-Type"] = contentType;
       init.body = JSON.stringify(body);
     }
-    const response = await fetch(path, init);
+    const response = await fetch(url, init);
     let data = null;
     if (response.status !== 204) {
       const text = await response.text();
@@ -158,7 +207,7 @@
 
   async function loadResources() {
     try {
-      const { data } = await api("GET", "/v1/resources");
+      const { data } = await api("GET", path(["resources"]));
       state.resources = Array.isArray(data) ? data.map(String) : [];
     } catch (err) {
       if (err.status !== 401) showError(err);
@@ -227,7 +276,7 @@
     } catch (err) {
       if (id !== state.renderId) return;
       body.replaceChildren(
-        h("h3", {}, err.status === 404 ? "Not found" : "Could not load this"),
+        h("h3", {}, err instanceof UnsafeId ? "Refused" : err.status === 404 ? "Not found" : "Could not load this"),
         h("p", {}, err instanceof ApiError ? err.detail : String(err.message || err)),
       );
       showError(err);
@@ -243,7 +292,7 @@
   // -- threads -------------------------------------------------------------------
 
   async function threadsView(rid) {
-    const { data } = await api("GET", res(rid, "threads"));
+    const { data } = await api("GET", path(["resources", rid, "threads"]));
     if (!data.length) return empty("No threads.");
     return table(
       "Threads",
@@ -258,10 +307,11 @@
   }
 
   async function threadView(rid, tid) {
+    const threadPath = ["resources", rid, "threads", tid];
     const [page, summaries, threads] = await Promise.all([
-      api("GET", `${res(rid, "threads", tid, "messages")}?limit=${PAGE}`),
-      api("GET", res(rid, "threads", tid, "summaries")),
-      api("GET", res(rid, "threads")),
+      api("GET", path([...threadPath, "messages"], { limit: PAGE })),
+      api("GET", path([...threadPath, "summaries"])),
+      api("GET", path(["resources", rid, "threads"])),
     ]);
     const thread = (threads.data || []).find((t) => t.id === tid) || {};
     let messages = page.data;
@@ -275,7 +325,7 @@
     more.addEventListener("click", async () => {
       try {
         const before = Math.min(...messages.map((m) => m.seq));
-        const older = (await api("GET", `${res(rid, "threads", tid, "messages")}?limit=${PAGE}&before=${before}`)).data;
+        const older = (await api("GET", path([...threadPath, "messages"], { limit: PAGE, before }))).data;
         messages = older.concat(messages);
         more.hidden = older.length < PAGE;
         draw();
@@ -286,14 +336,15 @@
     draw();
     const remove = h("button", { type: "button", class: "danger" }, "Delete thread");
     remove.addEventListener("click", async () => {
+      if (!actionable("thread id", tid)) return;
       const ok = await confirmDialog(
         "Delete this thread?",
-        `Thread “${tid}” and all its messages will be deleted. This cannot be undone.`,
+        `Thread “${tid}” of resource “${rid}” and all its messages will be deleted. This cannot be undone.`,
         "Delete thread",
       );
       if (!ok) return;
       try {
-        await api("DELETE", res(rid, "threads", tid));
+        await api("DELETE", path(threadPath));
         setStatus(`Deleted thread ${tid}.`);
         location.hash = link(rid, "threads");
       } catch (err) {
@@ -401,12 +452,14 @@
     const edit = h("button", { type: "button", class: "small", "aria-label": `Edit message #${m.seq}` }, "Edit");
     const del = h("button", { type: "button", class: "small danger", "aria-label": `Delete message #${m.seq}` }, "Delete");
     edit.addEventListener("click", () => {
+      if (!actionable("message id", m.id)) return;
       const area = h("textarea", { id: `edit-${m.id}`, rows: 4 });
       area.value = m.content || "";
       const reason = h("input", { id: `reason-${m.id}`, type: "text", placeholder: "why (kept in the message log)" });
       const form = h(
         "form",
         { class: "edit", "aria-label": `Edit message #${m.seq}` },
+        h("p", { class: "muted" }, `Editing message id “${m.id}”; the old text goes to the message log.`),
         h("label", { for: `edit-${m.id}` }, "New content"),
         area,
         h("label", { for: `reason-${m.id}` }, "Reason (optional)"),
@@ -418,7 +471,7 @@
         const body = { content: area.value };
         if (reason.value.trim()) body.reason = reason.value.trim();
         try {
-          await api("PATCH", res(rid, "messages", m.id), { body });
+          await api("PATCH", path(["resources", rid, "messages", m.id]), { body });
           setStatus(`Saved message #${m.seq}.`);
           render();
         } catch (err) {
@@ -430,10 +483,15 @@
       area.focus();
     });
     del.addEventListener("click", async () => {
-      const ok = await confirmDialog("Delete this message?", `The ${m.role} message #${m.seq} will be deleted. The log keeps who and when, not the text.`, "Delete message");
+      if (!actionable("message id", m.id)) return;
+      const ok = await confirmDialog(
+        "Delete this message?",
+        `The ${m.role} message #${m.seq} (id “${m.id}”) of resource “${rid}” will be deleted. The log keeps who and when, not the text.`,
+        "Delete message",
+      );
       if (!ok) return;
       try {
-        await api("DELETE", res(rid, "messages", m.id));
+        await api("DELETE", path(["resources", rid, "messages", m.id]));
         setStatus(`Deleted message #${m.seq}.`);
         render();
       } catch (err) {
@@ -493,14 +551,14 @@
     let current = { data: {}, version: 0, updated_at: null };
     let etag = null;
     try {
-      const got = await api("GET", res(rid, "working-memory"));
+      const got = await api("GET", path(["resources", rid, "working-memory"]));
       current = got.data || current;
       etag = got.headers.get("ETag");
     } catch (err) {
       // Never set yet: an empty object. A resource this key may not see is a real 404.
       if (!(err.status === 404 && state.resources.includes(rid))) throw err;
     }
-    const log = (await api("GET", res(rid, "working-memory", "log"))).data || [];
+    const log = (await api("GET", path(["resources", rid, "working-memory", "log"]))).data || [];
     const version = current.version || 0;
     const area = h("textarea", { id: "wm-patch", rows: 6, spellcheck: "false" });
     area.value = "{\n  \n}";
@@ -522,7 +580,7 @@
       }
       const headers = { "If-Match": etag || `"${version}"` };
       try {
-        const { data } = await api("PATCH", res(rid, "working-memory"), { body: patch, headers, contentType: "application/merge-patch+json" });
+        const { data } = await api("PATCH", path(["resources", rid, "working-memory"]), { body: patch, headers, contentType: "application/merge-patch+json" });
         setStatus(`Working memory saved: version ${data && data.version !== undefined ? data.version : "?"}.`);
         render();
       } catch (err) {
@@ -559,7 +617,7 @@
   // -- notebook ------------------------------------------------------------------------
 
   async function notebookView(rid) {
-    const { data } = await api("GET", res(rid, "notebook"));
+    const { data } = await api("GET", path(["resources", rid, "notebook"]));
     const snapshot = data.snapshot || {};
     const entries = data.entries || {};
     const column = (target, label) => {
@@ -604,7 +662,7 @@
       state.query = input.value;
       out.replaceChildren(empty("Searching…"));
       try {
-        const { data } = await api("POST", res(rid, "recall"), { body: { query: input.value } });
+        const { data } = await api("POST", path(["resources", rid, "recall"]), { body: { query: input.value } });
         out.replaceChildren(data.length ? h("ol", { class: "hits", "aria-label": "Recall results" }, data.map((hit) => hitItem(rid, hit))) : empty("Nothing found."));
       } catch (err) {
         out.replaceChildren();
@@ -641,13 +699,13 @@
   // -- facts and tasks -------------------------------------------------------------
 
   async function factsView(rid) {
-    const { data } = await api("GET", res(rid, "facts"));
+    const { data } = await api("GET", path(["resources", rid, "facts"]));
     if (!data.length) return empty("No facts.");
     return table("Facts", ["Category", "Key", "Value", "Source", "Updated"], data.map((f) => [f.category, f.key, f.value, f.source, when(f.updated_at)]));
   }
 
   async function tasksView(rid) {
-    const { data } = await api("GET", res(rid, "tasks"));
+    const { data } = await api("GET", path(["resources", rid, "tasks"]));
     if (!data.length) return empty("No scheduled tasks.");
     return table(
       "Scheduled tasks",
