@@ -11,7 +11,7 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,9 +46,7 @@ class Served:
 
 
 @contextlib.contextmanager
-def serving(
-    db: Path, config: Path | None = None, *args: str, env: dict[str, str] | None = None
-) -> Iterator[Served]:
+def serving(db: Path, config: Path | None = None, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
     """Start ``caderno serve`` (SIGTERM at the end; ``Served.log`` then holds its output)."""
     port = free_port()
     command = [sys.executable, "-m", "caderno.cli", "--db", str(db), "serve", "--port", str(port), *args]
@@ -69,3 +67,32 @@ def serving(
         except subprocess.TimeoutExpired:
             process.kill()
             served.log, _ = process.communicate()
+
+
+@contextlib.asynccontextmanager
+async def serving_app(app: object) -> AsyncIterator[tuple[str, int]]:
+    """Serve an ASGI ``app`` with uvicorn on a free loopback port in this event loop; yield (host, port)."""
+    import asyncio
+
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:  # the test runner keeps its own Ctrl-C
+            yield
+
+    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))  # type: ignore[arg-type]
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.01)
+    if not server.started:
+        task.cancel()
+        raise RuntimeError("the test server did not start")
+    port: int = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield "127.0.0.1", port
+    finally:
+        server.should_exit = True
+        await task

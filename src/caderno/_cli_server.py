@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from .cli import _console, _emit_json, _fail, _json_option, _memory, run_async
-from .config import load_config
+from .config import MAX_REQUEST_BYTES, ServerSettings, load_config
 from .errors import CadernoError, MissingExtra
 from .messages import ApiKey
 
@@ -110,9 +110,28 @@ async def keys_revoke(ctx: click.Context, key_id: str) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
+@click.option("--docs", is_flag=True, default=None, help="Serve /docs and /redoc (off unless [server] docs = true).")
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Most bytes of any request body (default: [server] max_body_bytes, else {MAX_REQUEST_BYTES}).",
+)
 @click.pass_context
-def serve(ctx: click.Context, config_path: str | None, host: str, port: int, log_level: str) -> None:
-    """Run the HTTP API (and the memory proxy, the inspector, background work) until SIGTERM or Ctrl-C."""
+def serve(
+    ctx: click.Context,
+    config_path: str | None,
+    host: str,
+    port: int,
+    log_level: str,
+    docs: bool | None,
+    max_body_bytes: int | None,
+) -> None:
+    """Run the HTTP API (and the memory proxy, the inspector, background work) until SIGTERM or Ctrl-C.
+
+    The edge's limits (body size, header and keep-alive timeouts, concurrency)
+    come from caderno.toml's [server] table; --docs and --max-body-bytes win over it.
+    """
     for package in ("fastapi", "uvicorn"):
         try:
             __import__(package)
@@ -136,10 +155,40 @@ def serve(ctx: click.Context, config_path: str | None, host: str, port: int, log
     # graceful stop ends the process with status 0 instead of death by signal.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    run_async(_serve)(ctx, host, port, log_level, wanted, model)
+    settings = config.server
+    if docs is not None:
+        settings = dataclasses.replace(settings, docs=docs)
+    if max_body_bytes is not None:
+        settings = dataclasses.replace(settings, max_body_bytes=max_body_bytes)
+    run_async(_serve)(ctx, host, port, log_level, wanted, model, settings)
 
 
-async def _serve(ctx: click.Context, host: str, port: int, log_level: str, wanted: Any, model: Any) -> None:
+def _uvicorn_config(app: Any, host: str, port: int, log_level: str, settings: ServerSettings) -> Any:
+    """uvicorn's settings: our header deadline, keep-alive and concurrency limits, a token-free access log."""
+    import logging
+
+    import uvicorn
+
+    from .server.connections import RedactQuery, header_timeout_protocol
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        http=header_timeout_protocol(settings.header_timeout),
+        timeout_keep_alive=settings.keep_alive_timeout,
+        limit_concurrency=settings.limit_concurrency,
+    )
+    # After uvicorn.Config: it configures its loggers when built.
+    logging.getLogger("uvicorn.access").addFilter(RedactQuery())
+    return config
+
+
+async def _serve(
+    ctx: click.Context, host: str, port: int, log_level: str, wanted: Any, model: Any, settings: ServerSettings
+) -> None:
     import uvicorn
 
     memory = await _memory(ctx)
@@ -152,8 +201,14 @@ async def _serve(ctx: click.Context, host: str, port: int, log_level: str, wante
         from .server import create_app
         from .server.routes import default_routers
 
-        app = create_app(memory, model=model, routers=default_routers())
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
+        app = create_app(
+            memory,
+            model=model,
+            routers=default_routers(),
+            max_body_bytes=settings.max_body_bytes,
+            docs=settings.docs,
+        )
+        server = uvicorn.Server(_uvicorn_config(app, host, port, log_level, settings))
         await server.serve()
     finally:
         await memory.close()  # the lifespan closed it already unless startup failed

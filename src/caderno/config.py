@@ -20,6 +20,13 @@ optional::
     trusted = false                       # true: its tools skip the approval question
     thread = "resumos"                    # default task:<name>
 
+    [server]                              # caderno serve's edge (defaults below)
+    max_body_bytes = 16777216             # most bytes of any request body (413 past it)
+    header_timeout = 10                   # seconds to send a request's headers
+    keep_alive_timeout = 5                # seconds an idle keep-alive connection stays open
+    limit_concurrency = 512               # connections + requests at once (503 past it)
+    docs = false                          # true: /docs and /redoc (Swagger UI, ReDoc)
+
 Config tasks are upserted by (resource, name) with ``source = "config"``
 when a host starts (``caderno worker``, ``caderno serve``, ``caderno tasks
 sync``); a config task removed from the file is deleted; tasks made by the
@@ -38,9 +45,61 @@ from typing import Any
 from .errors import UsageError
 from .messages import ScheduledTask
 
-__all__ = ["Config", "load_config"]
+__all__ = ["Config", "ServerSettings", "load_config"]
 
 _TASK_KEYS = {"resource", "name", "schedule", "prompt", "timezone", "trusted", "thread"}
+
+#: Most bytes of any request body, on every route (the memory proxy and /mcp
+#: included): the largest body a route takes is an import (16 MiB, thousands of
+#: long conversations), and past this a request is refused (413) as it streams in.
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+#: Seconds a client has to send a request's whole header block, counted from the
+#: connection (or from the first byte of a keep-alive request). A real client sends
+#: its headers in one packet; 10 s covers a slow mobile link and closes a
+#: "slowloris" that holds a connection by trickling headers.
+HEADER_TIMEOUT = 10.0
+#: Seconds an idle keep-alive connection stays open (uvicorn's own default).
+KEEP_ALIVE_TIMEOUT = 5
+#: Connections plus requests in progress before uvicorn answers 503: well under
+#: the usual 1024 open files per process, leaving descriptors for the database,
+#: the upstream model and the log.
+LIMIT_CONCURRENCY = 512
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerSettings:
+    """``[server]``: the limits of ``caderno serve``'s edge (every one has a default)."""
+
+    max_body_bytes: int = MAX_REQUEST_BYTES
+    """Most bytes of any request body (413 past it, without reading the rest)."""
+    header_timeout: float = HEADER_TIMEOUT
+    """Seconds to send a request's headers before the connection is closed."""
+    keep_alive_timeout: int = KEEP_ALIVE_TIMEOUT
+    """Seconds an idle keep-alive connection stays open."""
+    limit_concurrency: int = LIMIT_CONCURRENCY
+    """Connections plus requests at once before uvicorn answers 503."""
+    docs: bool = False
+    """Serve ``/docs`` and ``/redoc`` (off: the OpenAPI JSON alone is served)."""
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], where: object) -> ServerSettings:
+        """Check a ``[server]`` table: known keys, positive numbers, a boolean ``docs``.
+
+        Raises:
+            UsageError: naming the key and the file.
+        """
+        unknown = set(table) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise UsageError(f"{where}: [server] has unknown key(s) {', '.join(sorted(unknown))}")
+        for name, value in table.items():
+            if name == "docs":
+                if not isinstance(value, bool):
+                    raise UsageError(f"{where}: [server] docs must be true or false")
+                continue
+            number = (int, float) if name == "header_timeout" else (int,)
+            if isinstance(value, bool) or not isinstance(value, number) or value <= 0:
+                raise UsageError(f"{where}: [server] {name} must be a positive number, not {value!r}")
+        return cls(**table)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,6 +114,8 @@ class Config:
     """``[model]``: ``base_url``, ``model``, ``api_key_env``."""
     scheduled_tasks: list[dict[str, Any]] = field(default_factory=list)
     """``[[scheduled_tasks]]`` entries, checked for their keys."""
+    server: ServerSettings = field(default_factory=ServerSettings)
+    """``[server]``: the edge's limits."""
 
     def tasks(self, *, now: datetime | None = None) -> list[ScheduledTask]:
         """The config tasks, validated (each a ``UsageError`` naming its entry when wrong)."""
@@ -125,6 +186,13 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             raise UsageError(f"{where}: [[scheduled_tasks]] entry {i} has unknown key(s) {', '.join(sorted(extra))}")
     database = data.get("database", {})
     model = data.get("model", {})
-    if not isinstance(database, dict) or not isinstance(model, dict):
-        raise UsageError(f"{where}: [database] and [model] must be tables")
-    return Config(path=where, database_url=database.get("url"), model=model, scheduled_tasks=tasks)
+    server = data.get("server", {})
+    if not isinstance(database, dict) or not isinstance(model, dict) or not isinstance(server, dict):
+        raise UsageError(f"{where}: [database], [model] and [server] must be tables")
+    return Config(
+        path=where,
+        database_url=database.get("url"),
+        model=model,
+        scheduled_tasks=tasks,
+        server=ServerSettings.from_table(server, where),
+    )

@@ -5,6 +5,10 @@ by the hash of its token on every request (revocation works at once). A
 route that names a resource checks the key against it with ``require``: a
 key for resource A gets, for B's data, the same 404 as for data that does
 not exist — a resource id is never confirmed to a key that may not see it.
+
+The key is checked before the request's body is read: ``edge.Edge`` calls
+``current_key`` from the headers alone and leaves the key in the ASGI scope
+(``SCOPE_KEY``), where this dependency and the MCP tools find it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,19 @@ from fastapi import Depends, Request
 from ..errors import NotFound
 from ..messages import ApiKey
 
-__all__ = ["AdminKey", "CurrentKey", "Unauthorized", "allowed", "current_key", "require", "require_admin"]
+__all__ = [
+    "SCOPE_KEY",
+    "AdminKey",
+    "CurrentKey",
+    "Unauthorized",
+    "allowed",
+    "current_key",
+    "require",
+    "require_admin",
+]
+
+#: Where the edge leaves the request's verified key in the ASGI scope.
+SCOPE_KEY = "caderno.api_key"
 
 
 class Unauthorized(Exception):
@@ -33,6 +49,9 @@ async def current_key(request: Request) -> ApiKey:
     Raises:
         Unauthorized: missing, malformed, unknown or revoked.
     """
+    verified: ApiKey | None = request.scope.get(SCOPE_KEY)
+    if verified is not None:  # the edge checked it for this very request
+        return verified
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:

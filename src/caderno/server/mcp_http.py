@@ -9,7 +9,8 @@ several resources (or an admin key) passes ``resource``, checked with
 
 The transport runs stateless with JSON responses: every request stands
 alone, so each one is authorised by its own key and nothing is held between
-them (the tools need no server push).
+them (the tools need no server push, so ``GET /mcp`` — the push stream — is
+refused with 405 rather than held open forever).
 """
 
 from __future__ import annotations
@@ -28,12 +29,9 @@ from ..errors import NotFound, UsageError
 from ..mcp import Context, build_server
 from ..messages import ApiKey
 from . import problems
-from .auth import Unauthorized, allowed, current_key
+from .auth import SCOPE_KEY, Unauthorized, allowed, current_key
 
 __all__ = ["install_mcp"]
-
-#: Where the guard leaves the verified key in the ASGI scope for the tools.
-SCOPE_KEY = "caderno.api_key"
 
 
 async def _key_pick(ctx: Context, given: str | None) -> str:
@@ -53,12 +51,24 @@ async def _key_pick(ctx: Context, given: str | None) -> str:
 
 
 class _Guard:
-    """ASGI app: a live bearer key, or a 401 problem; then the MCP transport."""
+    """ASGI app: a live bearer key, or a 401 problem; a POST (or DELETE) then goes to the MCP transport.
+
+    ``GET /mcp`` opens a server-push stream; the transport is stateless and
+    has nothing to push, so the stream would stay open forever holding a
+    connection: it is refused with 405.
+    """
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") not in ("POST", "DELETE"):
+            refused = problems.problem(
+                405, "method-not-allowed", "Method Not Allowed", "this MCP server is stateless: send requests with POST"
+            )
+            refused.headers["Allow"] = "POST, DELETE"
+            await refused(scope, receive, send)
+            return
         try:
             key = await current_key(Request(scope, receive))
         except Unauthorized as exc:

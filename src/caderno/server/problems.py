@@ -3,6 +3,11 @@
 Every refusal of the library keeps its meaning over HTTP: the class of the
 caderno error picks the status and the ``type`` URI; ``detail`` is the
 library's own message (never a driver's text: stores scrub those).
+
+Anything else — a bug, an error no handler knows — is ``internal`` (500)
+with a fixed sentence; its text and traceback go to the server log only
+(``edge.Edge`` catches it, so the client always gets this body, never a
+plain-text 500 or a reset connection).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import errors
 from .auth import Forbidden, Unauthorized
 
-__all__ = ["PROBLEM_TYPES", "install", "problem"]
+__all__ = ["PROBLEM_TYPES", "for_error", "http_problem", "install", "problem"]
 
 #: Base of every problem ``type`` URI (documentation anchors, stable across versions).
 TYPE_BASE = "https://caderno.dev/problems/"
@@ -42,10 +47,32 @@ PROBLEM_TYPES: list[tuple[type[BaseException], int, str, str]] = [
 ]
 
 
+#: HTTP statuses (from Starlette's own errors) -> type slug.
+HTTP_SLUGS = {400: "invalid-request", 404: "not-found", 405: "method-not-allowed", 413: "too-large"}
+
+
 def problem(status: int, slug: str, title: str, detail: str, **extra: Any) -> JSONResponse:
+    """An ``application/problem+json`` response.
+
+    A 413 also closes the connection: the client may still be sending the
+    body it was refused, and reading it all just to keep the connection
+    would be the very cost the limit is there to refuse.
+    """
     body = {"type": TYPE_BASE + slug, "title": title, "status": status, "detail": detail, **extra}
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if status == 413:
+        headers["Connection"] = "close"
+    return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers or None)
+
+
+def http_problem(status: int, detail: str) -> JSONResponse:
+    """The problem for an HTTP-level refusal (unknown route, wrong method, body too large…)."""
+    return problem(status, HTTP_SLUGS.get(status, "http"), detail, detail)
+
+
+def for_error(exc: BaseException) -> JSONResponse:
+    """The problem for ``exc``: its caderno type, or ``internal`` with nothing of its text."""
+    return _for(exc)
 
 
 def _for(exc: BaseException) -> JSONResponse:
@@ -73,8 +100,10 @@ def install(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        slug = {404: "not-found", 405: "method-not-allowed", 413: "too-large"}.get(exc.status_code, "http")
-        return problem(exc.status_code, slug, str(exc.detail), str(exc.detail))
+        response = http_problem(exc.status_code, str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
 
     for kind in (errors.CadernoError, Unauthorized, Forbidden):
         app.add_exception_handler(kind, caderno_error)

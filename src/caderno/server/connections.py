@@ -1,0 +1,84 @@
+"""Connections of ``caderno serve``: a deadline for request headers, and an access log without tokens.
+
+uvicorn (0.54, the h11 protocol it uses when ``httptools`` is absent) times
+out idle keep-alive connections but not a request whose headers never
+finish: a client trickling a header byte at a time ("slowloris") held a
+connection for good (50 of 50 still open after 65 s). uvicorn has no option
+for it, so ``header_timeout_protocol`` subclasses its h11 protocol:
+
+- a timer starts when a connection opens, and again when the first byte of a
+  later request on a kept-alive connection arrives;
+- it stops when h11 has parsed the whole header block (the request begins);
+- if it fires first, the connection is closed. It is a deadline, not an idle
+  timer: trickling bytes does not extend it.
+
+The access log writes each request's path with its query string; the API
+refuses keys in the query, but a client that sends ``?token=…`` anyway must
+not have it written to a log file: ``RedactQuery`` masks such values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .._secrets import redact_query
+
+__all__ = ["RedactQuery", "header_timeout_protocol"]
+
+
+class _HeaderDeadline(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request headers take too long."""
+
+    header_timeout: float = 10.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._header_timer is None and self.conn.their_state is h11.IDLE:
+            self._arm()  # the first bytes of a new request on a kept-alive connection
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm()  # the headers are in: the request runs under its own rules
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.logger.info("closing a connection whose request headers took over %ss", self.header_timeout)
+            self.transport.close()
+
+
+def header_timeout_protocol(seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's ``http=`` protocol class with a ``seconds`` deadline for request headers."""
+    return type("HeaderDeadlineH11", (_HeaderDeadline,), {"header_timeout": float(seconds)})
+
+
+class RedactQuery(logging.Filter):
+    """A filter for ``uvicorn.access``: credential values in the logged query string become ``***``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args: Any = record.args
+        # uvicorn's record: (client address, method, path with query, HTTP version, status).
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
+            path, _, query = args[2].partition("?")
+            record.args = (*args[:2], f"{path}?{redact_query(query)}", *args[3:])
+        return True
