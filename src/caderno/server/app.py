@@ -7,6 +7,12 @@ scheduled tasks when a model is configured — and on shutdown (SIGTERM under
 uvicorn) stops accepting requests, lets in-flight turns finish (each turn
 commits whole or not at all), cancels the background loops and closes the
 memory.
+
+Every request passes ``edge.Edge`` first (the key before the body, one
+body limit, a problem+json for any crash). ``/docs`` and ``/redoc`` are off
+unless asked for (``docs.install_docs``); a path with a trailing slash is
+never redirected (a browser follows a 307 with the same method, so a
+``DELETE …/x/`` would be replayed on another path).
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from ..config import MAX_REQUEST_BYTES
 from ..memory import Memory
 from . import problems
+from .edge import Edge
 
 __all__ = ["create_app"]
 
@@ -34,6 +42,8 @@ def create_app(
     background: bool = True,
     interval_hours: float | None = None,
     routers: list[Callable[[FastAPI], None]] | None = None,
+    max_body_bytes: int = MAX_REQUEST_BYTES,
+    docs: bool = False,
 ) -> FastAPI:
     """The HTTP API over ``memory``.
 
@@ -43,6 +53,8 @@ def create_app(
         background: run consolidation and due scheduled tasks in this process.
         interval_hours: consolidation period (default: the memory's setting).
         routers: extra ``install(app)`` functions (tests, extensions).
+        max_body_bytes: most bytes of any request body (413 past it).
+        docs: serve ``/docs`` and ``/redoc`` (with a Content-Security-Policy).
     """
 
     @contextlib.asynccontextmanager
@@ -70,12 +82,21 @@ def create_app(
         summary="Durable memory for AI agents: history, working memory, notebook, recall, facts, tasks.",
         version=_version(),
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        redirect_slashes=False,
     )
     app.state.memory = memory
     app.state.model = model
     problems.install(app)
     for install in routers or []:
         install(app)
+    if docs:
+        from .docs import install_docs
+
+        install_docs(app)
+    # Added last, so it wraps every other middleware (``BodyLimit`` included).
+    app.add_middleware(Edge, max_body_bytes=max_body_bytes)
     return app
 
 

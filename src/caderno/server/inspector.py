@@ -19,6 +19,8 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["STATIC", "install_inspector"]
 
@@ -43,6 +45,27 @@ _HEADERS = {
 }
 
 
+class _WithHeaders:
+    """ASGI wrapper: every response of ``app`` carries the inspector's security headers.
+
+    The page is also reachable as ``/inspector/index.html``: it must be no
+    easier to frame or sniff there than at ``/``, nor may its script be.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in _HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def install_inspector(app: FastAPI) -> None:
     """Serve the inspector page at ``/`` and its files under ``/inspector/``.
 
@@ -53,4 +76,4 @@ def install_inspector(app: FastAPI) -> None:
     async def inspector_page() -> FileResponse:
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8", headers=_HEADERS)
 
-    app.mount(PREFIX, StaticFiles(directory=STATIC, check_dir=True), name="inspector")
+    app.mount(PREFIX, _WithHeaders(StaticFiles(directory=STATIC, check_dir=True)), name="inspector")
