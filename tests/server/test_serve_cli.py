@@ -85,3 +85,23 @@ def test_serve_without_the_server_extra_prints_the_install_line(tmp_path: Path) 
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "pip install 'caderno[server]'" in done.stderr
+
+
+def test_serve_docs_flag_and_body_limit_option(tmp_path: Path) -> None:
+    from _serving import make_key, serving
+
+    db = tmp_path / "docs.db"
+    token = make_key(db, "casa")
+    headers = {"authorization": f"Bearer {token}"}
+    with serving(db) as served:  # the defaults: no /docs, no /redoc
+        assert httpx.get(f"{served.base}/docs").status_code == 404
+        assert httpx.get(f"{served.base}/redoc").status_code == 404
+        assert httpx.get(f"{served.base}/openapi.json").status_code == 200
+    with serving(db, None, "--docs", "--max-body-bytes", "1000") as served:
+        page = httpx.get(f"{served.base}/docs")
+        assert page.status_code == 200 and "script-src" in page.headers["content-security-policy"]
+        big = {"thread_id": "t", "title": "x" * 2000}
+        refused = httpx.post(f"{served.base}/v1/resources/casa/threads", json=big, headers=headers)
+        assert refused.status_code == 413, refused.text
+        made = httpx.post(f"{served.base}/v1/resources/casa/threads", json={"thread_id": "t"}, headers=headers)
+        assert made.status_code == 201, made.text
