@@ -39,6 +39,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import macros as macro_rules
+from .._idempotency import check_key, check_same, find_turn, turn_ids
 from .._time import utcnow
 from ..context import TokenCounter, build_prompt, estimate_tokens
 from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, NotebookError, UsageError
@@ -57,6 +58,12 @@ log = logging.getLogger("caderno.agent")
 
 #: Conversations whose frozen notebook snapshot this process keeps (least recently used go first).
 SNAPSHOT_CACHE = 1024
+#: Default deadline of a whole turn (every model call and tool call of one
+#: ``ask``), in seconds. A healthy upstream answers a turn of a few steps in
+#: seconds to tens of seconds and a slow local model in about a minute; two
+#: minutes covers both, while a hung upstream holds the thread's lock for two
+#: minutes instead of 60 s x ``max_steps`` (eight minutes by default).
+TURN_TIMEOUT = 120.0
 WM_SOURCE = "tool:update_working_memory"
 
 DEFAULT_INSTRUCTIONS = (
@@ -176,6 +183,9 @@ class ChatResult:
     over the turn) is stored in the reply's ``metadata["usage"]``."""
     cut: list[dict[str, Any]] = field(default_factory=list)
     """Blocks dropped or shortened to fit the budget in the last model call."""
+    replayed: bool = False
+    """The turn was stored by an earlier ``ask`` with the same idempotency key and returned as stored
+    (no model call; ``tool_calls`` and ``usage`` are then empty)."""
 
 
 class AgentChat:
@@ -215,6 +225,10 @@ class AgentChat:
             suggestion to the model after a call that usually leads to another.
         approve: the callback asked before a tool made with
             ``needs_approval=True`` runs (see ``caderno.agent.approval``).
+        turn_timeout: seconds one whole turn (all its model and tool calls)
+            may take before it fails with ``ModelError`` and stores nothing
+            (default ``TURN_TIMEOUT``; ``None``: no deadline). The commit
+            itself is not cut short.
     """
 
     def __init__(
@@ -239,11 +253,17 @@ class AgentChat:
         clock: Callable[[], datetime] = utcnow,
         macros: bool = False,
         approve: Approver | None = None,
+        turn_timeout: float | None = TURN_TIMEOUT,
     ) -> None:
         if history_limit < 2:
             raise UsageError("history_limit must be at least 2 (one exchange)")
         if max_steps < 1:
             raise UsageError("max_steps must be at least 1")
+        if turn_timeout is not None and (
+            not isinstance(turn_timeout, int | float) or isinstance(turn_timeout, bool) or not turn_timeout > 0
+        ):
+            raise UsageError(f"turn_timeout must be a positive number of seconds or None, not {turn_timeout!r}")
+        self.turn_timeout = turn_timeout
         if memory is None:
             from ..stores.memory import InMemoryStore
 
@@ -366,11 +386,27 @@ class AgentChat:
         resource_id: str = "default",
         thread_id: str = "default",
         trusted: bool = False,
+        instructions: str | None = None,
+        idempotency_key: str | None = None,
     ) -> ChatResult:
         """Run one turn and store it.
 
         ``trusted``: tools that need approval run without asking (a trusted
         scheduled task).
+
+        ``instructions``: this turn's system prompt, in place of the chat's
+        own (the memory proxy passes the client's system messages here, so
+        one ``AgentChat`` serves every prompt).
+
+        ``idempotency_key``: a retry of a turn with the same key on the same
+        thread returns the stored turn (``ChatResult.replayed``) and calls
+        no model; with other messages it raises ``KeyReused`` (see
+        ``caderno._idempotency`` for how long a key holds). The turn's
+        messages get ids derived from the key, so they may not carry their own.
+
+        A turn that passes ``turn_timeout`` raises ``ModelError`` and stores
+        nothing. A caller cancelled while the turn is committing does not
+        undo it: the commit is one transaction, all or nothing.
 
         Two asks on the same thread in this process run one after the other;
         across processes they may interleave by whole turns (each turn is
@@ -384,12 +420,28 @@ class AgentChat:
             messages = [Message.user(messages)]
         if not messages:
             raise UsageError("ask needs at least one new message")
+        if idempotency_key is not None:
+            check_key(idempotency_key)
+            if any(m.id for m in messages):
+                raise UsageError("with an idempotency_key the turn's ids come from the key: send messages without ids")
         key = (resource_id, thread_id)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
             async with lock:
-                return await self._turn(list(messages), resource_id, thread_id, trusted)
+                if idempotency_key is not None:
+                    stored = await find_turn(self.memory, resource_id, thread_id, idempotency_key)
+                    if stored is not None:
+                        return self._replayed(check_same(stored, list(messages), idempotency_key))
+                turn = _Turn(
+                    new=list(messages),
+                    resource_id=resource_id,
+                    thread_id=thread_id,
+                    trusted=trusted,
+                    instructions=instructions,
+                    key=idempotency_key,
+                )
+                return await self._turn(turn)
         finally:
             lock, users = self._locks[key]
             if users == 1:
@@ -414,7 +466,45 @@ class AgentChat:
         state = None if data is None else WorkingMemory(resource_id=resource_id, data=data, version=0)
         return TurnContext(history=history, summaries=[], working_memory=state, facts=[])
 
-    async def _turn(self, new: list[Message], resource_id: str, thread_id: str, trusted: bool) -> ChatResult:
+    def _replayed(self, stored: list[Message]) -> ChatResult:
+        """A turn stored by an earlier ``ask`` with the same idempotency key, as that ask returned it."""
+        return ChatResult(reply=stored[-1], messages=stored, replayed=True)
+
+    async def _turn(self, spec: _Turn) -> ChatResult:
+        """Converse within the deadline, then commit (the commit is never cut short)."""
+        try:
+            async with asyncio.timeout(self.turn_timeout):
+                turn, records, held, state, prompt = await self._converse(spec)
+        except TimeoutError:
+            raise ModelError(
+                f"the turn did not finish within turn_timeout={self.turn_timeout} seconds; nothing was stored"
+            ) from None
+        resource_id, thread_id = spec.resource_id, spec.thread_id
+        if spec.key is not None:
+            ids = turn_ids(resource_id, thread_id, spec.key, len(turn))
+            turn = [m.with_(id=i) for m, i in zip(turn, ids, strict=True)]
+        try:
+            stored, final_state = await self._commit(resource_id, thread_id, turn, held, state)
+        except UsageError:
+            # Another process stored this key's turn while this one ran: return that one.
+            again = await find_turn(self.memory, resource_id, thread_id, spec.key) if spec.key else None
+            if again is None or spec.key is None:
+                raise
+            return self._replayed(check_same(again, spec.new, spec.key))
+        if self.consolidate and self.full is not None and self.full.supports(*ops.CONSOLIDATION):
+            self.full.schedule_consolidation(resource_id=resource_id, thread_id=thread_id)
+        return ChatResult(
+            reply=stored[-1],
+            tool_calls=records,
+            messages=stored,
+            working_memory=final_state,
+            usage=prompt.usage,
+            cut=prompt.cut,
+        )
+
+    async def _converse(self, spec: _Turn) -> tuple[list[Message], list[ToolCallRecord], _Held, Any, Any]:
+        """The model/tool loop of one turn: the turn's messages, nothing stored yet."""
+        new, resource_id, thread_id, trusted = spec.new, spec.resource_id, spec.thread_id, spec.trusted
         ctx = await self._load(resource_id, thread_id)
         covered_to = max((m.metadata["covers"][1] for m, _ in ctx.summaries if m.metadata), default=0)
         history = [m for m in ctx.history if (m.seq or 0) > covered_to]  # summarised turns show as their summary
@@ -422,6 +512,8 @@ class AgentChat:
         notebook = self.notebook_for(resource_id)
         query = "\n".join(m.content for m in new if m.role == "user" and m.content)
         blocks = self.blocks(state)
+        if spec.instructions is not None:
+            blocks["instructions"] = spec.instructions or None
         blocks["notebook"] = await self.notebook_snapshot(resource_id, thread_id)
         blocks["facts"] = await self._facts_block(ctx.facts, query)
         blocks["summary"] = _summary_block([m for m, merged in ctx.summaries if not merged])
@@ -476,17 +568,7 @@ class AgentChat:
             )
         final = turn[-1]
         turn[-1] = final.with_(metadata={**(final.metadata or {}), "usage": usage})
-        stored, final_state = await self._commit(resource_id, thread_id, turn, held, state)
-        if self.consolidate and self.full is not None and self.full.supports(*ops.CONSOLIDATION):
-            self.full.schedule_consolidation(resource_id=resource_id, thread_id=thread_id)
-        return ChatResult(
-            reply=stored[-1],
-            tool_calls=records,
-            messages=stored,
-            working_memory=final_state,
-            usage=prompt.usage,
-            cut=prompt.cut,
-        )
+        return turn, records, held, state, prompt
 
     async def _commit(
         self, resource_id: str, thread_id: str, turn: list[Message], held: _Held, state: WorkingMemory | None
@@ -753,6 +835,18 @@ def _notebook_call(notebook: Notebook, call: ToolCall) -> ToolCallRecord:
     if result.get("success"):
         return ToolCallRecord(name=call.name, args=args, result=result)
     return ToolCallRecord(name=call.name, args=args, result=None, error=json.dumps(result, ensure_ascii=False))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Turn:
+    """What one ``ask`` was asked: its new messages, where they go, and its per-turn options."""
+
+    new: list[Message]
+    resource_id: str
+    thread_id: str
+    trusted: bool
+    instructions: str | None
+    key: str | None
 
 
 @dataclass(kw_only=True, slots=True)

@@ -29,6 +29,21 @@ comes from caderno, so edits a client makes to earlier messages are not
 seen). System (and ``developer``) messages are not stored: joined, they are
 the turn's instructions, in place of caderno's default ones.
 
+Bounds (checked before the model is called): the messages' text together
+at most ``MAX_REQUEST_CHARS`` characters and the instructions at most
+``MAX_INSTRUCTIONS_CHARS`` (each a 413 problem).
+
+Retries: a request with the header ``Idempotency-Key`` is stored once. A
+retry with the same key (same resource and thread) answers the stored turn
+without calling the model; with other messages it is a 422; see
+``caderno._idempotency`` for how long a key holds. A turn whose client
+disconnects before the answer is **not cancelled**: it runs to its end and is
+stored once (the turn is one transaction), so the client's retry with the
+same key gets it. Without a key, a retry is a new turn.
+
+One turn may take at most ``AgentChat``'s ``TURN_TIMEOUT`` (a 502
+``model-error`` after it, nothing stored).
+
 Not supported yet (each a clear 400): client-declared ``tools`` (a turn
 cannot pause to hand a tool call back to the client), tool messages, ``n``
 other than 1, and content parts other than text. Sampling parameters
@@ -40,8 +55,9 @@ from the upstream model.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections import OrderedDict
+import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +66,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
+from .._idempotency import IDEMPOTENCY_HEADER, KeyReused
 from .._validate import check_id
 from ..errors import UsageError
 from ..messages import ApiKey, Message
@@ -59,16 +76,22 @@ from .problems import problem
 if TYPE_CHECKING:
     from ..agent.chat import AgentChat
 
-__all__ = ["RESOURCE_HEADER", "THREAD_HEADER", "install_proxy"]
+__all__ = ["MAX_INSTRUCTIONS_CHARS", "MAX_REQUEST_CHARS", "RESOURCE_HEADER", "THREAD_HEADER", "install_proxy"]
+
+log = logging.getLogger("caderno.server.proxy")
 
 #: Names the resource when the key reaches more than one.
 RESOURCE_HEADER = "X-Caderno-Resource"
 #: Names the conversation (else the request's ``user`` field).
 THREAD_HEADER = "X-Caderno-Thread"
-#: ``AgentChat`` instances kept, one per distinct system prompt (least recently used go first).
-#: Clients send the same system prompt on every call, so a handful covers them; sharing an
-#: instance shares its per-thread lock (two requests on one thread run one after the other).
-CHAT_CACHE = 64
+#: Most characters of a request's messages, all together. Clients resend the whole
+#: conversation; 1,000,000 characters is ~250k tokens, past the context window of the
+#: models the proxy fronts, so a longer request could not reach the model whole anyway.
+MAX_REQUEST_CHARS = 1_000_000
+#: Most characters of the instructions (the request's system and developer messages,
+#: joined). Real system prompts are a few thousand characters; 100,000 (~25k tokens)
+#: leaves room for long ones, and they are resent on every model call of the turn.
+MAX_INSTRUCTIONS_CHARS = 100_000
 #: Characters per content delta of a streamed answer (the answer is complete when streaming starts).
 STREAM_PIECE = 32
 
@@ -149,7 +172,8 @@ class ChatCompletionRequest(BaseModel):
 
 def install_proxy(app: FastAPI) -> None:
     """Add ``POST /v1/chat/completions`` to ``app`` (pass it in ``create_app(routers=[...])``)."""
-    app.state.proxy_chats = OrderedDict()
+    app.state.proxy_chat = None
+    app.state.proxy_turns = set()
     app.include_router(router)
 
 
@@ -174,15 +198,60 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, key: C
         )
     if body.n not in (None, 1):
         raise UsageError("the proxy answers with one choice: n must be 1")
+    too_large = _too_large(body.messages)
+    if too_large is not None:
+        return _with_message(too_large)
     instructions, new = split_messages(body.messages)
-    chat = _chat(request.app, model, instructions)
-    result = await chat.ask(messages=new, resource_id=resource_id, thread_id=thread_id)
+    if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+        detail = f"the instructions (system messages) may be at most {MAX_INSTRUCTIONS_CHARS} characters"
+        return _with_message(problem(413, "too-large", "Request too large", detail))
+    idempotency_key = request.headers.get(IDEMPOTENCY_HEADER)
+    chat = _chat(request.app, model)
+    turn = asyncio.ensure_future(
+        chat.ask(
+            messages=new,
+            resource_id=resource_id,
+            thread_id=thread_id,
+            instructions=instructions,
+            idempotency_key=idempotency_key,
+        )
+    )
+    # The turn outlives a client that goes away: shielded, it is stored once (see the module docstring).
+    running: set[asyncio.Future[Any]] = request.app.state.proxy_turns
+    running.add(turn)
+    turn.add_done_callback(lambda done: _settle(running, done))
+    try:
+        result = await asyncio.shield(turn)
+    except KeyReused as exc:
+        return _with_message(problem(422, "idempotency-key-reused", "Idempotency key reused", str(exc)))
     name = getattr(model, "model", None) or body.model or "caderno"
     completion = completion_object(result.reply, str(name))
     if body.stream:
         include_usage = bool((body.stream_options or {}).get("include_usage"))
         return StreamingResponse(_events(completion, include_usage), media_type="text/event-stream")
     return JSONResponse(completion)
+
+
+def _settle(running: set[asyncio.Future[Any]], turn: asyncio.Future[Any]) -> None:
+    """Forget a finished turn; one whose client left is logged, not left as an unread exception."""
+    running.discard(turn)
+    if not turn.cancelled() and turn.exception() is not None:
+        log.info("a proxy turn failed: %s", type(turn.exception()).__name__)
+
+
+def _too_large(messages: list[dict[str, Any]]) -> Response | None:
+    """A 413 problem when the messages' text passes ``MAX_REQUEST_CHARS`` (counted before anything is built)."""
+    total = 0
+    for m in messages:
+        content = m.get("content")
+        parts = content if isinstance(content, list) else [content]
+        for part in parts:
+            text = part.get("text") if isinstance(part, dict) else part
+            total += len(text) if isinstance(text, str) else 0
+    if total <= MAX_REQUEST_CHARS:
+        return None
+    detail = f"the messages hold {total} characters; the proxy takes at most {MAX_REQUEST_CHARS} per request"
+    return problem(413, "too-large", "Request too large", detail)
 
 
 def _resource(key: ApiKey, named: str | None) -> str:
@@ -246,28 +315,32 @@ def _text(content: Any, index: int) -> str:
     raise UsageError(f"messages[{index}]: content must be text or a list of text parts")
 
 
-def _chat(app: FastAPI, model: Any, instructions: str | None) -> AgentChat:
-    """The ``AgentChat`` for this system prompt, shared by the requests that send it."""
+def _chat(app: FastAPI, model: Any) -> AgentChat:
+    """The app's one ``AgentChat``: every request shares it, whatever its system prompt.
+
+    The instructions travel with each turn (``ask(instructions=…)``), so
+    nothing per prompt is kept: a stream of distinct (or huge) system
+    prompts holds no memory after their turns. One shared instance also
+    means one per-thread lock and one frozen notebook snapshot per
+    conversation, whatever prompt its requests send. (Building an
+    ``AgentChat`` costs ~25 µs; the cache of one per prompt it replaces
+    saved nothing worth its memory.)
+    """
     from .._files import caderno_home
     from ..agent.chat import AgentChat
     from ..notebook import Notebook
 
-    home = caderno_home()
-    chats: OrderedDict[str | None, AgentChat] = app.state.proxy_chats
-    chat = chats.get(instructions)
+    chat: AgentChat | None = app.state.proxy_chat
     if chat is None or chat.model is not model:
+        home = caderno_home()
         chat = AgentChat(
             model=model,
             memory=app.state.memory,
-            instructions=instructions,
             notebook=lambda resource_id: Notebook.for_resource(home, resource_id),
             recall=True,
             schedule_tool=True,
         )
-        chats[instructions] = chat
-        while len(chats) > CHAT_CACHE:
-            chats.popitem(last=False)
-    chats.move_to_end(instructions)
+        app.state.proxy_chat = chat
     return chat
 
 

@@ -34,6 +34,15 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import messages as m
+from .._idempotency import (
+    IDEMPOTENCY_HEADER,
+    MAX_IDEMPOTENCY_KEY,
+    KeyReused,
+    check_key,
+    check_same,
+    find_turn,
+    turn_ids,
+)
 from .._json import MAX_PATCH_BYTES, loads_strict
 from .._validate import DUMP_DEPTH
 from ..errors import Conflict, NotFound, UsageError
@@ -344,12 +353,28 @@ async def list_messages(
     tags=["messages"],
     status_code=201,
     response_model=list[s.MessageOut],
-    responses=_doc(413),
+    responses=_doc(409, 413),
+    openapi_extra={
+        "parameters": [
+            {
+                "name": IDEMPOTENCY_HEADER,
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "maxLength": MAX_IDEMPOTENCY_KEY},
+                "description": "A retry with the same key returns the stored messages instead of appending again.",
+            }
+        ]
+    },
 )
 async def append_messages(
     request: Request, auth: CurrentKey, resource: Res, thread: Thread, body: s.MessagesIn
-) -> list[dict[str, Any]]:
-    """Append a turn in one transaction (all or nothing); returns the stored messages."""
+) -> Any:
+    """Append a turn in one transaction (all or nothing); returns the stored messages.
+
+    With an ``Idempotency-Key`` header a retry returns the messages the first
+    request stored (201 again, nothing appended); other messages under the
+    same key are a 422.
+    """
     rid = require(auth, resource)
     built = [
         m.Message(
@@ -365,8 +390,33 @@ async def append_messages(
         )
         for x in body.messages
     ]
-    stored = await _memory(request).append_messages(resource_id=rid, thread_id=thread, messages=built)
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    memory = _memory(request)
+    try:
+        if key is None:
+            stored = await memory.append_messages(resource_id=rid, thread_id=thread, messages=built)
+        else:
+            stored = await _append_once(memory, rid, thread, check_key(key), built)
+    except KeyReused as exc:
+        return problem(422, "idempotency-key-reused", "Idempotency key reused", str(exc))
     return [_message(x) for x in stored]
+
+
+async def _append_once(memory: Memory, rid: str, thread: str, key: str, built: list[m.Message]) -> list[m.Message]:
+    """Append under an idempotency key: the stored turn if the key has one, else append with the key's ids."""
+    found = await find_turn(memory, rid, thread, key)
+    if found is not None:
+        return check_same(found, built, key)
+    ids = turn_ids(rid, thread, key, len(built))
+    try:
+        return await memory.append_messages(
+            resource_id=rid, thread_id=thread, messages=[x.with_(id=i) for x, i in zip(built, ids, strict=True)]
+        )
+    except UsageError:
+        again = await find_turn(memory, rid, thread, key)  # a concurrent retry stored it first
+        if again is None:
+            raise
+        return check_same(again, built, key)
 
 
 @v1.delete(
