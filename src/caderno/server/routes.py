@@ -5,8 +5,11 @@ anything else, so a key for resource A gets, for B's data, the same 404 as
 for a resource that does not exist. Errors are ``application/problem+json``
 (see ``problems``); a route adds only the statuses HTTP itself defines:
 
-- ``412``: ``If-Match`` on a working-memory ``PATCH`` names another version
-  (without ``If-Match`` a conflict stays a ``409``).
+- ``412``: ``If-Match`` on a working-memory ``PATCH`` names another version,
+  or is a weak tag (``W/"3"``: RFC 9110 compares ``If-Match`` strongly);
+  without ``If-Match`` a conflict stays a ``409``.
+- ``403``: a resource key asking for approval bypass (a trusted task, an
+  import holding approved prefixes or trusted tasks): admin keys only.
 - ``413``: a body over the size limits (``BodyLimit``, below).
 - ``415``: a working-memory ``PATCH`` that is not ``application/merge-patch+json``.
 
