@@ -140,12 +140,16 @@ async def test_url_options_keep_their_text(pg_url: str) -> None:
         assert row[0] == "1234ms"
 
 
-async def _wait_until_blocked(admin: Any) -> None:
-    """Until one of caderno's backends waits on a lock the test holds (5 s at most)."""
+#: Backends blocked by the test's own lock holder (pid bound): never another test's or another run's.
+_BLOCKED = "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
+
+
+async def _wait_until_blocked(admin: Any, task: asyncio.Future[Any]) -> None:
+    """Until a backend waits on the lock ``admin`` holds, or ``task`` ended (5 s at most)."""
     for _ in range(200):
-        cur = await admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'caderno' AND wait_event_type = 'Lock'"
-        )
+        if task.done():
+            return
+        cur = await admin.execute(f"SELECT count(*) FROM ({_BLOCKED}) b", (admin.info.backend_pid,))
         if (await cur.fetchone())[0]:
             return
         await asyncio.sleep(0.025)
@@ -162,11 +166,10 @@ async def _cut(memory: Any, call: Any, hold: str, times: int) -> BaseException |
         task = asyncio.ensure_future(call)
         try:
             for _ in range(times):
-                await _wait_until_blocked(admin)
+                await _wait_until_blocked(admin, task)
                 async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as killer:
                     await killer.execute(
-                        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
-                        "WHERE application_name = 'caderno' AND wait_event_type = 'Lock'"
+                        f"SELECT pg_terminate_backend(pid, 5000) FROM ({_BLOCKED}) b", (admin.info.backend_pid,)
                     )
         finally:
             await admin.execute("ROLLBACK")
