@@ -101,7 +101,18 @@ class Message:
     metadata: dict[str, Any] | None = None
     """Free-form JSON object kept with the message."""
     seq: int | None = None
-    """The store's sequence number, set on messages read back from a store."""
+    """The store's internal sequence number, set on messages read back from a store.
+
+    One counter for the whole database: it orders change feeds, recall and
+    summaries' coverage. It tells how much every resource writes, so it is
+    never handed to a client (``to_dict`` leaves it out); ``position`` is
+    the number to show."""
+    position: int | None = None
+    """This message's place in its thread: 1, 2, 3… in order, set by the store at append.
+
+    Counted per thread, so it says nothing about other threads or
+    resources; a deleted message's position is never given to another.
+    ``None`` on summaries and on messages not yet stored."""
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -142,7 +153,7 @@ class Message:
         return replace(self, **changes)
 
     def _stamped(self, **changes: Any) -> Message:
-        """A copy with store-assigned fields (id, created_at, seq) changed.
+        """A copy with store-assigned fields (id, created_at, seq, position) changed.
 
         Skips re-validation: those fields cannot make a valid message
         invalid, and this runs for every message on the append path.
@@ -164,6 +175,7 @@ class Message:
             "created_at": to_iso(self.created_at) if self.created_at else None,
             "importance": self.importance,
             "metadata": self.metadata,
+            "position": self.position,
         }
 
     @classmethod
@@ -180,7 +192,17 @@ class Message:
             created_at=from_iso(created) if isinstance(created, str) else created,
             importance=data.get("importance"),
             metadata=data.get("metadata"),
+            position=_position(data.get("position")),
         )
+
+
+def _position(value: Any) -> int | None:
+    """A position read from a dict (an export): a whole number from 1, or ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UsageError(f"a message position must be a whole number from 1, not {value!r}")
+    return value
 
 
 _FIELDS = tuple(f.name for f in fields(Message))

@@ -18,7 +18,7 @@ from ..messages import Fact, Message, Thread, WorkingMemory
 from . import _plans_state, ops
 from ._rows import EVENT_COLUMNS, dumps, event_params, loads, row_to_fact, row_to_message, row_to_thread
 from ._sql import (
-    EVENT_INSERT,
+    PLACED_EVENT_INSERT,
     RESOURCE_TABLES,
     THREAD_COLUMNS,
     Dialect,
@@ -42,7 +42,7 @@ _LOG_COLUMNS = "message_id, thread_id, action, role, old_content, actor, reason,
 def read_thread(d: Dialect, op: ops.ReadThread) -> Plan[list[Message]]:
     sql, params = _EVENTS_OF_THREAD, list[Any]([op.resource_id, op.thread_id])
     if op.before is not None:
-        sql += " AND seq < ?"
+        sql += " AND position < ?"
         params.append(op.before)
     if op.limit is None:
         rows = yield Q(sql + " ORDER BY seq", params)
@@ -105,9 +105,7 @@ def delete_thread(d: Dialect, op: ops.DeleteThread) -> Plan[bool]:
     return bool(deleted)
 
 
-def _log_change(
-    d: Dialect, resource_id: str, thread_id: str, m: Message, action: str, old: str | None, op: Any
-) -> Q:
+def _log_change(d: Dialect, resource_id: str, thread_id: str, m: Message, action: str, old: str | None, op: Any) -> Q:
     return Q(
         f"INSERT INTO message_log (resource_id, {_LOG_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
         (resource_id, m.id, thread_id, action, m.role, old, op.actor, op.reason, d.ts(op.now)),
@@ -259,7 +257,9 @@ def export_resource(d: Dialect, op: ops.ExportResource) -> Plan[dict[str, Any]]:
     history = yield Q(
         f"SELECT {', '.join(FACT_HISTORY_FIELDS)} FROM facts_history WHERE resource_id = ? ORDER BY id", (rid,)
     )
-    dump["fact_history"] = [dict(zip(FACT_HISTORY_FIELDS, (*r[:4], iso(r[4]), iso(r[5])), strict=True)) for r in history]
+    dump["fact_history"] = [
+        dict(zip(FACT_HISTORY_FIELDS, (*r[:4], iso(r[4]), iso(r[5])), strict=True)) for r in history
+    ]
     dump["message_log"] = yield from read_message_log(d, ops.ReadMessageLog(resource_id=rid))
     dump.update((yield from _plans_state.export_state(d, rid)))
     threads = yield Q(
@@ -331,13 +331,23 @@ def import_resource(d: Dialect, op: ops.ImportResource) -> Plan[None]:
         "many",
     )
     for t in dump["threads"]:
+        positions = ops.import_positions(t["_parsed"])
         yield Q(
-            "INSERT INTO threads (resource_id, thread_id, title, metadata, created_at) VALUES (?,?,?,?,?)",
-            (rid, t["id"], t.get("title"), dumps(t.get("metadata")), t.get("created_at") or d.ts(now)),
+            "INSERT INTO threads (resource_id, thread_id, title, metadata, created_at, last_position) "
+            "VALUES (?,?,?,?,?,?)",
+            (
+                rid,
+                t["id"],
+                t.get("title"),
+                dumps(t.get("metadata")),
+                t.get("created_at") or d.ts(now),
+                max(positions, default=0),
+            ),
             "none",
         )
         try:
-            yield Q(EVENT_INSERT, [(rid, t["id"], *event_params(m)) for m in t["_parsed"]], "many")
+            rows = [(rid, t["id"], *event_params(m), p) for m, p in zip(t["_parsed"], positions, strict=True)]
+            yield Q(PLACED_EVENT_INSERT, rows, "many")
         except UniqueViolation:
             raise UsageError("the export holds a message id twice") from None
     yield from _plans_state.import_state(d, rid, dump, now)
@@ -421,7 +431,9 @@ def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings, *, vec: bool = False
         live.update((rid, r[0]) for r in rows)
     # A new row (new feed id) even when re-embedding, so vector caches reading
     # the change feed see it; a message deleted meanwhile gets no vector.
-    yield Q("DELETE FROM embeddings WHERE resource_id = ? AND seq = ? AND model = ?", [(*k, op.model) for k in done], "many")
+    yield Q(
+        "DELETE FROM embeddings WHERE resource_id = ? AND seq = ? AND model = ?", [(*k, op.model) for k in done], "many"
+    )
     rows = [(rid, seq, op.model, op.dim, vector) for rid, seq, vector in op.done if (rid, seq) in live]
     if vec:
         yield Q(

@@ -19,12 +19,15 @@ APPEND_CHUNK = 1000
 def append(d: Dialect, op: ops.Append) -> Plan[list[Message]]:
     """One statement per ``APPEND_CHUNK`` messages: a turn is one round trip, atomic on its own.
 
-    The advisory lock (per thread) is joined into the insert's source rows,
-    so it is held before any sequence value is drawn: writers of one thread
-    queue and each turn gets consecutive places in the thread. The lock is
-    the transaction's, so a larger append (several statements, run in one
-    transaction) keeps it from its first chunk to the commit. The embedding
-    queue is filled by the same statement, for the ids policy chose.
+    The thread row is upserted first, reserving the turn's positions
+    (``last_position`` grows by the number of messages), and that upsert is
+    joined into the insert's source rows: its row lock is held before any
+    sequence value is drawn, so writers of one thread queue, each turn gets
+    consecutive positions and consecutive places in the thread, and two
+    turns never share a position. The lock is the transaction's, so a
+    larger append (several statements, run in one transaction) keeps it
+    from its first chunk to the commit. The embedding queue is filled by the
+    same statement, for the ids policy chose.
     """
     stored: list[Message] = []
     for start in range(0, len(op.messages), APPEND_CHUNK):
@@ -37,21 +40,21 @@ def _append_chunk(op: ops.Append, messages: tuple[Message, ...]) -> Plan[list[Me
     sql = (
         "WITH r AS (INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
         "  ON CONFLICT (resource_id) DO NOTHING), "
-        "t AS (INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
-        "  ON CONFLICT (resource_id, thread_id) DO NOTHING), "
-        "lk AS (SELECT pg_advisory_xact_lock(hashtextextended(?, 0)) AS held), "
+        "t AS (INSERT INTO threads (resource_id, thread_id, created_at, last_position) VALUES (?, ?, ?, ?) "
+        "  ON CONFLICT (resource_id, thread_id) DO UPDATE SET last_position = threads.last_position + ? "
+        "  RETURNING last_position - ? AS after), "
         "ins AS (INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
-        "importance, created_at, metadata) "
+        "importance, created_at, metadata, position) "
         "SELECT ?, ?, v.id, v.role, v.content, v.tool_calls, v.tool_call_id, v.name, v.importance, "
-        "v.created_at, v.metadata "
+        "v.created_at, v.metadata, t.after + v.ord + 1 "
         f"FROM (VALUES {rows_sql}) AS v (id, role, content, tool_calls, tool_call_id, name, importance, "
-        "created_at, metadata, ord) CROSS JOIN lk ORDER BY v.ord RETURNING id, seq), "
+        "created_at, metadata, ord) CROSS JOIN t ORDER BY v.ord RETURNING id, seq, position), "
         "q AS (INSERT INTO embedding_queue (resource_id, seq) SELECT ?, seq FROM ins WHERE id = ANY(?::text[])) "
-        "SELECT id, seq FROM ins"
+        "SELECT id, seq, position FROM ins"
     )
     now = messages[0].created_at
-    rid, tid = op.resource_id, op.thread_id
-    params: list[Any] = [rid, now, now, rid, tid, now, f"{rid}\x1f{tid}", rid, tid]
+    rid, tid, n = op.resource_id, op.thread_id, len(messages)
+    params: list[Any] = [rid, now, now, rid, tid, now, n, n, n, rid, tid]
     for i, m in enumerate(messages):
         params += [*event_params(m), i]
     params += [rid, sorted(m.id for m in messages if m.id in op.embed)]
@@ -59,8 +62,8 @@ def _append_chunk(op: ops.Append, messages: tuple[Message, ...]) -> Plan[list[Me
         rows = yield Q(sql, params)
     except UniqueViolation:
         raise UsageError(f"a message id is already stored for resource {rid!r}") from None
-    seqs = dict(rows)
-    return [m._stamped(seq=seqs[m.id]) for m in messages]
+    placed = {r[0]: (r[1], r[2]) for r in rows}
+    return [m._stamped(seq=placed[m.id][0], position=placed[m.id][1]) for m in messages]
 
 
 def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:

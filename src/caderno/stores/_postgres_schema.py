@@ -317,6 +317,21 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX events_fts ON events USING gin (content_tsv);
         """,
     ),
+    (
+        # A client sees positions per thread, never seq (see _sqlite_schema).
+        "0012_thread_positions",
+        """
+        ALTER TABLE events ADD COLUMN position bigint;
+        ALTER TABLE threads ADD COLUMN last_position bigint NOT NULL DEFAULT 0;
+        UPDATE events SET position = p.n FROM (SELECT seq, row_number() OVER
+            (PARTITION BY resource_id, thread_id ORDER BY seq) AS n FROM events WHERE kind = 'message') AS p
+            WHERE events.seq = p.seq;
+        UPDATE threads SET last_position = coalesce((SELECT max(e.position) FROM events e
+            WHERE e.resource_id = threads.resource_id AND e.thread_id = threads.thread_id), 0);
+        CREATE UNIQUE INDEX events_position ON events (resource_id, thread_id, position)
+            WHERE position IS NOT NULL;
+        """,
+    ),
 ]
 
 

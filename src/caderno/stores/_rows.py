@@ -9,7 +9,7 @@ from .._time import from_iso, to_iso
 from ..messages import Fact, Message, Thread, ToolCall
 
 #: Column order used by every SELECT that builds messages.
-EVENT_COLUMNS = "seq, id, role, content, tool_calls, tool_call_id, name, importance, created_at, metadata"
+EVENT_COLUMNS = "seq, id, role, content, tool_calls, tool_call_id, name, importance, created_at, metadata, position"
 
 
 def dumps(value: Any) -> str | None:
@@ -35,7 +35,7 @@ def event_row(m: Message, resource_id: str, thread_id: str) -> tuple[Any, ...]:
 
 
 def row_to_message(row: Any) -> Message:
-    seq, id_, role, content, calls, call_id, name, importance, created, metadata = row
+    seq, id_, role, content, calls, call_id, name, importance, created, metadata, position = row
     calls = loads(calls)
     return Message(
         role=role,
@@ -48,6 +48,7 @@ def row_to_message(row: Any) -> Message:
         importance=importance,
         metadata=loads(metadata),
         seq=seq,
+        position=position,
     )
 
 

@@ -278,7 +278,21 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
                 json.dumps({"legacy": legacy}, ensure_ascii=False) if legacy else None,
             ),
         )
+    for statement in _PLACE_IMPORTED:
+        conn.execute(statement)
     return True
+
+
+#: Imported messages take the next positions of their threads, in the order
+#: they were inserted (the older agent's order), after any a thread holds.
+_PLACE_IMPORTED = (
+    "UPDATE events SET position = p.n FROM (SELECT e.seq, t.last_position + row_number() OVER "
+    "(PARTITION BY e.resource_id, e.thread_id ORDER BY e.seq) AS n FROM events e JOIN threads t "
+    "ON t.resource_id = e.resource_id AND t.thread_id = e.thread_id "
+    "WHERE e.kind = 'message' AND e.position IS NULL) AS p WHERE events.seq = p.seq",
+    "UPDATE threads SET last_position = max(last_position, coalesce((SELECT max(e.position) FROM events e "
+    "WHERE e.resource_id = threads.resource_id AND e.thread_id = threads.thread_id), 0))",
+)
 
 
 def _tool_calls(raw: Any, msg_id: str) -> tuple[list[dict[str, Any]] | None, str | None]:

@@ -11,25 +11,35 @@ from ..messages import Message, ScheduledTask
 from . import ops
 from ._plans_state import DUE, TASK_FIELDS, due_tasks_claimed
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
-from ._sql import EVENT_INSERT, Dialect, ForeignKeyViolation, Plan, Q, UniqueViolation, ensure_resource, later, marks
+from ._sql import (
+    PLACED_EVENT_INSERT,
+    RESERVE_POSITIONS,
+    Dialect,
+    Plan,
+    Q,
+    UniqueViolation,
+    ensure_resource,
+    later,
+    marks,
+)
 
 
 def append(d: Dialect, op: ops.Append, *, known: bool, rows: list[list[Any]] | None = None) -> Plan[list[Message]]:
-    """Insert the messages (full text follows in batches) and queue the embeddable ones.
+    """Insert the messages at the thread's next positions (full text follows in batches); queue the embeddable ones.
 
     ``known``: this store wrote to the thread before, so the two "create if
     missing" statements are skipped; a thread deleted since by another
-    connection is detected by the foreign key and created again.
+    connection reserves no position, and is created again.
     ``rows``: ``insert_rows(op)``, when the caller made them already.
     """
     rid, tid, messages = op.resource_id, op.thread_id, op.messages
     if rows is None:
         rows = insert_rows(op)
+    reserve = Q(RESERVE_POSITIONS, (len(messages), rid, tid), "one")
     if known:
-        try:
-            return (yield from _insert(rid, messages, op.embed, rows))
-        except ForeignKeyViolation:
-            pass
+        last = yield reserve
+        if last is not None:
+            return (yield from _insert(rid, messages, op.embed, rows, last[0] - len(messages)))
     now = messages[0].created_at
     assert now is not None  # Memory stamps every message
     yield ensure_resource(d, rid, now)
@@ -41,14 +51,17 @@ def append(d: Dialect, op: ops.Append, *, known: bool, rows: list[list[Any]] | N
         (rid, tid, d.ts(now)),
         "none",
     )
-    return (yield from _insert(rid, messages, op.embed, rows))
+    last = yield reserve
+    return (yield from _insert(rid, messages, op.embed, rows, last[0] - len(messages)))
 
 
-#: Messages per multi-row INSERT: 11 parameters each, far under SQLite's
+#: Messages per multi-row INSERT: 12 parameters each, far under SQLite's
 #: 32,766-parameter limit. One statement per turn, not one per message: each
 #: statement is a trip through the driver that releases and retakes the GIL,
 #: and the writer thread's GIL waits are what concurrent writers queue on.
 INSERT_ROWS = 500
+#: Parameters of one message in ``insert_rows``; its position is the last.
+_ROW_WIDTH = 12
 
 
 def insert_rows(op: ops.Append) -> list[list[Any]]:
@@ -56,21 +69,26 @@ def insert_rows(op: ops.Append) -> list[list[Any]]:
 
     Pure Python with no database: the store makes them on the caller's
     thread, so the writer thread, which every concurrent append waits on,
-    only runs the statements.
+    only runs the statements. Each message's position is a placeholder
+    (0), filled in by ``_insert`` once the thread's positions are reserved.
     """
     rid, tid, messages = op.resource_id, op.thread_id, op.messages
     return [
-        [value for m in messages[start : start + INSERT_ROWS] for value in (rid, tid, *event_params(m))]
+        [value for m in messages[start : start + INSERT_ROWS] for value in (rid, tid, *event_params(m), 0)]
         for start in range(0, len(messages), INSERT_ROWS)
     ]
 
 
 def _insert(
-    rid: str, messages: tuple[Message, ...], embed: frozenset[str], rows: list[list[Any]]
+    rid: str, messages: tuple[Message, ...], embed: frozenset[str], rows: list[list[Any]], after: int
 ) -> Plan[list[Message]]:
+    """Insert ``rows``, the messages taking positions ``after + 1``, ``after + 2``…"""
     stored: list[Message] = []
     for i, params in enumerate(rows):
         chunk = messages[i * INSERT_ROWS : (i + 1) * INSERT_ROWS]
+        base = after + i * INSERT_ROWS
+        for k in range(len(chunk)):
+            params[k * _ROW_WIDTH + _ROW_WIDTH - 1] = base + k + 1
         try:
             returned = yield Q(_insert_sql(len(chunk)), params, "all")
         except UniqueViolation:
@@ -79,7 +97,7 @@ def _insert(
                 f"message id {(yield from _taken_id(rid, chunk))!r} is already stored for resource {rid!r}"
             ) from None
         seqs = dict(returned)  # RETURNING's row order is not promised; ids are unique
-        stored += [m._stamped(seq=seqs[m.id]) for m in chunk]
+        stored += [m._stamped(seq=seqs[m.id], position=base + k + 1) for k, m in enumerate(chunk)]
     queued = [(m.seq, rid) for m in stored if m.id in embed]
     if queued:
         yield Q("INSERT INTO embedding_queue (seq, resource_id) VALUES (?, ?)", queued, "many")
@@ -88,7 +106,7 @@ def _insert(
 
 @functools.cache
 def _insert_sql(rows: int) -> str:
-    head, values = EVENT_INSERT.split(" VALUES ")
+    head, values = PLACED_EVENT_INSERT.split(" VALUES ")
     return f"{head} VALUES {', '.join([values] * rows)} RETURNING id, seq"
 
 

@@ -305,6 +305,24 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "UPDATE fts_state SET indexed_upto = 0",
         ],
     ),
+    (
+        "0012_thread_positions",
+        [
+            # What a client sees is a message's place in its thread, never
+            # seq (one counter for the whole database: it tells a tenant how
+            # much the others write). threads.last_position is the highest
+            # position ever given, so a deleted message's is never reused.
+            "ALTER TABLE events ADD COLUMN position INTEGER",
+            "ALTER TABLE threads ADD COLUMN last_position INTEGER NOT NULL DEFAULT 0",
+            "UPDATE events SET position = p.n FROM (SELECT seq, row_number() OVER "
+            "(PARTITION BY resource_id, thread_id ORDER BY seq) AS n FROM events WHERE kind = 'message') AS p "
+            "WHERE events.seq = p.seq",
+            "UPDATE threads SET last_position = coalesce((SELECT max(e.position) FROM events e "
+            "WHERE e.resource_id = threads.resource_id AND e.thread_id = threads.thread_id), 0)",
+            "CREATE UNIQUE INDEX events_position ON events (resource_id, thread_id, position) "
+            "WHERE position IS NOT NULL",
+        ],
+    ),
 ]
 
 

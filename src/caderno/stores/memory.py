@@ -35,6 +35,7 @@ class _Thread:
     messages: list[Message] = field(default_factory=list)
     summaries: list[tuple[Message, Any]] = field(default_factory=list)
     claimed_until: float = 0.0
+    last_position: int = 0  # the highest position ever given in this thread (deletions keep it)
 
 
 @dataclass
@@ -229,7 +230,8 @@ class InMemoryStore:
         stored = []
         for m in op.messages:
             self._seq += 1
-            stored.append(m._stamped(seq=self._seq))
+            thread.last_position += 1
+            stored.append(m._stamped(seq=self._seq, position=thread.last_position))
             if m.id in op.embed:
                 self._enqueue(op.resource_id, op.thread_id, stored[-1])
         thread.messages.extend(stored)
@@ -260,7 +262,7 @@ class InMemoryStore:
         thread = self._thread(op.resource_id, op.thread_id)
         if thread is None:
             return []
-        msgs = [m for m in thread.messages if op.before is None or (m.seq or 0) < op.before]
+        msgs = [m for m in thread.messages if op.before is None or (m.position or 0) < op.before]
         return list(msgs if op.limit is None else msgs[-op.limit :] if op.limit else [])
 
     def _thread_record(self, resource_id: str, tid: str, t: _Thread) -> Thread:
@@ -518,9 +520,9 @@ class InMemoryStore:
                 res.item_jobs[(item.namespace, item.key)] = _item_job(item, it["embed"])
         for t in dump["threads"]:
             msgs = []
-            for m in t["_parsed"]:
+            for m, position in zip(t["_parsed"], ops.import_positions(t["_parsed"]), strict=True):
                 self._seq += 1
-                msgs.append(m._stamped(seq=self._seq))
+                msgs.append(m._stamped(seq=self._seq, position=position))
                 if embeddable(m.role, m.content):
                     self._enqueue(resource_id, t["id"], msgs[-1])
             res.threads[t["id"]] = _Thread(
@@ -529,6 +531,7 @@ class InMemoryStore:
                 created_at=from_iso(t["created_at"]) if t.get("created_at") else op.now,
                 updated_at=from_iso(t["updated_at"]) if t.get("updated_at") else op.now,
                 messages=msgs,
+                last_position=msgs[-1].position or 0 if msgs else 0,
             )
         self._resources[resource_id] = res
 

@@ -210,7 +210,10 @@ class Append(Op[list[Message]]):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReadThread(Op[list[Message]]):
-    """The newest ``limit`` messages (all when ``None``) with ``seq < before``, oldest first."""
+    """The newest ``limit`` messages (all when ``None``) with ``position < before``, oldest first.
+
+    ``before`` is a ``Message.position`` (what a client sees and pages by), never a ``seq``.
+    """
 
     resource_id: str
     thread_id: str
@@ -987,3 +990,18 @@ ITEM_VECTORS: frozenset[type[Op[Any]]] = frozenset({ClaimItemEmbeddings, FinishI
 VECTOR_SEARCH: frozenset[type[Op[Any]]] = frozenset({SearchVectors})
 #: Every operation a full backend handles.
 ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS | ITEMS | ITEM_VECTORS
+
+
+def import_positions(messages: list[Message] | tuple[Message, ...]) -> list[int]:
+    """The positions an imported thread's messages take, in order: every backend imports alike.
+
+    An export carries each message's position; they are kept as long as they
+    increase, so a thread keeps its numbers (gaps of deleted messages
+    included) across export and import. A message without one (an older
+    export) or out of order takes the next number after its predecessor.
+    """
+    out: list[int] = []
+    for m in messages:
+        last = out[-1] if out else 0
+        out.append(m.position if m.position is not None and m.position > last else last + 1)
+    return out
