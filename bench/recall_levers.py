@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable
@@ -195,6 +196,13 @@ class Fuse:
     """Session prior: each turn gains ``session`` x its thread's best fused score."""
     diverse: int = 0
     """> 0: at most this many of the final 10 from one thread before the others have had their turn."""
+    speaker: float = 0.0
+    """> 0: a turn whose author the question names (and no other author of the resource) gains this share of its score."""
+    near: tuple[int, int] = (0, 0)
+    """(d, m) with d > 0: a turn with m already picked within d turns of it in its thread waits until the rest are picked."""
+    lex2: LexX | None = None
+    """A second lexical leg (another index: e.g. the turn without context), fused at ``w_lex2``."""
+    w_lex2: float = 0.0
     legs: tuple[str, ...] = ("relevant", "lexical")
 
 
@@ -233,6 +241,8 @@ def fused_scores(corpus: Corpus, q: Query, cfg: Fuse) -> tuple[dict[int, float],
     if len(cfg.legs) == 1:
         w_lex = w_rel = 1.0
     legs = {"lexical": (list(lex_hits), w_lex), "relevant": (list(rel_hits), w_rel)}
+    if cfg.lex2 is not None and cfg.w_lex2:
+        legs["lexical2"] = (list(lex_scored(corpus, q, ltext, cfg.lex2)[:pool]), cfg.w_lex2 * w_lex / cfg.w_lex)
     fused: dict[int, float] = {}
     count: Counter[int] = Counter()
     for hits, w in legs.values():
@@ -245,6 +255,10 @@ def fused_scores(corpus: Corpus, q: Query, cfg: Fuse) -> tuple[dict[int, float],
                 count[i] += 1
     if cfg.method == "mnz":
         fused = {i: v * count[i] for i, v in fused.items()}
+    if cfg.speaker:
+        named = named_authors(corpus, q)
+        if len(named) == 1:
+            fused = {i: v * (1 + cfg.speaker) if author(corpus, i) in named else v for i, v in fused.items()}
     if cfg.session:
         best: dict[str, float] = {}
         for i, v in fused.items():
@@ -252,6 +266,23 @@ def fused_scores(corpus: Corpus, q: Query, cfg: Fuse) -> tuple[dict[int, float],
             best[t] = max(best.get(t, 0.0), v)
         fused = {i: v + cfg.session * best[corpus.docs[i].thread] for i, v in fused.items()}
     return fused, window
+
+
+def author(corpus: Corpus, i: int) -> str:
+    """The turn's author as caderno would store it (the message's ``name``): LoCoMo's speaker; none in bench/data."""
+    d = corpus.docs[i]
+    return fold(d.content[: len(d.content) - len(d.text)].rstrip(": ")) if d.content != d.text else ""
+
+
+@cache
+def authors(corpus: Corpus, group: str) -> frozenset[str]:
+    return frozenset(a for i in corpus.by_group[group] if (a := author(corpus, i)))
+
+
+def named_authors(corpus: Corpus, q: Query) -> set[str]:
+    """The resource's authors whose name is a word of the question ("Melanie's kids" names Melanie)."""
+    words = set(re.findall(r"\w+", fold(q.text)))
+    return {a for a in authors(corpus, q.group) if a in words}
 
 
 def prf(corpus: Corpus, q: Query, text: str, hits: tuple[tuple[int, float], ...], cfg: LexX) -> tuple[tuple[int, float], ...]:
@@ -303,6 +334,8 @@ def ranked(corpus: Corpus, q: Query, cfg: Fuse, top: int = _locomo.K) -> list[st
         order = sorted(fused, key=lambda i: (-fused[i], -i))
     if cfg.diverse:
         order = diversify(corpus, order, cfg.diverse, top)
+    if cfg.near[0]:
+        order = spread(corpus, order, *cfg.near, top)
     out, seen = [], set()
     for i in order:
         said = " ".join(fold(corpus.docs[i].content).split())
@@ -325,6 +358,20 @@ def diversify(corpus: Corpus, order: list[int], per_thread: int, top: int) -> li
         else:
             rest.append(i)
     return first + rest
+
+
+def spread(corpus: Corpus, order: list[int], d: int, m: int, top: int) -> list[int]:
+    """Picks in order, deferring a turn that already has ``m`` picked neighbours within ``d`` turns (same thread)."""
+    picked: list[int] = []
+    rest: list[int] = []
+    for i in order:
+        t = corpus.docs[i].thread
+        crowd = sum(1 for j in picked if abs(i - j) <= d and corpus.docs[j].thread == t)
+        if crowd < m and len(picked) < top * 2:
+            picked.append(i)
+        else:
+            rest.append(i)
+    return picked + rest
 
 
 def evaluate(corpus: Corpus, cfg: Fuse) -> dict[str, dict[str, float]]:
@@ -437,6 +484,66 @@ def stage_prf() -> None:
     table("Pseudo-relevance feedback for the lexical leg", rows)
 
 
+def stage_author() -> None:
+    rows = [("chosen", BASE)]
+    for w in (0.1, 0.25, 0.5, 1.0):
+        rows.append((f"author named by the question: score x {1 + w}", replace(BASE, speaker=w)))
+    table("Author prior: turns by the one author the question names", rows)
+
+
+GRID: dict[str, list] = {
+    "w_lex": [0.75, 1.0, 1.5],
+    "w_rel": [0.5, 0.75, 1.0],
+    "k": [5, 10, 20],
+    "speaker": [0.5, 1.0],
+    "w_who": [-1.0, 0.25, 0.5],
+}
+
+
+def stage_grid(top: int = 15) -> None:
+    """Every GRID combination over the chosen legs, ranked by LoCoMo tuning; en/pt tuning beside (the constraint)."""
+    c = corpora()
+    scored = []
+    for values in itertools.product(*GRID.values()):
+        combo = dict(zip(GRID, values, strict=True))
+        who = combo.pop("w_who")
+        cfg = replace(BASE, lex=replace(BASE.lex, w_who=who), **combo)
+        lo, en, pt = (evaluate(c[n], cfg)["tuning"]["all"] for n in ("locomo", "en", "pt"))
+        scored.append((lo, en, pt, {**combo, "w_who": who}))
+    scored.sort(key=lambda r: -r[0])
+    print(f"\nGrid ({len(scored)}), best {top} by LoCoMo tuning\n")
+    print("| " + " | ".join(GRID) + " | LoCoMo tuning | en tuning | pt tuning |")
+    print("|" + "---:|" * (len(GRID) + 3))
+    for lo, en, pt, combo in scored[:top]:
+        print("| " + " | ".join(str(combo[k]) for k in GRID) + f" | {lo:.3f} | {en:.3f} | {pt:.3f} |")
+
+
+CHOSEN2 = replace(BASE, speaker=0.5)
+
+
+def stage_spread() -> None:
+    rows = [("chosen + author 0.5", CHOSEN2)]
+    for d, m in itertools.product((1, 2, 3), (1, 2, 3)):
+        rows.append((f"defer a turn with {m} picked within {d}", replace(CHOSEN2, near=(d, m))))
+    table("Spread: adjacent turns of one passage take fewer places", rows)
+
+
+def stage_adapt2() -> None:
+    rows = [("chosen + author 0.5", CHOSEN2)]
+    for lo_, hi_, amin in itertools.product((0.2, 0.3, 0.4), (0.8, 1.0), (0.25, 0.5)):
+        rows.append((f"+ cover lo {lo_} hi {hi_} min {amin}", replace(CHOSEN2, adapt="cover", a_lo=lo_, a_hi=hi_, a_min=amin)))
+    table("Adaptive lexical weight on the chosen design with the author prior", rows)
+
+
+def stage_lex2() -> None:
+    rows = [("chosen + author 0.5", CHOSEN2)]
+    for before, after, date in ((0, 0, True), (0, 0, False), (1, 1, True)):
+        for w in (0.25, 0.5):
+            lex2 = LexX(lex=Lex(before=before, after=after, date=date, w_ctx=0.5, w_date=1.0, full_query=True))
+            rows.append((f"+ lexical leg on context ±{before}, date {date}, weight {w}", replace(CHOSEN2, lex2=lex2, w_lex2=w)))
+    table("A second lexical leg: the turn with less context", rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stage", default="fusion")
@@ -444,7 +551,7 @@ def main() -> None:
     if not _locomo.LOCOMO.exists():
         print(f"LoCoMo skipped: {_locomo.LOCOMO} is not there")
         return
-    stages = {"fusion": stage_fusion, "adapt": stage_adapt, "dense": stage_dense, "session": stage_session, "speaker": stage_speaker, "prf": stage_prf}
+    stages = {"fusion": stage_fusion, "adapt": stage_adapt, "dense": stage_dense, "session": stage_session, "speaker": stage_speaker, "prf": stage_prf, "author": stage_author, "grid": stage_grid, "spread": stage_spread, "adapt2": stage_adapt2, "lex2": stage_lex2}
     for name in args.stage.split(","):
         stages[name]()
     EMBEDDER.save()
