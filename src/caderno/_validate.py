@@ -54,11 +54,13 @@ def check_id(value: Any, what: str) -> str:
     return value
 
 
-#: What an id that can reach a URL never holds: a path separator (``\\`` too, which
-#: browsers read as ``/`` in http URLs) or a control character (C0, DEL, C1).
-_NOT_IN_NAMES = re.compile(r"[/\\\x00-\x1f\x7f-\x9f]")
+#: What an id that can reach a URL never holds: a path separator, or a control
+#: character (C0, DEL, C1) a link or a log line could hide. (A backslash is
+#: allowed: encodeURIComponent sends it as %5C, and the notebook's directory
+#: names are slugs, so it is never a separator.)
+_NOT_IN_NAMES = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
 #: The one sentence every entry (Python, CLI, HTTP, MCP, import) refuses such an id with.
-NAME_RULE = "ids are names, never paths (no '/' or '\\', not '.' or '..', no control characters)"
+NAME_RULE = "ids are names, never paths (no '/', not '.' or '..', no control characters)"
 
 
 def check_name(value: Any, what: str) -> str:

@@ -32,9 +32,11 @@ from caderno.state import build_task
 from caderno.stores import ops
 from conftest import python_env
 
-#: Ids a browser would resolve, or that hide a control character (C0, DEL, C1), or a backslash.
-HOSTILE = ["..", ".", "../../bob", "../../../keys/k1", "a/b", "a\\b", "tab\there", "del\x7f", "c1\x85"]
-HOSTILE_IDS = ["dotdot", "dot", "up-to-bob", "up-to-keys", "slash", "backslash", "tab", "del", "c1"]
+#: Ids a browser would resolve, or that hide a control character (C0, DEL, C1).
+HOSTILE = ["..", ".", "../../bob", "../../../keys/k1", "a/b", "tab\there", "del\x7f", "c1\x85"]
+HOSTILE_IDS = ["dotdot", "dot", "up-to-bob", "up-to-keys", "slash", "tab", "del", "c1"]
+#: Names that only look odd: each is one URL segment once encoded, and is kept.
+ODD_BUT_NAMES = ["...", "a..b", ".hidden", "back\\slash", "résumé", "%2E%2E", "a b"]
 
 
 async def everything(memory: caderno.Memory) -> str:
@@ -90,6 +92,16 @@ async def test_every_write_refuses_an_id_that_is_a_path(seeded: caderno.Memory, 
             pytest.fail(f"{what} took {bad!r}")
         assert f"{bad!r} is not a valid name: {NAME_RULE}" in str(refused.value), what
     assert await everything(seeded) == before
+
+
+async def test_names_that_only_look_odd_are_kept(memory: caderno.Memory) -> None:
+    for name in ODD_BUT_NAMES:
+        await memory.append_messages(resource_id=name, thread_id=name, messages=[Message.user("oi", id=name)])
+        await memory.remember_fact(resource_id=name, category=name, key=name, value="v")
+        await memory.tasks.add(resource_id=name, name=name, schedule="daily at 9am", prompt="p")
+        [stored] = await memory.get_messages(resource_id=name, thread_id=name)
+        assert stored.id == name
+    assert sorted(await memory.list_resources()) == sorted(ODD_BUT_NAMES)
 
 
 def poisoned(dump: dict[str, Any], bad: str) -> list[tuple[str, dict[str, Any]]]:

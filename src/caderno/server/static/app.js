@@ -98,13 +98,15 @@
 
   const enc = encodeURIComponent;
 
-  // Ids are names, never paths (caderno's check_name). encodeURIComponent("..")
-  // is still "..", and a browser resolves "." and ".." segments before it
-  // sends a request: a message id "../../bob" would turn "Delete message" into
-  // DELETE /v1/resources/bob. "/" and "\" (read as "/" in http URLs) and
-  // control characters are refused for the same reason.
-  const UNSAFE = /[/\\\u0000-\u001f\u007f-\u009f]/;
-  const RULE = "ids are names, never paths (no '/' or '\\', not '.' or '..', no control characters)";
+  // Ids are names, never paths: the same rule as caderno's check_name, so the
+  // page never refuses an id the server takes. encodeURIComponent("..") is
+  // still "..", and a browser resolves "." and ".." segments before it sends
+  // a request: a message id "../../bob" would turn "Delete message" into
+  // DELETE /v1/resources/bob. "/" and control characters are refused too. A
+  // backslash, which browsers read as "/" in http URLs, is safe only because
+  // enc() always sends it as %5C: never build a URL without path().
+  const UNSAFE = /[/\u0000-\u001f\u007f-\u009f]/;
+  const RULE = "ids are names, never paths (no '/', not '.' or '..', no control characters)";
   // What the id after each collection word is, for the refusal's sentence.
   const NAMES = { resources: "resource id", threads: "thread id", messages: "message id", tasks: "task name", keys: "key id", facts: "fact category" };
 
