@@ -99,7 +99,7 @@ async def test_messages_append_page_pop_edit_delete_and_log(api: Api) -> None:
         r = await c.post(f"{R}/threads/t/messages", json=turn)
         assert r.status_code == 201
         stored = r.json()
-        assert [m["seq"] for m in stored] == [1, 2, 3, 4]
+        assert [m["position"] for m in stored] == [1, 2, 3, 4]
         assert stored[1]["tool_calls"] == [{"id": "c1", "name": "preco", "arguments": {"item": "pão"}}]
         assert stored[0]["metadata"] == {"via": "api"} and stored[3]["importance"] == 0.9
         assert [m["content"] for m in (await c.get(f"{R}/threads/t/messages", params={"limit": 2})).json()] == [
@@ -107,7 +107,7 @@ async def test_messages_append_page_pop_edit_delete_and_log(api: Api) -> None:
             "Custa R$ 8.",
         ]
         older = (await c.get(f"{R}/threads/t/messages", params={"before": 3})).json()
-        assert [m["seq"] for m in older] == [1, 2]
+        assert [m["position"] for m in older] == [1, 2]
         assert (await c.get(f"{R}/threads/nada/messages")).json() == []
         # A library refusal is a 400; a body of the wrong shape a 422.
         bad = {"messages": [{"role": "tool", "content": "x"}]}
@@ -138,6 +138,18 @@ async def test_messages_append_page_pop_edit_delete_and_log(api: Api) -> None:
         await c.delete(f"{R}/threads/t/messages/last")
         await c.delete(f"{R}/threads/t/messages/last")
         assert_problem(await c.delete(f"{R}/threads/t/messages/last"), 404, "not-found")
+
+
+async def test_positions_over_http_say_nothing_of_other_tenants(api: Api) -> None:
+    """A client sees each message's place in its thread, never the database-wide counter."""
+    async with api.client(await api.key("casa")) as c, api.client(await api.key("outra")) as other:
+        for n in range(5):
+            await other.post("/v1/resources/outra/threads/x/messages", json={"messages": [{"role": "user", "content": f"m{n}"}]})
+        r = await c.post(f"{R}/threads/t/messages", json={"messages": [{"role": "user", "content": "oi"}]})
+        assert [m["position"] for m in r.json()] == [1]
+        stored = (await c.get(f"{R}/threads/t/messages")).json()
+        assert [m["position"] for m in stored] == [1]
+        assert all("seq" not in m for m in r.json() + stored)
 
 
 async def test_working_memory_etag_if_match_and_merge_patch(api: Api) -> None:

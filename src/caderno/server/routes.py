@@ -99,7 +99,10 @@ def _memory(request: Request) -> Memory:
 
 
 def _message(msg: m.Message) -> dict[str, Any]:
-    return {**msg.to_dict(), "seq": msg.seq}
+    # ``to_dict`` carries the message's ``position`` in its thread; the
+    # database-wide ``seq`` stays internal (it would tell a tenant how much
+    # the others write).
+    return msg.to_dict()
 
 
 def _thread(t: m.Thread) -> dict[str, Any]:
@@ -341,7 +344,7 @@ async def list_messages(
     limit: Annotated[int | None, Query(ge=0, le=s.MAX_INT64, description="Only the newest N.")] = None,
     before: Annotated[
         int | None,
-        Query(ge=-s.MAX_INT64 - 1, le=s.MAX_INT64, description="Only messages older than this seq (paging back)."),
+        Query(ge=-s.MAX_INT64 - 1, le=s.MAX_INT64, description="Only messages before this position in the thread (paging back)."),
     ] = None,
 ) -> list[dict[str, Any]]:
     """The thread's messages, oldest first (a thread that does not exist reads as ``[]``)."""

@@ -83,7 +83,7 @@ class ToolCallOut(BaseModel):
 
 
 class MessageOut(BaseModel):
-    """A stored message: ``Message.to_dict()`` plus its ``seq`` in the thread."""
+    """A stored message: ``Message.to_dict()``, with its ``position`` in the thread."""
 
     id: str | None
     role: str
@@ -94,7 +94,8 @@ class MessageOut(BaseModel):
     created_at: datetime | None = None
     importance: float | None = None
     metadata: dict[str, Any] | None = None
-    seq: int | None = None
+    position: int | None = None
+    """Its place in the thread: 1, 2, 3…, never reused after a deletion."""
 
 
 class MessageIn(BaseModel):
