@@ -323,10 +323,12 @@ async def test_text_parts_and_bad_key(proxy: Proxy) -> None:
     )
     stored = await proxy.memory.get_messages(resource_id="alice", thread_id="p")
     assert stored[0].content == "part one\npart two"
-    with pytest.raises(openai.AuthenticationError):
+    # The key is checked before the body is read, and the SDK user still reads why.
+    with pytest.raises(openai.AuthenticationError, match="unknown or revoked|API key") as caught:
         await proxy.client("cad_not-a-key", **{THREAD_HEADER: "p"}).chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hi"}]
         )
+    assert caught.value.message != "Error code: 401"
 
 
 async def test_upstream_failure_is_a_502_and_stores_nothing(proxy: Proxy) -> None:

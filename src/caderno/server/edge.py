@@ -25,6 +25,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import MAX_REQUEST_BYTES
@@ -37,6 +38,8 @@ log = logging.getLogger("caderno.server")
 
 #: Paths whose every route needs a key: the API (and the memory proxy) and MCP.
 KEYED_PREFIXES = ("/v1/", "/mcp")
+#: The memory proxy, whose problems also carry an OpenAI-style ``message``.
+PROXY_PATH = "/v1/chat/completions"
 
 
 class TooLarge(HTTPException):
@@ -90,7 +93,9 @@ class Edge:
             try:
                 scope[SCOPE_KEY] = await current_key(Request(scope))
             except Unauthorized as exc:
-                response = problems.problem(401, "unauthorized", "Unauthorized", str(exc))
+                response: Response = problems.problem(401, "unauthorized", "Unauthorized", str(exc))
+                if scope.get("path") == PROXY_PATH:
+                    response = problems.with_message(response)  # what an OpenAI SDK shows its user
                 if _announces_body(scope):
                     response.headers["connection"] = "close"
                 await response(scope, receive, send)

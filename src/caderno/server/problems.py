@@ -12,17 +12,18 @@ plain-text 500 or a reset connection).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors
 from .auth import Forbidden, Unauthorized
 
-__all__ = ["PROBLEM_TYPES", "for_error", "http_problem", "install", "problem"]
+__all__ = ["PROBLEM_TYPES", "for_error", "http_problem", "install", "problem", "with_message"]
 
 #: Base of every problem ``type`` URI (documentation anchors, stable across versions).
 TYPE_BASE = "https://caderno.dev/problems/"
@@ -83,6 +84,23 @@ def _for(exc: BaseException) -> JSONResponse:
                 extra = {"expected_version": exc.expected, "actual_version": exc.actual}
             return problem(status, slug, title, str(exc), **extra)
     return problem(500, "internal", "Internal error", "an unexpected error; see the server log")
+
+
+def with_message(response: Response) -> Response:
+    """The same problem with a top-level ``message`` (= ``detail``), where OpenAI clients read the text."""
+    try:
+        body = json.loads(bytes(response.body))
+    except ValueError:
+        return response
+    if not isinstance(body, dict) or "detail" not in body:
+        return response
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-type")}
+    return JSONResponse(
+        {**body, "message": body["detail"]},
+        status_code=response.status_code,
+        media_type=response.media_type,
+        headers=headers,
+    )
 
 
 def install(app: FastAPI) -> None:

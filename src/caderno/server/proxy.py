@@ -70,6 +70,7 @@ from .._idempotency import IDEMPOTENCY_HEADER, KeyReused
 from .._validate import check_id
 from ..errors import UsageError
 from ..messages import ApiKey, Message
+from . import problems
 from .auth import CurrentKey, require
 from .problems import problem
 
@@ -125,25 +126,9 @@ class _ClientReadableErrors(APIRoute):
                 if render is None:
                     raise
                 response: Response = await render(request, exc)
-                return _with_message(response)
+                return problems.with_message(response)
 
         return route
-
-
-def _with_message(response: Response) -> Response:
-    try:
-        body = json.loads(bytes(response.body))
-    except ValueError:
-        return response
-    if not isinstance(body, dict) or "detail" not in body:
-        return response
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-type")}
-    return JSONResponse(
-        {**body, "message": body["detail"]},
-        status_code=response.status_code,
-        media_type=response.media_type,
-        headers=headers,
-    )
 
 
 router = APIRouter(route_class=_ClientReadableErrors)
@@ -183,7 +168,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, key: C
     model = request.app.state.model
     if model is None:
         detail = "the memory proxy needs a model: set [model] in caderno.toml"
-        return _with_message(problem(503, "no-model", "No model configured", detail))
+        return problems.with_message(problem(503, "no-model", "No model configured", detail))
     resource_id = _resource(key, request.headers.get(RESOURCE_HEADER))
     thread_id = request.headers.get(THREAD_HEADER) or body.user
     if not thread_id:
@@ -200,11 +185,11 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, key: C
         raise UsageError("the proxy answers with one choice: n must be 1")
     too_large = _too_large(body.messages)
     if too_large is not None:
-        return _with_message(too_large)
+        return problems.with_message(too_large)
     instructions, new = split_messages(body.messages)
     if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
         detail = f"the instructions (system messages) may be at most {MAX_INSTRUCTIONS_CHARS} characters"
-        return _with_message(problem(413, "too-large", "Request too large", detail))
+        return problems.with_message(problem(413, "too-large", "Request too large", detail))
     idempotency_key = request.headers.get(IDEMPOTENCY_HEADER)
     chat = _chat(request.app, model)
     turn = asyncio.ensure_future(
@@ -223,7 +208,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, key: C
     try:
         result = await asyncio.shield(turn)
     except KeyReused as exc:
-        return _with_message(problem(422, "idempotency-key-reused", "Idempotency key reused", str(exc)))
+        return problems.with_message(problem(422, "idempotency-key-reused", "Idempotency key reused", str(exc)))
     name = getattr(model, "model", None) or body.model or "caderno"
     completion = completion_object(result.reply, str(name))
     if body.stream:
