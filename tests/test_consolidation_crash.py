@@ -57,6 +57,6 @@ def test_crash_mid_pass_leaves_no_half_summary(shared_url: str) -> None:
             report = await m.consolidate(resource_id="casa")
             assert report["summaries"] == 1
             (summary, _), *_ = await m.summaries(resource_id="casa", thread_id="t")
-            assert summary.metadata["covers"][0] == stored[0].seq
+            assert summary.metadata["span"][0] == stored[0].position == 1
 
     asyncio.run(check())

@@ -5,9 +5,13 @@ messages of a thread not yet covered by a summary pass
 ``summarize_after_tokens``, the oldest of them — outside the recent window,
 never splitting a tool call from its results — are summarised, by the fast
 model when one is configured, else by a deterministic extractive
-summariser. The summary is stored as an event of kind ``summary`` with the
-range of sequence numbers it covers; the originals get ``consolidated_at``
-and are never deleted. When the summaries themselves pass
+summariser. The summary is stored as an event of kind ``summary`` whose
+``metadata.span`` is the ``[first, last]`` positions (1, 2, 3… in its
+thread) of the messages it covers; the originals get ``consolidated_at`` and
+are never deleted. The span is in positions, never in the store's internal
+``seq``: summaries reach clients, and ``seq`` counts every tenant's writes.
+A summary has no position of its own (it is not a message of the thread).
+When the summaries themselves pass
 ``merge_after_tokens`` they are merged into one new summary (the older ones
 stay stored, marked as merged).
 
@@ -52,6 +56,7 @@ __all__ = [
     "Consolidator",
     "extractive_summary",
     "parse_facts",
+    "summary_span",
 ]
 
 SUMMARY_PROMPT = """You compress an old part of a conversation so it can leave the context window.
@@ -192,18 +197,47 @@ def _all_units(messages: Sequence[Message]) -> list[list[Message]]:
     return units
 
 
-def summary_message(text: str, covers: tuple[int, int], summarizer: str, *, covered: int, merged: int = 0) -> Message:
-    """The summary event: ``metadata.covers`` is the [first, last] sequence range it stands for."""
-    meta: dict[str, Any] = {"covers": [covers[0], covers[1]], "count": covered, "summarizer": summarizer}
+def summary_message(
+    text: str, span: tuple[int, int] | None, summarizer: str, *, covered: int, merged: int = 0
+) -> Message:
+    """The summary event: ``metadata.span`` is the [first, last] positions in its thread it stands for.
+
+    ``span`` is ``None`` only when merging summaries none of which has a span
+    left (their messages were all deleted before spans existed).
+    """
+    meta: dict[str, Any] = {"count": covered, "summarizer": summarizer}
+    if span is not None:
+        meta["span"] = [span[0], span[1]]
     if merged:
         meta["merged_summaries"] = merged
     return Message.system(text, id=new_id(), created_at=utcnow(), importance=0.5, metadata=meta)
 
 
+def summary_span(summary: Message) -> tuple[int, int] | None:
+    """The [first, last] positions a summary covers, or ``None`` when it names none.
+
+    Every summary written since spans exist has one; a summary migrated from
+    the old form whose messages were all deleted before the migration has
+    none (nothing left to name), and covers nothing.
+    """
+    span = (summary.metadata or {}).get("span")
+    if isinstance(span, list) and len(span) == 2 and all(isinstance(p, int) for p in span):
+        return span[0], span[1]
+    return None
+
+
+def positions_of(messages: Sequence[Message]) -> tuple[int, int]:
+    """The [first, last] positions of stored messages (every stored message has one)."""
+    positions = [m.position for m in messages]
+    if any(p is None for p in positions):
+        raise ValueError("a message to summarise has no position: it was not read from a store")
+    return min(p for p in positions if p is not None), max(p for p in positions if p is not None)
+
+
 def transcript(messages: Sequence[Message]) -> str:
     lines = []
     for m in messages:
-        if m.role == "system" and (m.metadata or {}).get("covers"):
+        if m.role == "system" and "summarizer" in (m.metadata or {}):
             lines.append(f"[earlier summary]\n{m.content}")
         elif m.tool_calls:
             lines.append(
@@ -248,9 +282,8 @@ class Consolidator:
                 old, _recent = split_for_summary(free, settings.keep_recent_tokens, count)
                 if old:
                     text, how = await self.summarize(old)
-                    seqs = [m.seq or 0 for m in old]
-                    summary = summary_message(text, (min(seqs), max(seqs)), how, covered=len(seqs))
-                    if await self._write_summary(resource_id, thread_id, summary, seqs):
+                    summary = summary_message(text, positions_of(old), how, covered=len(old))
+                    if await self._write_summary(resource_id, thread_id, summary, [m.seq for m in old]):
                         report["summaries"] += 1
             open_summaries = [m for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id)) if not merged]
             if (
@@ -258,10 +291,10 @@ class Consolidator:
                 and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
             ):
                 text, how = await self.summarize(open_summaries, merging=True)
-                spans = [(m.metadata or {})["covers"] for m in open_summaries]
+                spans = [span for m in open_summaries if (span := summary_span(m)) is not None]
                 summary = summary_message(
                     text,
-                    (min(a for a, _ in spans), max(b for _, b in spans)),
+                    (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None,
                     how,
                     covered=sum((m.metadata or {}).get("count", 0) for m in open_summaries),
                     merged=len(open_summaries),

@@ -10,6 +10,7 @@ import caderno
 from caderno import AgentChat, Message, ScriptedModel, ToolCall
 from caderno.consolidation import ConsolidationSettings, parse_facts
 from caderno.errors import NotFound, UsageError
+from caderno.stores import ops
 
 R, T = "casa", "long"
 
@@ -45,9 +46,9 @@ async def test_summary_covers_the_oldest_turns_and_keeps_the_originals(small: ca
     report = await small.consolidate(resource_id=R)
     assert report["summaries"] == 1 and report["failures"] == 0
     (summary, merged), *_ = await small.summaries(resource_id=R, thread_id=T)
-    first, last = summary.metadata["covers"]
-    assert first == stored[0].seq and summary.metadata["summarizer"] == "extractive" and not merged
-    covered = [m for m in stored if first <= m.seq <= last]
+    first, last = summary.metadata["span"]
+    assert first == stored[0].position and summary.metadata["summarizer"] == "extractive" and not merged
+    covered = [m for m in stored if first <= (m.position or 0) <= last]
     assert covered[-1].role != "assistant" or not covered[-1].tool_calls  # never ends inside a tool pair
     assert any(m.role == "tool" for m in covered) and covered[-1].role == "assistant"
     assert "Mercado Central" in summary.content and "R$" in summary.content
@@ -66,11 +67,49 @@ async def test_summaries_merge_and_the_old_ones_stay(small: caderno.Memory) -> N
     live = [s for s, m in summaries if not m]
     assert merged and len(live) >= 1
     newest_merge = [s for s in live if s.metadata.get("merged_summaries")]
-    assert newest_merge and newest_merge[-1].metadata["covers"][0] <= min(s.metadata["covers"][0] for s in merged)
+    assert newest_merge and newest_merge[-1].metadata["span"][0] <= min(s.metadata["span"][0] for s in merged)
+
+
+async def others_write_first(memory: caderno.Memory) -> None:
+    """Another resource and another thread of R write first, so seq and position part ways."""
+    await memory.append_messages(
+        resource_id="other", thread_id=T, messages=[Message.user(f"someone else's note {i}") for i in range(7)]
+    )
+    await memory.append_messages(resource_id=R, thread_id="side", messages=[Message.user("a side thread")] * 3)
+
+
+async def test_summary_span_is_positions_of_its_thread_whatever_others_wrote(small: caderno.Memory) -> None:
+    await others_write_first(small)
+    stored = await long_thread(small)
+    assert stored[0].position == 1 and stored[0].seq != 1  # the two numbers differ here
+    assert (await small.consolidate(resource_id=R))["summaries"] == 1
+    ((summary, _),) = await small.summaries(resource_id=R, thread_id=T)
+    assert "covers" not in summary.metadata and summary.position is None
+    first, last = summary.metadata["span"]
+    covered = [m for m in stored if first <= (m.position or 0) <= last]
+    assert first == 1 and summary.metadata["count"] == len(covered) == last
+    # The span names exactly the messages the pass took: the others are still free.
+    free = await small.run(ops.ReadUnconsolidated(resource_id=R, thread_id=T))
+    assert [m.id for m in free if m.role != "system"] == [m.id for m in stored if (m.position or 0) > last]
+
+
+async def test_merged_summary_span_is_positions_too(small: caderno.Memory) -> None:
+    await others_write_first(small)
+    stored = []
+    for round_ in range(4):
+        stored += await long_thread(small, turns=10, start=round_ * 10)
+        await small.consolidate(resource_id=R)
+    summaries = await small.summaries(resource_id=R, thread_id=T)
+    assert any(s.metadata.get("merged_summaries") for s, merged in summaries if not merged)
+    for s, _ in summaries:
+        first, last = s.metadata["span"]
+        assert 1 <= first <= last <= len(stored) and "covers" not in s.metadata
+    assert min(s.metadata["span"][0] for s, _ in summaries) == 1
 
 
 async def test_agent_prompt_shows_the_summary_instead_of_covered_turns(db_url: str) -> None:
     async with caderno.connect(db_url, embedder=None, consolidation=SMALL) as memory:
+        await others_write_first(memory)
         await long_thread(memory)
         await memory.consolidate(resource_id=R)
         (summary, _), *_ = await memory.summaries(resource_id=R, thread_id=T)
@@ -78,6 +117,8 @@ async def test_agent_prompt_shows_the_summary_instead_of_covered_turns(db_url: s
         result = await AgentChat(model=model, memory=memory).ask(messages="e o total?", resource_id=R, thread_id=T)
         text = model.requests[0].text()
         assert "SUMMARY OF EARLIER TURNS" in text and summary.content in text
+        last = summary.metadata["span"][1]
+        assert f"(messages 1–{last}, extractive summary)" in text  # numbered in this thread, nothing else
         assert "Turn 0:" not in text.replace(summary.content, "")  # covered turns only via the summary
         assert "Turn 11:" in text  # the recent window is there verbatim
         assert result.usage["summary"] > 0 and result.usage["history"] > 0

@@ -41,6 +41,7 @@ from typing import Any
 from .. import macros as macro_rules
 from .._idempotency import check_key, check_same, find_turn, turn_ids
 from .._time import utcnow
+from ..consolidation import summary_span
 from ..context import TokenCounter, build_prompt, estimate_tokens
 from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, NotebookError, UsageError
 from ..memory import AgentMemory, Memory, TurnContext, fact_op
@@ -506,8 +507,8 @@ class AgentChat:
         """The model/tool loop of one turn: the turn's messages, nothing stored yet."""
         new, resource_id, thread_id, trusted = spec.new, spec.resource_id, spec.thread_id, spec.trusted
         ctx = await self._load(resource_id, thread_id)
-        covered_to = max((m.metadata["covers"][1] for m, _ in ctx.summaries if m.metadata), default=0)
-        history = [m for m in ctx.history if (m.seq or 0) > covered_to]  # summarised turns show as their summary
+        covered_to = max((span[1] for m, _ in ctx.summaries if (span := summary_span(m))), default=0)
+        history = [m for m in ctx.history if (m.position or 0) > covered_to]  # summarised turns show as their summary
         state = ctx.working_memory
         notebook = self.notebook_for(resource_id)
         query = "\n".join(m.content for m in new if m.role == "user" and m.content)
@@ -900,10 +901,10 @@ def _summary_block(summaries: list[Message]) -> str | None:
         return None
     parts = []
     for m in summaries:
-        meta = m.metadata or {}
-        first, last = meta["covers"]
-        how = meta.get("summarizer", "?")
-        parts.append(f"(messages {first}–{last}, {how} summary)\n{m.content}")
+        span = summary_span(m)
+        how = (m.metadata or {}).get("summarizer", "?")
+        where = f"messages {span[0]}–{span[1]}, " if span else ""
+        parts.append(f"({where}{how} summary)\n{m.content}")
     return "SUMMARY OF EARLIER TURNS in this conversation (the originals are stored):\n" + "\n\n".join(parts)
 
 
