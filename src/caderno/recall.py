@@ -11,9 +11,12 @@ Four legs, each switchable off with 0:
 * **lexical** — full-text rank over stems in English and Portuguese
   (SQLite FTS5 BM25, PostgreSQL ts_rank_cd; ``caderno._text.stems``).
 
-Each lexical hit lends part of its score to the message after it in its
-thread (``CONTEXT_WEIGHT``), so the words of the turn that asked find the
-answer too. A question that names a time ("há duas semanas", "last
+Each message is indexed for full text with the words of the messages
+around it in its thread and its day as words, in columns of their own
+(``caderno._text.CONTEXT_BEFORE``, ``CONTEXT_AFTER``, ``CONTEXT_COLUMN_WEIGHT``,
+``DATE_COLUMN_WEIGHT``; kept exact by every store), so the words of the turn
+that asked find the answer too, and "May 2023" finds what was said then.
+A question that names a time ("há duas semanas", "last
 week", "no dia 10 de março") adds a fifth leg, **when**: the candidates
 said on those days (``caderno._when``).
 
@@ -111,18 +114,6 @@ LEG_WEIGHTS = {"relevant": 1.0, "lexical": 0.75, "recent": 0.25, "salient": 0.5,
 RECENT_WINDOW = 50
 #: Most distinct query words the lexical leg searches for.
 MAX_QUERY_TERMS = 32
-#: Context: a message is also found by what the turn before it said. Each
-#: hit of these legs lends ``CONTEXT_WEIGHT`` of its score to the message
-#: just after it in its thread, so the answer to a question phrased with the
-#: words of the turn that asked it ("how much is the insurance?" / "R$ 300
-#: a month") is found with it. Joined at query time, from the thread as it
-#: is now: an edit or a deletion changes it at once, and a neighbour is
-#: always of the same thread of the same resource. Forward only: lending to
-#: both sides cost a question of the Portuguese tuning half (0.667 -> 0.653:
-#: the turn before an answer is often filler) and forward alone tied no
-#: context at all (bench/recall_quality.py --fusion no-context,default).
-CONTEXT_LEGS = frozenset({"lexical"})
-CONTEXT_WEIGHT = 0.25  # 0.25 tied or beat 0.5 and 1 on the tuning halves
 #: When the question names a time ("há duas semanas", "last week", "on
 #: March 10": caderno._when), the messages of those days found by any leg
 #: form a "when" leg of this weight, and the query legs read this deep, so
@@ -415,12 +406,12 @@ class Retriever:
                     self._recent(resource_id, thread_id, depth["recent"]),
                     self._salient(resource_id, within, depth["salient"]),
                     self._relevant(resource_id, within, text, depth["relevant"], min_similarity),
-                    self._lexical(resource_id, within, text, depth["lexical"]),
+                    # The time words stay in the lexical query: the date column matches them.
+                    self._lexical(resource_id, within, query, depth["lexical"]),
                 ),
                 strict=True,
             )
         )
-        await self._add_context(resource_id, legs)
         found: dict[int, tuple[str, Message]] = {}
         values: dict[int, dict[str, float]] = {}
         for name, hits in legs.items():
@@ -494,29 +485,6 @@ class Retriever:
         if missing:
             for tid, m in await self.run(ops.ReadBySeq(resource_id=resource_id, seqs=missing)):
                 found[m.seq or 0] = (tid, m)
-
-    async def _add_context(self, resource_id: str, legs: dict[str, list[tuple[int, float, Any]]]) -> None:
-        """Let each hit of ``CONTEXT_LEGS`` lend ``CONTEXT_WEIGHT`` of its score to the next message of its thread."""
-        hits = {seq for leg in CONTEXT_LEGS for seq, _, _ in legs.get(leg, ())}
-        if not hits or not CONTEXT_WEIGHT:
-            return
-        reply = {
-            seq: after
-            for seq, _, after in await self.run(ops.ReadAdjacent(resource_id=resource_id, seqs=tuple(sorted(hits))))
-            if after is not None
-        }
-        for leg in CONTEXT_LEGS:
-            own = {seq: (value, pair) for seq, value, pair in legs.get(leg, ())}
-            if not own:
-                continue
-            score = {seq: value for seq, (value, _) in own.items()}
-            for seq, (value, _) in own.items():
-                if seq in reply:
-                    score[reply[seq]] = score.get(reply[seq], 0.0) + CONTEXT_WEIGHT * value
-            legs[leg] = [
-                (seq, value, own[seq][1] if seq in own else None)
-                for seq, value in sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
-            ]
 
     async def _recent(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
         if not n or thread_id is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .._text import stems
+from .._text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, stems
 from ..errors import UsageError
 from ..messages import Message, ScheduledTask
 from . import ops
@@ -138,15 +138,22 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
 
 
 def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
+    """BM25 over a message's own stems, its neighbours' (``CONTEXT_COLUMN_WEIGHT``) and its day's (``DATE_COLUMN_WEIGHT``).
+
+    A row queued in ``fts_redo`` has a stale context (an edit or deletion
+    next to it, not yet indexed again): it is left out rather than used.
+    """
     if not op.terms:
         return []
-    terms = dict.fromkeys(stems(" ".join(op.terms)))  # the index holds stems (sqlite.catch_up_fts)
+    terms = dict.fromkeys(stems(" ".join(op.terms)))  # the index holds stems (_sqlite_fts.catch_up_fts)
     if not terms:
         return []
     match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    rank = f"bm25(events_fts, 1.0, {float(CONTEXT_COLUMN_WEIGHT)!r}, {float(DATE_COLUMN_WEIGHT)!r})"
     sql = (
-        "SELECT f.rowid, -bm25(events_fts) AS score FROM events_fts f JOIN events e ON e.seq = f.rowid "
-        "WHERE events_fts MATCH ? AND e.resource_id = ? AND e.kind = 'message'"
+        f"SELECT f.rowid, -{rank} AS score FROM events_fts f JOIN events e ON e.seq = f.rowid "
+        "WHERE events_fts MATCH ? AND e.resource_id = ? AND e.kind = 'message' "
+        "AND f.rowid NOT IN (SELECT seq FROM fts_redo)"
     )
     params: list[Any] = [match, op.resource_id]
     if op.thread_id is not None:

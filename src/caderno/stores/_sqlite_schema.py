@@ -323,6 +323,53 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "WHERE position IS NOT NULL",
         ],
     ),
+    (
+        "0013_index_time_context",
+        [
+            # Each message is indexed with its thread neighbours' words and
+            # its day as words, in columns of their own (stores/_sqlite_fts.py).
+            # An edit or a deletion changes its neighbours' context: the
+            # triggers queue them again (fts_redo), in the same transaction,
+            # and a search skips what is queued until it is indexed again.
+            # The numbers are caderno._text's CONTEXT_BEFORE / CONTEXT_AFTER
+            # (2 and 2) as they were when this migration was written.
+            "DROP TRIGGER events_ad",
+            "DROP TRIGGER events_au",
+            "DROP TABLE events_fts",
+            "CREATE VIRTUAL TABLE events_fts USING fts5(terms, context, day, tokenize='unicode61 remove_diacritics 2')",
+            "DELETE FROM fts_redo",
+            """CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
+                DELETE FROM events_fts WHERE rowid = old.seq;
+                DELETE FROM fts_redo WHERE seq = old.seq;
+                INSERT OR IGNORE INTO fts_redo (seq)
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
+                        ORDER BY seq DESC LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
+                    UNION ALL
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
+                        ORDER BY seq LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
+            END""",
+            """CREATE TRIGGER events_au AFTER UPDATE OF content ON events BEGIN
+                DELETE FROM events_fts WHERE rowid = old.seq;
+                INSERT OR IGNORE INTO fts_redo (seq) SELECT old.seq WHERE old.seq <= (SELECT indexed_upto FROM fts_state);
+                INSERT OR IGNORE INTO fts_redo (seq)
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
+                        ORDER BY seq DESC LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
+                    UNION ALL
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
+                        ORDER BY seq LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
+            END""",
+            # Every message is indexed again, by the first search or batch.
+            "UPDATE fts_state SET indexed_upto = 0",
+        ],
+    ),
 ]
 
 

@@ -34,13 +34,15 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from .._files import create_private
-from .._text import stems
 from .._time import to_iso
 from ..errors import StorageError, UsageError
 from . import _plans, _sqlite_plans, _sqlite_schema, ops
 from ._cache import RecentCache
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_sync
+from ._sqlite_fts import catch_up_fts
 from ._sqlite_writer import GroupWriter, Job
+
+__all__ = ["FTS_BATCH", "SQLiteStore", "catch_up_fts"]
 
 T = TypeVar("T")
 _HEADER = b"SQLite format 3\x00"
@@ -58,30 +60,6 @@ DIALECT = Dialect(
 #: ~1.2 ms an fsynced turn took (FTS5 writes a new index segment per commit);
 #: in batches it costs a few µs a message. A search indexes the rest first.
 FTS_BATCH = 512
-
-
-def catch_up_fts(conn: sqlite3.Connection) -> int:
-    """Index every event not yet in the full-text index (inside the caller's transaction).
-
-    Sequence numbers grow in commit order (one writer at a time), so
-    "indexed" is one watermark: everything at or below ``indexed_upto``,
-    except edited rows waiting in ``fts_redo``. Terms are stems
-    (``caderno._text.stems``), made here in Python: FTS5 has no Portuguese
-    stemmer. The delete trigger drops a row from the index by its rowid.
-    """
-    upto = conn.execute("SELECT indexed_upto FROM fts_state").fetchone()[0]
-    last = conn.execute("SELECT max(seq) FROM events").fetchone()[0] or 0
-    rows = conn.execute(
-        "SELECT e.seq, e.content FROM fts_redo r JOIN events e ON e.seq = r.seq "
-        "UNION ALL SELECT seq, content FROM events WHERE seq > ? AND seq <= ?",
-        (upto, last),
-    ).fetchall()
-    if not rows:
-        return 0
-    conn.executemany("INSERT INTO events_fts (rowid, terms) VALUES (?, ?)", [(s, " ".join(stems(c))) for s, c in rows])
-    conn.execute("DELETE FROM fts_redo")
-    conn.execute("UPDATE fts_state SET indexed_upto = ?", (max(last, upto),))
-    return len(rows)
 
 
 #: Checkpoint attempts after a deletion while another connection reads (10 ms apart).
