@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from .._dump import item_dict, new_dump
-from .._text import stems
+from .._text import CONTEXT_AFTER, CONTEXT_BEFORE, CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, date_words, stems
 from .._time import from_iso, to_iso
 from ..errors import Conflict, UsageError
 from ..importance import embeddable
@@ -636,26 +636,47 @@ class InMemoryStore:
         )
 
     def _lexical_search(self, op: ops.LexicalSearch) -> list[tuple[int, float]]:
-        docs = [(m.seq, stems(m.content)) for _, m in self._messages(op.resource_id)]
+        """BM25 over three columns, as SQLite's FTS5 ranks them: own stems, neighbours' stems, the day's.
+
+        Built from the threads as they are now, so an edit or a deletion
+        changes its neighbours' context at once; a neighbour is always of
+        the same thread (``caderno._text.CONTEXT_BEFORE`` / ``CONTEXT_AFTER``).
+        """
         terms = list(dict.fromkeys(stems(" ".join(op.terms))))
-        if not docs or not terms:
+        res = self._resources.get(op.resource_id)
+        if res is None or not terms:
             return []
-        avg = sum(len(t) for _, t in docs) / len(docs)
-        df = {term: sum(1 for _, t in docs if term in t) for term in terms}
-        allowed = {m.seq for _, m in self._messages(op.resource_id, op.thread_id)}
+        docs: list[tuple[str, int, list[list[str]]]] = []  # (thread, seq, [own, context, day])
+        for tid, thread in res.threads.items():
+            own = [stems(m.content) for m in thread.messages]
+            for i, m in enumerate(thread.messages):
+                around = own[max(0, i - CONTEXT_BEFORE) : i] + own[i + 1 : i + 1 + CONTEXT_AFTER]
+                near = [term for words in around for term in words]
+                day = stems(date_words(m.created_at)) if m.created_at is not None else []
+                docs.append((tid, m.seq or 0, [own[i], near, day]))
+        if not docs:
+            return []
+        weights = (1.0, CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT)
+        avg = [max(sum(len(d[2][c]) for d in docs) / len(docs), 1e-9) for c in range(3)]
+        n = len(docs)
+        idf = {}
+        for term in terms:
+            df = sum(1 for d in docs if any(term in col for col in d[2]))
+            idf[term] = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)  # FTS5's floor
         scored = []
-        for seq, toks in docs:
-            if seq not in allowed:
+        for tid, seq, cols in docs:
+            if op.thread_id not in (None, tid):
                 continue
             score = 0.0
             for term in terms:
-                tf = toks.count(term)
-                if tf:
-                    idf = math.log(1 + (len(docs) - df[term] + 0.5) / (df[term] + 0.5))
-                    score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(toks) / avg))
+                for c, col in enumerate(cols):
+                    tf = col.count(term)
+                    if tf:
+                        norm = 1.2 * (0.25 + 0.75 * len(col) / avg[c])
+                        score += weights[c] * idf[term] * tf * 2.2 / (tf + norm)
             if score > 0:
-                scored.append((seq or 0, score))
-        return sorted(scored, key=lambda x: -x[1])[: op.limit]
+                scored.append((seq, score))
+        return sorted(scored, key=lambda x: (-x[1], -x[0]))[: op.limit]
 
     def _read_salient(self, op: ops.ReadSalient) -> list[tuple[str, Message]]:
         hits = [(t, m) for t, m in self._messages(op.resource_id, op.thread_id) if (m.importance or 0) >= op.threshold]
