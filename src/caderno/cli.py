@@ -22,6 +22,7 @@ import click
 
 from ._json import loads_strict
 from .config import load_config
+from .consolidation import summary_span
 from .errors import CadernoError
 from .memory import Memory, connect
 from .messages import Message, Thread
@@ -177,36 +178,52 @@ async def threads_show(
     finally:
         await memory.close()
     live = [s for s, merged in summaries if not merged]
-    covered = [tuple((s.metadata or {})["covers"]) for s, _ in summaries]
+    covered = [span for s, _ in summaries if (span := summary_span(s)) is not None]
 
-    def is_covered(m: Any) -> bool:
-        return any(a <= (m.seq or 0) <= b for a, b in covered)
+    def is_covered(m: Message) -> bool:
+        return any(a <= (m.position or 0) <= b for a, b in covered)
 
+    entries = sorted([("message", m) for m in messages] + [("summary", s) for s in live], key=_shown_order)
     if as_json:
-        items = [{**m.to_dict(), "seq": m.seq, "consolidated": is_covered(m)} for m in messages]
-        items += [{**s.to_dict(), "seq": s.seq, "summary": True} for s in live]
-        _emit_json(sorted(items, key=lambda i: i["seq"] or 0))
+        _emit_json(
+            [
+                {**m.to_dict(), "summary": True} if kind == "summary" else {**m.to_dict(), "consolidated": is_covered(m)}
+                for kind, m in entries
+            ]
+        )
         return
     console = _console()
     if not messages:
         console.print(f"(no messages in {resource}/{thread})")
-    entries = [("message", m) for m in messages] + [("summary", s) for s in live]
-    for kind, m in sorted(entries, key=lambda e: e[1].seq or 0):
+    for kind, m in entries:
         when = f"{m.created_at:%Y-%m-%d %H:%M}" if m.created_at else ""
         if kind == "summary":
-            meta = m.metadata or {}
-            first, last = meta["covers"]
-            how = meta.get("summarizer", "?")
-            console.print(f"[bold magenta]summary[/] of #{first}–#{last} ({how}) [dim]{when}[/dim]", markup=True)
+            span = summary_span(m)
+            of = f"of #{span[0]}–#{span[1]} " if span else ""
+            how = (m.metadata or {}).get("summarizer", "?")
+            console.print(f"[bold magenta]summary[/] {of}({how}) [dim]{when}[/dim]", markup=True)
             console.print("  " + m.content.replace("\n", "\n  "), markup=False)
             continue
         mark = " [yellow](summarised)[/]" if is_covered(m) else ""
-        console.print(f"[bold]{m.role}[/bold] #{m.seq} [dim]{when}[/dim]{mark}", markup=True)
+        console.print(f"[bold]{m.role}[/bold] #{m.position} [dim]{when}[/dim]{mark}", markup=True)
         if m.content:
             text = m.content if raw or not is_covered(m) else _clip(m.content)
             console.print("  " + text.replace("\n", "\n  "), markup=False)
         for call in m.tool_calls or ():
             console.print(f"  → {call.name}({json.dumps(call.arguments, ensure_ascii=False)})", markup=False)
+
+
+def _shown_order(entry: tuple[str, Message]) -> tuple[float, int]:
+    """Messages by position; a summary just before the first message it covers (as the inspector shows it).
+
+    A summary has no position of its own; one that names no span (its
+    messages were deleted before spans existed) goes last.
+    """
+    kind, m = entry
+    if kind == "summary":
+        span = summary_span(m)
+        return (span[0] if span else float("inf"), 0)
+    return (m.position or 0, 1)
 
 
 def _clip(text: str, width: int = 80) -> str:
@@ -314,12 +331,12 @@ def messages() -> None:
 
 def _message_done(verb: str, m: Message | None, as_json: bool, empty: str) -> None:
     if as_json:
-        _emit_json({**m.to_dict(), "seq": m.seq} if m else None)
+        _emit_json(m.to_dict() if m else None)
         return
     if m is None:
         click.echo(empty)
         return
-    click.echo(f"{verb} {m.role} message #{m.seq} ({m.id}): {_clip(m.content)}")
+    click.echo(f"{verb} {m.role} message #{m.position} ({m.id}): {_clip(m.content)}")
 
 
 @messages.command("pop")

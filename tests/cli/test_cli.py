@@ -140,6 +140,10 @@ def test_consolidate_and_threads_show_marks(tmp_path: Path) -> None:
 
     async def seed() -> None:
         async with caderno.connect(db, embedder=None) as memory:
+            # Another resource writes first: every number shown must be t's own.
+            await memory.append_messages(
+                resource_id="vizinho", thread_id="t", messages=[Message.user("not yours")] * 9
+            )
             for i in range(60):
                 await memory.append_messages(
                     resource_id="casa",
@@ -158,9 +162,19 @@ def test_consolidate_and_threads_show_marks(tmp_path: Path) -> None:
     assert "summary of #1–#" in shown and "(extractive)" in shown and "(summarised)" in shown
     raw = cli("threads", "show", "casa", "t", "--raw", db=db).stdout
     assert "summary of" not in raw and "(summarised)" not in raw and raw.count("Mercado Central") == 60
+    assert "user #1 " in shown and "assistant #120 " in shown and "#121" not in shown
     items = json.loads(cli("threads", "show", "casa", "t", "--json", db=db).stdout)
     assert sum(1 for i in items if i.get("summary")) == 1
     assert any(i.get("consolidated") for i in items) and not all(i.get("consolidated", True) for i in items)
+    assert all("seq" not in i for i in items)
+    (summary,) = [i for i in items if i.get("summary")]
+    first, last = summary["metadata"]["span"]
+    assert first == 1 and "covers" not in summary["metadata"]
+    messages = [i for i in items if not i.get("summary")]
+    assert [i["position"] for i in messages] == list(range(1, 121))
+    assert [i["consolidated"] for i in messages] == [p <= last for p in range(1, 121)]
+    # The summary stands where the span it covers begins, as in the inspector.
+    assert items.index(summary) == first - 1 == 0
 
 
 def test_threads_create_and_update(db: Path) -> None:
@@ -206,12 +220,14 @@ def test_messages_pop_edit_delete_and_log(db: Path) -> None:
     first, second = json.loads(cli("threads", "show", "casa", "t1", "--json", db=db).stdout)
     edited = cli("messages", "edit", "casa", first["id"], "a meta de Lisboa", "--reason", "typo", db=db)
     assert edited.returncode == 0 and "a meta de Lisboa" in edited.stdout
+    assert (first["position"], second["position"]) == (1, 2) and "seq" not in first
     popped = json.loads(cli("messages", "pop", "casa", "t1", "--json", db=db).stdout)
-    assert (popped["id"], popped["content"]) == (second["id"], "EUR 6000")
+    assert (popped["id"], popped["content"], popped["position"]) == (second["id"], "EUR 6000", 2)
+    assert "seq" not in popped
     shown = json.loads(cli("threads", "show", "casa", "t1", "--json", db=db).stdout)
     assert [m["content"] for m in shown] == ["a meta de Lisboa"]
     deleted = cli("messages", "delete", "casa", first["id"], "--reason", "privacy", db=db)
-    assert deleted.returncode == 0 and "deleted user message" in deleted.stdout
+    assert deleted.returncode == 0 and "deleted user message #1 " in deleted.stdout
     empty = cli("messages", "pop", "casa", "t1", db=db)
     assert empty.returncode == 0 and "nothing popped" in empty.stdout
     assert json.loads(cli("messages", "pop", "casa", "t1", "--json", db=db).stdout) is None
