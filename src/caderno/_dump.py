@@ -49,8 +49,9 @@ FACT_FIELDS = ("category", "key", "value", "source", "created_at", "updated_at")
 FACT_HISTORY_FIELDS = ("category", "key", "value", "source", "valid_from", "replaced_at")
 MESSAGE_LOG_FIELDS = ("message_id", "thread_id", "action", "role", "old_content", "actor", "reason", "created_at")
 VERSION = 1
-#: Versions and counters are 64-bit integers in SQLite and PostgreSQL.
-_MAX_INT64 = 2**63 - 1
+#: Versions, counters and positions are 64-bit integers in SQLite and
+#: PostgreSQL: a larger Python int overflows the driver (a crash, not a refusal).
+MAX_INT64 = 2**63 - 1
 
 
 def new_dump(resource_id: str) -> dict[str, Any]:
@@ -113,13 +114,13 @@ def check_dump(data: Any) -> dict[str, Any]:
     wm = data.get("working_memory")
     if wm is not None:
         wm = out["working_memory"] = _fields(wm, "working_memory", {"data": dict, "version": int, "updated_at": str | None})
-        if not 1 <= wm["version"] <= _MAX_INT64:
+        if not 1 <= wm["version"] <= MAX_INT64:
             raise UsageError(f"export working_memory.version must be within [1, 2**63-1], not {wm['version']}")
         check_time(wm.get("updated_at"), "working_memory.updated_at", optional=True)
     for i, e in enumerate(out["working_memory_log"]):
         where = f"working_memory_log[{i}]"
         _fields(e, where, {"version": int, "patch": dict, "source": str, "created_at": str})
-        if not 1 <= e["version"] <= _MAX_INT64:
+        if not 1 <= e["version"] <= MAX_INT64:
             raise UsageError(f"export {where}.version must be within [1, 2**63-1]")
         check_id(e["source"], f"{where}.source")
         check_time(e["created_at"], f"{where}.created_at")
@@ -304,7 +305,7 @@ def _check_state(out: dict[str, Any]) -> None:
         }:
             raise UsageError(f"export {where} has unknown fields")
         counts = (m["used_count"], m["success_count"], m["failure_count"])
-        if not 0 <= m["confidence"] <= 1 or min(counts) < 0 or max(counts) > _MAX_INT64:
+        if not 0 <= m["confidence"] <= 1 or min(counts) < 0 or max(counts) > MAX_INT64:
             raise UsageError(f"export {where}: confidence must be within [0, 1] and counts not negative")
         for f in ("trigger_tool", "trigger_pattern", "next_tool"):
             check_id(m[f], f"{where}.{f}")

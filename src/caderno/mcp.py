@@ -334,7 +334,7 @@ def build_server(
         limit: Annotated[
             int, Field(ge=1, le=500, description="Keep only the newest N messages.")
         ] = DEFAULT_MESSAGE_LIMIT,
-        before: Annotated[int | None, Field(description="Page backwards: only messages older than this seq.")] = None,
+        before: Annotated[int | None, Field(description="Page backwards: only messages before this position in the thread.")] = None,
         resource: ResourceArg = None,
     ) -> str:
         """Read a conversation's messages, oldest first (the newest `limit` of them).

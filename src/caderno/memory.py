@@ -123,6 +123,15 @@ class TurnContext:
     """The resource's learned tool macros (empty when not asked)."""
 
 
+
+def _check_before(before: Any) -> None:
+    """Refuse a ``before`` that is not a position a store can compare (a 64-bit integer)."""
+    if not isinstance(before, int) or isinstance(before, bool):
+        raise UsageError(f"before must be a message position (an integer) or None, not {type(before).__name__}")
+    if abs(before) > _dump.MAX_INT64:
+        # Not echoed: a huge int has thousands of digits (and str() of one refuses past 4300).
+        raise UsageError("before must be a message position within ±(2**63-1): this integer is larger")
+
 class Memory:
     """Durable memory for agents over one store.
 
@@ -285,7 +294,7 @@ class Memory:
         """Append messages to a thread in one transaction (all or nothing).
 
         Missing ids and times are assigned here. Returns the stored messages
-        with ``id``, ``created_at`` and ``seq`` set.
+        with ``id``, ``created_at`` and ``position`` (1, 2, 3… in the thread) set.
 
         Raises:
             UsageError: bad ids, a non-Message item, text that cannot be
@@ -305,7 +314,8 @@ class Memory:
     ) -> list[Message]:
         """The thread's messages, oldest first; ``limit`` keeps the newest N.
 
-        ``before`` (a ``seq``) pages backwards: only messages older than it.
+        ``before`` (a ``Message.position``) pages backwards: only messages
+        older than it. It is a 64-bit integer, as the stores hold it.
         A thread that does not exist (or belongs to another resource) reads
         as ``[]``.
         """
@@ -313,8 +323,8 @@ class Memory:
         check_id(thread_id, "thread_id")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise UsageError(f"limit must be a non-negative integer or None, not {limit!r}")
-        if before is not None and (not isinstance(before, int) or isinstance(before, bool)):
-            raise UsageError(f"before must be a message seq (an integer) or None, not {before!r}")
+        if before is not None:
+            _check_before(before)
         if limit == 0:
             return []
         found = await self.run(ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=limit, before=before))

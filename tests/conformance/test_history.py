@@ -73,6 +73,21 @@ async def test_negative_limit_is_refused(memory: caderno.Memory) -> None:
         await memory.get_messages(resource_id=R, thread_id=T, limit=-1)
 
 
+async def test_before_pages_by_position_and_is_bounded_to_64_bits(memory: caderno.Memory) -> None:
+    await memory.append_messages(resource_id="other", thread_id=T, messages=[Message.user("x")] * 4)
+    await memory.append_messages(resource_id=R, thread_id=T, messages=[Message.user(f"m{i}") for i in range(5)])
+    page = await memory.get_messages(resource_id=R, thread_id=T, limit=2, before=4)
+    assert [(m.content, m.position) for m in page] == [("m1", 2), ("m2", 3)]
+    edge = 2**63 - 1
+    assert len(await memory.get_messages(resource_id=R, thread_id=T, before=edge)) == 5
+    assert await memory.get_messages(resource_id=R, thread_id=T, before=-edge) == []
+    for huge in (2**63, -(2**63) - 1, 10**23, -(10**23), 10**5000):
+        with pytest.raises(UsageError, match="before must be a message position"):
+            await memory.get_messages(resource_id=R, thread_id=T, before=huge)
+    with pytest.raises(UsageError, match="before must be a message position"):
+        await memory.get_messages(resource_id=R, thread_id=T, before="3")  # type: ignore[arg-type]
+
+
 async def test_missing_thread_reads_empty(memory: caderno.Memory) -> None:
     assert await memory.get_messages(resource_id=R, thread_id="nope") == []
 
@@ -133,7 +148,7 @@ async def test_tool_calls_and_unicode_round_trip(memory: caderno.Memory) -> None
 
 @pytest.mark.parametrize(
     "rid",
-    ["'; DROP TABLE events; --", 'a" OR 1=1 --', "%", "_", "\\", "résumé/../..", "x" * 256],
+    ["'; DROP TABLE events; --", 'a" OR 1=1 --', "%", "_", "\\", "résumé..%2F..", "x" * 256],
 )
 async def test_injection_shaped_ids_and_content_are_plain_data(memory: caderno.Memory, rid: str) -> None:
     await memory.append_messages(resource_id=rid, thread_id=rid, messages=[Message.user("'); DELETE FROM events; --")])
