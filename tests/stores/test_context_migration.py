@@ -5,10 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from _pg import pg_schema
+
 import caderno
 from caderno import Message
 from caderno._text import stems
-from caderno.stores import _sqlite_schema
+from caderno.stores import _postgres_schema, _sqlite_schema
 
 ROWS = [
     ("a", "t", "how much is the car insurance?", "2023-05-08T13:56:00.000000+00:00"),
@@ -74,3 +76,39 @@ async def test_messages_indexed_before_are_found_by_their_neighbours_and_their_d
         assert applied[-2:] == ["0012_thread_positions", "0013_index_time_context"]
     finally:
         conn.close()
+
+
+async def test_postgres_messages_indexed_before_are_found_by_their_neighbours_and_their_day() -> None:
+    import psycopg
+
+    names = [name for name, _ in _postgres_schema.MIGRATIONS]
+    with pg_schema() as url:
+        base, schema = url.split("?schema=")
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            conn.execute("CREATE TABLE schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL)")
+            for name, sql in _postgres_schema.MIGRATIONS[: names.index("0012_thread_positions") + 1]:
+                conn.execute(sql)
+                conn.execute("INSERT INTO schema_migrations VALUES (%s, now())", (name,))
+            conn.execute("INSERT INTO resources VALUES ('a', NULL, 0, now(), now()), ('b', NULL, 0, now(), now())")
+            conn.execute(
+                "INSERT INTO threads (resource_id, thread_id, created_at) "
+                "VALUES ('a', 't', now()), ('a', 'u', now()), ('b', 't', now())"
+            )
+            for i, (rid, tid, content, created_at) in enumerate(ROWS):
+                conn.execute(
+                    "INSERT INTO events (resource_id, thread_id, id, role, content, created_at, position) "
+                    "VALUES (%s, %s, %s, 'user', %s, %s, %s)",
+                    (rid, tid, f"m{i}", content, created_at, i + 1),
+                )
+        async with caderno.connect(url, embedder=None) as memory:
+            assert await lexical(memory, "a", "car insurance") == ["R$ 310 a month", "how much is the car insurance?"]
+            assert await lexical(memory, "a", "maio") == [
+                "R$ 310 a month",
+                "Risotto tonight.",
+                "how much is the car insurance?",
+            ]
+            assert await lexical(memory, "b", "julho") == ["Pizza tonight."]
+            assert await lexical(memory, "b", "car insurance") == []
+            await memory.append_messages(resource_id="a", thread_id="u", messages=[Message.user("with mushrooms")])
+            assert await lexical(memory, "a", "mushrooms") == ["Risotto tonight.", "with mushrooms"]

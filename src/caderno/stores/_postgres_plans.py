@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT
 from ..errors import UsageError
 from ..messages import Message, ScheduledTask
 from . import ops
@@ -85,16 +86,24 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
     return [ops.EmbeddingJob(resource_id=r[0], seq=r[1], content=r[2], attempts=r[3]) for r in rows]
 
 
+#: ts_rank_cd's weights, in its order {D, C, B, A}: the message's own words
+#: (A) 1, its neighbours' (B) ``CONTEXT_COLUMN_WEIGHT``, its day's (C)
+#: ``DATE_COLUMN_WEIGHT`` (migration 0013_index_time_context labels them);
+#: nothing is labelled D. Scaled so the largest is 1, the most ts_rank_cd takes.
+_TOP = max(1.0, CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT)
+RANK_WEIGHTS = "{" + ", ".join(f"{w / _TOP:.4f}" for w in (0.0, DATE_COLUMN_WEIGHT, CONTEXT_COLUMN_WEIGHT, 1.0)) + "}"
+
+
 def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
     if not op.terms:
         return []
     # Terms are bound as one parameter and OR-ed by tsquery itself, stemmed
-    # by both configurations the index uses (migration 0011_stemmed_full_text);
+    # by both configurations the index uses (migration 0013_index_time_context);
     # ts_rank_cd (cover density) is PostgreSQL's lexical rank.
     sql = (
-        "SELECT seq, ts_rank_cd(content_tsv, q) AS score FROM events, "
+        f"SELECT seq, ts_rank_cd('{RANK_WEIGHTS}'::float4[], search_tsv, q) AS score FROM events, "
         "(SELECT to_tsquery('english', ?) || to_tsquery('portuguese', ?) AS q) tq "
-        "WHERE resource_id = ? AND kind = 'message' AND content_tsv @@ q"
+        "WHERE resource_id = ? AND kind = 'message' AND search_tsv @@ q"
     )
     words = " | ".join(op.terms)
     params: list[Any] = [words, words, op.resource_id]

@@ -35,6 +35,29 @@ END $$;
 #: (``unaccent`` is an extension a user may not be allowed to create).
 FOLDED = "translate(lower(content), 'áàâãäåāéèêëēíìîïīóòôõöøōúùûüūçñýÿ', 'aaaaaaaeeeeeiiiiiooooooouuuuucnyy')"
 
+#: ``FOLDED`` of a function's ``body`` argument.
+FOLDED_BODY = FOLDED.replace("lower(content)", "lower(body)")
+
+#: The statement of migration 0013's triggers: index again the rows
+#: ``{changed}`` selects (those still there) and the 2 messages on each side
+#: of each, in its thread: the rows whose context they are part of.
+REINDEX = """
+            WITH c AS ({changed}),
+            t AS (
+                SELECT c.resource_id, c.seq FROM c
+                UNION
+                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
+                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
+                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
+                        ORDER BY b.seq DESC LIMIT 2)
+                    UNION ALL
+                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
+                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
+                        ORDER BY a.seq LIMIT 2)) n
+            )
+            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
+                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_core",
@@ -330,6 +353,75 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE e.resource_id = threads.resource_id AND e.thread_id = threads.thread_id), 0);
         CREATE UNIQUE INDEX events_position ON events (resource_id, thread_id, position)
             WHERE position IS NOT NULL;
+        """,
+    ),
+    (
+        # Index-time context (see caderno._text and stores/_sqlite_fts.py): a
+        # message's full text is its own words (weight A), the words of the 2
+        # messages before and the 2 after it in its thread (B) and its UTC day
+        # as words in English and Portuguese (C). A generated column cannot
+        # read other rows, so search_tsv is a plain column kept by statement
+        # triggers in the same transaction as the write: an insert indexes
+        # the new messages and the 2 before each; an edit or a deletion the
+        # messages around it. The 2s are CONTEXT_BEFORE / CONTEXT_AFTER as
+        # they were when this migration was written.
+        "0013_index_time_context",
+        f"""
+        ALTER TABLE events DROP COLUMN content_tsv;
+        ALTER TABLE events ADD COLUMN search_tsv tsvector;
+        CREATE FUNCTION caderno_terms(body text) RETURNS tsvector LANGUAGE sql IMMUTABLE AS $$
+            SELECT to_tsvector('english', {FOLDED_BODY}) || to_tsvector('portuguese', {FOLDED_BODY})
+        $$;
+        CREATE FUNCTION caderno_date_words(at timestamptz) RETURNS text LANGUAGE sql STABLE AS $$
+            SELECT to_char(at AT TIME ZONE 'UTC', 'FMDD FMMonth YYYY FMDD "de" ')
+                || (ARRAY['janeiro', 'fevereiro', 'março', 'abril', 'maio', 'junho', 'julho', 'agosto',
+                          'setembro', 'outubro', 'novembro', 'dezembro'])[extract(month FROM at AT TIME ZONE 'UTC')::int]
+                || to_char(at AT TIME ZONE 'UTC', ' "de" YYYY')
+        $$;
+        CREATE FUNCTION caderno_search_tsv(rid text, tid text, s bigint, body text, at timestamptz)
+            RETURNS tsvector LANGUAGE sql STABLE AS $$
+            SELECT setweight(caderno_terms(body), 'A')
+                || setweight(caderno_terms(coalesce((SELECT string_agg(n.content, ' ') FROM (
+                    (SELECT b.content FROM events b WHERE b.resource_id = rid AND b.thread_id = tid
+                        AND b.kind = 'message' AND b.seq < s ORDER BY b.seq DESC LIMIT 2)
+                    UNION ALL
+                    (SELECT a.content FROM events a WHERE a.resource_id = rid AND a.thread_id = tid
+                        AND a.kind = 'message' AND a.seq > s ORDER BY a.seq LIMIT 2)) n), '')), 'B')
+                || setweight(caderno_terms(caderno_date_words(at)), 'C')
+        $$;
+        UPDATE events SET search_tsv = caderno_search_tsv(resource_id, thread_id, seq, content, created_at)
+            WHERE kind = 'message';
+        CREATE INDEX events_fts ON events USING gin (search_tsv);
+        CREATE FUNCTION caderno_context_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            {REINDEX.format(changed="SELECT resource_id, thread_id, seq FROM changed_rows WHERE kind = 'message'")}
+            RETURN NULL;
+        END $$;
+        CREATE FUNCTION caderno_context_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            -- Only a change of content changes a context; this also ends the
+            -- recursion of the UPDATE below (it changes search_tsv alone).
+            IF NOT EXISTS (SELECT 1 FROM changed_rows n JOIN old_rows o ON o.resource_id = n.resource_id
+                           AND o.seq = n.seq WHERE n.content IS DISTINCT FROM o.content) THEN
+                RETURN NULL;
+            END IF;
+            {REINDEX.format(changed="SELECT n.resource_id, n.thread_id, n.seq FROM changed_rows n JOIN old_rows o "
+                            "ON o.resource_id = n.resource_id AND o.seq = n.seq "
+                            "WHERE n.kind = 'message' AND n.content IS DISTINCT FROM o.content")}
+            RETURN NULL;
+        END $$;
+        CREATE FUNCTION caderno_context_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            {REINDEX.format(changed="SELECT resource_id, thread_id, seq FROM old_rows WHERE kind = 'message'")}
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER events_context_insert AFTER INSERT ON events REFERENCING NEW TABLE AS changed_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION caderno_context_inserted();
+        CREATE TRIGGER events_context_update AFTER UPDATE ON events
+            REFERENCING OLD TABLE AS old_rows NEW TABLE AS changed_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION caderno_context_updated();
+        CREATE TRIGGER events_context_delete AFTER DELETE ON events REFERENCING OLD TABLE AS old_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION caderno_context_deleted();
         """,
     ),
 ]
