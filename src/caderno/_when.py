@@ -144,6 +144,20 @@ Days = Callable[[re.Match[str], date], "tuple[date, date] | None"]
 #: Tried in order; the first that matches and names real days wins.
 _RULES: list[tuple[re.Pattern[str], Days]] = [
     (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), lambda m, today: _exact(int(m[1]), int(m[2]), int(m[3]))),
+    # A year written out is the year, before the rules that pick the latest
+    # such day or month ("in December 2023" asked in 2025 is not December 2024).
+    (
+        re.compile(rf"\b(?:dia )?(\d{{1,2}})(?:st|nd|rd|th)? (?:de |of )?{_MONTH},? (?:de )?(\d{{4}})\b"),
+        lambda m, today: _exact(int(m[3]), _MONTHS[m[2]], int(m[1])),
+    ),
+    (
+        re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b"),
+        lambda m, today: _exact(int(m[3]), _MONTHS[m[1]], int(m[2])),
+    ),
+    (
+        re.compile(rf"\b(?:(?:in|em|de) )?{_MONTH},? (?:de |of )?(\d{{4}})\b"),
+        lambda m, today: _month_range(int(m[2]), _MONTHS[m[1]]) if 1 <= int(m[2]) <= 9999 else None,
+    ),
     (
         re.compile(r"\b(\d{1,2})/(\d{1,2})(?:/(\d{4}))?\b"),  # day/month, as written in Portuguese
         lambda m, today: _exact(int(m[3]), int(m[2]), int(m[1])) if m[3] else _latest(int(m[2]), int(m[1]), today),

@@ -77,3 +77,38 @@ def test_window_holds_days_inclusive() -> None:
         datetime(2026, 3, 23, 23, 59, tzinfo=UTC)
     )
     assert not window.holds(datetime(2026, 3, 24, 0, 0, tzinfo=UTC)) and not window.holds(None)
+
+
+@pytest.mark.parametrize(
+    ("question", "now", "first", "last"),
+    [
+        # An explicit year is kept, whether that month is past, to come or years ago.
+        (
+            "What did Caroline do in December 2023?",
+            datetime(2023, 6, 1, tzinfo=UTC),
+            date(2023, 12, 1),
+            date(2023, 12, 31),
+        ),
+        (
+            "What did Caroline do in December 2023?",
+            datetime(2023, 12, 20, tzinfo=UTC),
+            date(2023, 12, 1),
+            date(2023, 12, 31),
+        ),
+        (
+            "What did Caroline do in December 2023?",
+            datetime(2025, 3, 1, tzinfo=UTC),
+            date(2023, 12, 1),
+            date(2023, 12, 31),
+        ),
+        ("o que fizemos em março de 2024?", NOW, date(2024, 3, 1), date(2024, 3, 31)),
+        ("What happened on 8 May 2023?", NOW, date(2023, 5, 8), date(2023, 5, 8)),
+        ("What happened on May 8, 2023?", NOW, date(2023, 5, 8), date(2023, 5, 8)),
+        ("o que houve no dia 8 de maio de 2023?", NOW, date(2023, 5, 8), date(2023, 5, 8)),
+    ],
+)
+def test_an_explicit_year_is_the_year_of_the_window(question: str, now: datetime, first: date, last: date) -> None:
+    window = find_window(question, now)
+    assert window is not None
+    assert (window.first, window.last) == (first, last)
+    assert "2023" not in window.rest and "2024" not in window.rest
