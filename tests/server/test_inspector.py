@@ -84,7 +84,7 @@ def stand_in_routes(app: FastAPI) -> None:
         return memory
 
     def msg(m: Message) -> dict[str, Any]:
-        return {**m.to_dict(), "seq": m.seq}
+        return m.to_dict()  # as the real API: the position in the thread, never the database-wide seq
 
     @r.get("/resources")
     async def resources(request: Request, key: CurrentKey) -> list[str]:
@@ -210,6 +210,10 @@ async def seed(db: Path, home: Path) -> tuple[str, dict[str, str]]:
     memory = caderno.Memory(open_store(str(db)), embedder=None)
     async with memory:
         ids: dict[str, str] = {}
+        # Bob writes first: alice's numbers must be her thread's own, not the database's.
+        await memory.append_messages(
+            resource_id="bob", thread_id="vault", messages=[Message.user("Bob's vault code is 4321.")]
+        )
         trip = await memory.append_messages(
             resource_id="alice",
             thread_id="trip",
@@ -227,16 +231,14 @@ async def seed(db: Path, home: Path) -> tuple[str, dict[str, str]]:
         )
         await memory.update_thread(resource_id="alice", thread_id="trip", title="Trip to Lisbon")
         ids.update(first=trip[0].id or "", hostile=trip[4].id or "", window=trip[5].id or "")
+        span = (trip[0].position or 0, trip[1].position or 0)
+        summary = summary_message("Alice wants a flight to Lisbon on 12 May.", span, "extractive", covered=2)
         seqs = (trip[0].seq or 0, trip[1].seq or 0)
-        summary = summary_message("Alice wants a flight to Lisbon on 12 May.", seqs, "extractive", covered=2)
         await memory.run(
             ops.WriteSummary(resource_id="alice", thread_id="trip", summary=summary, covered=seqs, now=utcnow())
         )
         await memory.append_messages(
             resource_id="alice", thread_id="scratch", messages=[Message.user("A scratch note to throw away.")]
-        )
-        await memory.append_messages(
-            resource_id="bob", thread_id="vault", messages=[Message.user("Bob's vault code is 4321.")]
         )
         for patch, source in [
             ({"name": "Alice", "trip": {"city": "Lisbon"}}, "app"),
@@ -392,6 +394,7 @@ def test_sign_in_thread_with_folded_tool_calls_summary_and_hostile_text(page: Pa
     # The summary sits in place, before the messages it covers; the tool result is folded.
     assert cards.first.get_attribute("aria-label") == "Summary"
     assert "Alice wants a flight to Lisbon on 12 May." in cards.first.inner_text()
+    assert "summary of messages #1–#2 (2 messages)" in " ".join(cards.first.inner_text().split())
     labels = [c.get_attribute("aria-label") for c in cards.all()]
     assert not any(label.startswith("tool") for label in labels), labels
     assistant = messages.get_by_role("listitem", name="assistant message #2")
@@ -408,6 +411,30 @@ def test_sign_in_thread_with_folded_tool_calls_summary_and_hostile_text(page: Pa
     shot(page, tmp_path / "thread.png")
     if os.environ.get("CADERNO_SCREENSHOT") == "1":
         shot(page, DOCS_SHOT)
+
+
+def test_load_earlier_pages_back_by_position(page: Page, site: Site) -> None:
+    # More than one page (PAGE = 200 in app.js), written after others wrote, so seq and position differ.
+    total = 205
+    for start in range(0, total, 50):
+        turn = [{"role": "user", "content": f"long {i}"} for i in range(start, min(start + 50, total))]
+        got = httpx.post(
+            site.url + "/v1/resources/alice/threads/long/messages",
+            headers={"Authorization": f"Bearer {site.alice}"},
+            json={"messages": turn},
+        )
+        assert got.status_code in (200, 201), got.text
+    sign_in(page, site)
+    page.goto(site.url + "/#/r/alice/threads/long")
+    messages = page.get_by_role("list", name="Messages")
+    messages.get_by_role("listitem", name=f"user message #{total}").wait_for()
+    assert messages.get_by_role("listitem").count() == 200
+    page.get_by_role("button", name="Load earlier messages").click()
+    messages.get_by_role("listitem", name="user message #1", exact=True).wait_for()
+    labels = [c.get_attribute("aria-label") for c in messages.get_by_role("listitem").all()]
+    assert labels == [f"user message #{p}" for p in range(1, total + 1)]
+    assert messages.get_by_role("listitem", name="user message #1", exact=True).locator(".text").inner_text() == "long 0"
+    assert page.get_by_role("button", name="Load earlier messages").is_hidden()
 
 
 def test_working_memory_json_log_and_patch(page: Page, site: Site, tmp_path: Path) -> None:
@@ -468,7 +495,7 @@ def test_edit_and_delete_a_message(page: Page, site: Site, tmp_path: Path) -> No
     page.get_by_role("status").get_by_text("Deleted message #5.").wait_for()
     assert messages.get_by_role("listitem", name="user message #5").count() == 0
     stored = site.get("/v1/resources/alice/threads/trip/messages").json()
-    assert [m["content"] for m in stored if m["seq"] >= 5] == ["I prefer an aisle seat."]
+    assert [m["content"] for m in stored if m["position"] >= 5] == ["I prefer an aisle seat."]
     shot(page, tmp_path / "edited.png")
 
 
@@ -597,7 +624,7 @@ async def seed_hostile(db: Path) -> tuple[str, list[str], dict[int, str]]:
         stored = await legacy_append(
             memory, resource_id="carol", thread_id="plain", messages=[(mid, f"message {mid}") for mid in ids]
         )
-        return admin, ids, {m.seq or 0: m.id or "" for m in stored}
+        return admin, ids, {m.position or 0: m.id or "" for m in stored}
 
 
 @pytest.fixture

@@ -326,7 +326,7 @@
     more.hidden = messages.length < PAGE;
     more.addEventListener("click", async () => {
       try {
-        const before = Math.min(...messages.map((m) => m.seq));
+        const before = Math.min(...messages.map((m) => m.position)); // positions: 1, 2, 3… in this thread
         const older = (await api("GET", path([...threadPath, "messages"], { limit: PAGE, before }))).data;
         messages = older.concat(messages);
         more.hidden = older.length < PAGE;
@@ -362,18 +362,19 @@
   }
 
   // Tool results are folded under the assistant message that made the call;
-  // each summary is shown where the span it covers begins.
+  // each summary is shown where the span it covers begins (positions in the
+  // thread; a summary has none of its own, and one that names no span goes last).
   function messageCards(rid, messages, summaries) {
     const calls = new Set();
     for (const m of messages) for (const c of m.tool_calls || []) calls.add(c.id);
     const results = new Map();
     for (const m of messages) if (m.role === "tool" && calls.has(m.tool_call_id)) results.set(m.tool_call_id, m);
     const pending = (summaries || [])
-      .map((s) => ({ ...s, from: ((s.message.metadata || {}).covers || [Infinity])[0] }))
+      .map((s) => ({ ...s, from: (spanOf(s.message) || [Infinity])[0] }))
       .sort((a, b) => a.from - b.from);
     const cards = [];
     for (const m of messages) {
-      while (pending.length && pending[0].from <= m.seq) cards.push(summaryCard(pending.shift()));
+      while (pending.length && pending[0].from <= m.position) cards.push(summaryCard(pending.shift()));
       if (m.role === "tool" && results.has(m.tool_call_id)) continue;
       cards.push(messageCard(rid, m, results));
     }
@@ -381,9 +382,15 @@
     return cards;
   }
 
+  // A summary's [first, last] positions, or null when it names none.
+  function spanOf(message) {
+    const span = (message.metadata || {}).span;
+    return Array.isArray(span) && span.length === 2 && span.every(Number.isInteger) ? span : null;
+  }
+
   function summaryCard({ message, merged }) {
     const meta = message.metadata || {};
-    const covers = meta.covers || [];
+    const span = spanOf(message);
     return h(
       "article",
       { class: `msg summary${merged ? " merged" : ""}`, role: "listitem", "aria-label": "Summary" },
@@ -391,7 +398,7 @@
         "header",
         {},
         h("span", { class: "badge summary" }, "summary"),
-        covers.length ? ` of messages #${covers[0]}–#${covers[1]}` : "",
+        span ? ` of messages #${span[0]}–#${span[1]}` : "",
         meta.count ? ` (${meta.count} messages)` : "",
         merged ? h("span", { class: "badge" }, "merged into a later summary") : "",
         " ",
@@ -406,13 +413,13 @@
     if (!m.content) text.append(h("span", { class: "muted" }, "(no text)"));
     const card = h(
       "article",
-      { class: `msg role-${m.role}`, role: "listitem", "aria-label": `${m.role} message #${m.seq}`, "data-id": m.id },
+      { class: `msg role-${m.role}`, role: "listitem", "aria-label": `${m.role} message #${m.position}`, "data-id": m.id },
       h(
         "header",
         {},
         h("span", { class: `badge role-${m.role}` }, m.role),
         m.name ? h("span", { class: "muted" }, ` ${m.name}`) : "",
-        h("span", { class: "muted" }, ` #${m.seq} · `),
+        h("span", { class: "muted" }, ` #${m.position} · `),
         when(m.created_at),
         typeof m.importance === "number" ? h("span", { class: "muted" }, ` · importance ${m.importance.toFixed(2)}`) : "",
         h("span", { class: "spacer" }),
@@ -438,7 +445,7 @@
                 ? h(
                     "div",
                     { class: "result", "data-id": result.id },
-                    h("div", { class: "row" }, h("strong", {}, "Result"), h("span", { class: "muted" }, ` #${result.seq}`), h("span", { class: "spacer" }), actions(rid, result, null)),
+                    h("div", { class: "row" }, h("strong", {}, "Result"), h("span", { class: "muted" }, ` #${result.position}`), h("span", { class: "spacer" }), actions(rid, result, null)),
                     h("pre", {}, result.content),
                   )
                 : h("p", { class: "muted" }, "No result stored."),
@@ -451,8 +458,8 @@
   }
 
   function actions(rid, m, textEl) {
-    const edit = h("button", { type: "button", class: "small", "aria-label": `Edit message #${m.seq}` }, "Edit");
-    const del = h("button", { type: "button", class: "small danger", "aria-label": `Delete message #${m.seq}` }, "Delete");
+    const edit = h("button", { type: "button", class: "small", "aria-label": `Edit message #${m.position}` }, "Edit");
+    const del = h("button", { type: "button", class: "small danger", "aria-label": `Delete message #${m.position}` }, "Delete");
     edit.addEventListener("click", () => {
       if (!actionable("message id", m.id)) return;
       const area = h("textarea", { id: `edit-${m.id}`, rows: 4 });
@@ -460,7 +467,7 @@
       const reason = h("input", { id: `reason-${m.id}`, type: "text", placeholder: "why (kept in the message log)" });
       const form = h(
         "form",
-        { class: "edit", "aria-label": `Edit message #${m.seq}` },
+        { class: "edit", "aria-label": `Edit message #${m.position}` },
         h("p", { class: "muted" }, `Editing message id “${m.id}”; the old text goes to the message log.`),
         h("label", { for: `edit-${m.id}` }, "New content"),
         area,
@@ -474,7 +481,7 @@
         if (reason.value.trim()) body.reason = reason.value.trim();
         try {
           await api("PATCH", path(["resources", rid, "messages", m.id]), { body });
-          setStatus(`Saved message #${m.seq}.`);
+          setStatus(`Saved message #${m.position}.`);
           render();
         } catch (err) {
           showError(err);
@@ -488,13 +495,13 @@
       if (!actionable("message id", m.id)) return;
       const ok = await confirmDialog(
         "Delete this message?",
-        `The ${m.role} message #${m.seq} (id “${m.id}”) of resource “${rid}” will be deleted. The log keeps who and when, not the text.`,
+        `The ${m.role} message #${m.position} (id “${m.id}”) of resource “${rid}” will be deleted. The log keeps who and when, not the text.`,
         "Delete message",
       );
       if (!ok) return;
       try {
         await api("DELETE", path(["resources", rid, "messages", m.id]));
-        setStatus(`Deleted message #${m.seq}.`);
+        setStatus(`Deleted message #${m.position}.`);
         render();
       } catch (err) {
         showError(err);
@@ -694,7 +701,7 @@
         scores.length ? h("span", { class: "muted" }, scores.join(" · ")) : "",
       ),
       h("div", {}, h("span", { class: `badge role-${m.role}` }, m.role), " ", h("span", { class: "text" }, m.content || "")),
-      h("div", { class: "muted" }, h("a", { href: link(rid, "threads", hit.thread_id) }, `thread ${hit.thread_id}`), ` · #${m.seq}`),
+      h("div", { class: "muted" }, h("a", { href: link(rid, "threads", hit.thread_id) }, `thread ${hit.thread_id}`), ` · #${m.position}`),
     );
   }
 
