@@ -508,7 +508,11 @@ async def message_log(
     responses=_doc(501),
 )
 async def list_summaries(request: Request, auth: CurrentKey, resource: Res, thread: Thread) -> list[dict[str, Any]]:
-    """The thread's summaries, oldest first, each with ``merged``."""
+    """The thread's summaries, oldest first, each with ``merged``.
+
+    A summary's ``metadata.span`` is the ``[first, last]`` positions in this
+    thread of the messages it covers; a summary has no position of its own.
+    """
     rid = require(auth, resource)
     found = await _memory(request).summaries(resource_id=rid, thread_id=thread)
     return [{"message": _message(x), "merged": merged} for x, merged in found]
