@@ -54,12 +54,18 @@ def catch_up_fts(conn: sqlite3.Connection) -> int:
         (upto, last),
     ):
         runs.setdefault((rid, tid), []).append((lo, hi))
-    # Rows an edit or a deletion queued: one run each.
+    # Rows an edit or a deletion queued: one run each. CROSS JOIN keeps the
+    # queue (usually empty) outside: joined the other way SQLite scanned
+    # every event (12 ms a search at 100k messages).
     for rid, tid, seq in conn.execute(
-        "SELECT e.resource_id, e.thread_id, e.seq FROM fts_redo r JOIN events e ON e.seq = r.seq "
+        "SELECT e.resource_id, e.thread_id, e.seq FROM fts_redo r CROSS JOIN events e ON e.seq = r.seq "
         "WHERE e.kind = 'message'"
     ):
         runs.setdefault((rid, tid), []).append((seq, seq))
+    if not runs:  # nothing to index: write nothing (a commit without changes costs no fsync)
+        if last > upto:
+            conn.execute("UPDATE fts_state SET indexed_upto = ?", (last,))
+        return 0
     rows: dict[int, tuple[str, str, str]] = {}
     for (rid, tid), spans in runs.items():
         for lo, hi in spans:
