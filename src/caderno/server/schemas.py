@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import _dump
 from ..recall import MAX_LEG_LIMIT, MAX_MESSAGE_RANGE
 
 __all__ = [
@@ -50,10 +51,10 @@ __all__ = [
 
 _strict = ConfigDict(extra="forbid")
 
-#: Sequence numbers, versions and counters are 64-bit signed integers in SQLite
-#: and PostgreSQL: a number past this is refused here (422) instead of
-#: overflowing in the driver (a 500).
-MAX_INT64 = 2**63 - 1
+#: Positions, versions and counters are 64-bit signed integers in SQLite and
+#: PostgreSQL (``caderno._dump.MAX_INT64``, the one name of that bound): a
+#: number past it is refused here (422) instead of overflowing in the driver.
+MAX_INT64 = _dump.MAX_INT64
 
 #: A leg's or ``top``'s count in a recall body (see ``caderno.recall.MAX_LEG_LIMIT``).
 LegLimit = Annotated[int, Field(ge=0, le=MAX_LEG_LIMIT)]
