@@ -9,6 +9,7 @@ migrate exactly once.
 from __future__ import annotations
 
 from ..importance import SALIENT
+from . import _migrate_spans
 
 #: The pgvector column, added when the ``vector`` extension is installed in
 #: the database (by migration 0009, or on a later open if an administrator
@@ -424,6 +425,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             FOR EACH STATEMENT EXECUTE FUNCTION caderno_context_deleted();
         """,
     ),
+    (f"0014_{_migrate_spans.NAME}", _migrate_spans.POSTGRES),
 ]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from .._time import to_iso, utcnow
 from ..errors import SchemaTooNew, StorageError
 from ..importance import SALIENT
-from . import _sqlite_legacy
+from . import _migrate_spans, _sqlite_legacy
 
 #: (name, statements). Statements are run one by one (triggers contain ';').
 MIGRATIONS: list[tuple[str, list[str]]] = [
@@ -370,6 +370,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "UPDATE fts_state SET indexed_upto = 0",
         ],
     ),
+    (f"0014_{_migrate_spans.NAME}", _migrate_spans.SQLITE),
 ]
 
 
