@@ -144,21 +144,20 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
             model="m", dim=3, done=((R, stored[0].seq, vector),), failed=((R, stored[1].seq, "boom", 60.0),), now=now
         ),
     )
-    rows, lexical, salient, by_seq, around, adjacent = await run(
+    rows, lexical, salient, by_seq, around = await run(
         memory,
         ops.ReadVectors(resource_id=R, model="m", after_id=0),
         ops.LexicalSearch(resource_id=R, terms=("amsterdam",), limit=5),
         ops.ReadSalient(resource_id=R, threshold=0.8, limit=5),
         ops.ReadBySeq(resource_id=R, seqs=(stored[1].seq,)),
         ops.ReadNeighbours(resource_id=R, thread_id=T, seq=stored[0].seq, before=1, after=1),
-        ops.ReadAdjacent(resource_id=R, seqs=(stored[0].seq, stored[1].seq, 10**9)),
     )
     assert rows.seqs == [stored[0].seq] and rows.vectors == vector
-    assert [s for s, _ in lexical] == [stored[0].seq]
+    # The word's own message first, then the reply it is context for (index-time context).
+    assert [s for s, _ in lexical] == [stored[0].seq, stored[1].seq]
     assert [m.id for _, m in salient] == [stored[0].id]
     assert [(t, m.content) for t, m in by_seq] == [(T, "ok then")]
     assert [m.content for m in around] == ["ok then"]
-    assert sorted(adjacent) == [(stored[0].seq, None, stored[1].seq), (stored[1].seq, stored[0].seq, None)]
     assert await run(memory, ops.Reindex(resource_id=R)) == [2]
     candidates, claimed, again, free = await run(
         memory,
@@ -168,7 +167,7 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
         ops.ReadUnconsolidated(resource_id=R, thread_id=T),
     )
     assert candidates == [(R, T)] and (claimed, again) == (True, False) and len(free) == 2
-    summary = memory.prepare_messages([Message.system("summary", metadata={"covers": [stored[0].seq, stored[1].seq]})])[
+    summary = memory.prepare_messages([Message.system("summary", metadata={"span": [1, 2]})])[
         0
     ]
     written, twice, summaries = await run(

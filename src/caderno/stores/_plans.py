@@ -505,21 +505,6 @@ def read_neighbours(d: Dialect, op: ops.ReadNeighbours) -> Plan[list[Message]]:
     return [row_to_message(r) for r in [*reversed(older), *newer]]
 
 
-def read_adjacent(d: Dialect, op: ops.ReadAdjacent) -> Plan[list[tuple[int, int | None, int | None]]]:
-    if not op.seqs:
-        return []
-    side = (
-        "(SELECT {fn}(o.seq) FROM events o WHERE o.resource_id = e.resource_id AND o.thread_id = e.thread_id "
-        "AND o.kind = 'message' AND o.seq {cmp} e.seq)"
-    )
-    rows = yield Q(
-        f"SELECT e.seq, {side.format(fn='max', cmp='<')}, {side.format(fn='min', cmp='>')} FROM events e "
-        f"WHERE e.resource_id = ? AND e.kind = 'message' AND e.seq IN ({marks(len(op.seqs))})",
-        (op.resource_id, *op.seqs),
-    )
-    return [(r[0], r[1], r[2]) for r in rows]
-
-
 def reindex(d: Dialect, op: ops.Reindex) -> Plan[int]:
     where, params = ("WHERE resource_id = ?", (op.resource_id,)) if op.resource_id is not None else ("", ())
     yield Q(f"DELETE FROM embeddings {where}", params, "none")
@@ -663,7 +648,6 @@ SHARED: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
     ops.ReadVectors: read_vectors,
     ops.ReadSalient: read_salient,
     ops.ReadNeighbours: read_neighbours,
-    ops.ReadAdjacent: read_adjacent,
     ops.Reindex: reindex,
     ops.FindConsolidationCandidates: find_consolidation_candidates,
     ops.ReleaseConsolidation: release_consolidation,

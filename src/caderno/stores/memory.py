@@ -133,7 +133,6 @@ class InMemoryStore:
             ops.ReadSalient: self._read_salient,
             ops.ReadBySeq: self._read_by_seq,
             ops.ReadNeighbours: self._read_neighbours,
-            ops.ReadAdjacent: self._read_adjacent,
             ops.Reindex: self._reindex,
             ops.FindConsolidationCandidates: self._find_consolidation_candidates,
             ops.ClaimConsolidation: self._claim_consolidation,
@@ -691,16 +690,6 @@ class InMemoryStore:
         older = [m for m in msgs if (m.seq or 0) < op.seq][-op.before :] if op.before else []
         newer = [m for m in msgs if (m.seq or 0) > op.seq][: op.after]
         return older + newer
-
-    def _read_adjacent(self, op: ops.ReadAdjacent) -> list[tuple[int, int | None, int | None]]:
-        wanted = set(op.seqs)
-        out = []
-        for tid, m in self._messages(op.resource_id):
-            if m.seq in wanted:
-                seqs = [x.seq or 0 for x in (pair[1] for pair in self._messages(op.resource_id, tid))]
-                i = seqs.index(m.seq or 0)
-                out.append((m.seq or 0, seqs[i - 1] if i else None, seqs[i + 1] if i + 1 < len(seqs) else None))
-        return out
 
     def _reindex(self, op: ops.Reindex) -> int:
         rids = [op.resource_id] if op.resource_id is not None else list(self._resources)

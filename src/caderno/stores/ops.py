@@ -96,7 +96,6 @@ __all__ = [
     "PatchWorkingMemory",
     "PopMessage",
     "PutThread",
-    "ReadAdjacent",
     "ReadBySeq",
     "ReadConsolidationLog",
     "ReadFactCandidates",
@@ -533,19 +532,6 @@ class ReadNeighbours(Op[list[Message]]):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ReadAdjacent(Op[list[tuple[int, "int | None", "int | None"]]]):
-    """For each of ``seqs`` (the resource's messages): ``(seq, previous, next)``, the seqs of
-    the messages just before and after it in its own thread (None at an end).
-
-    Recall's context: a message is found by words its neighbours said.
-    Seqs that are not the resource's messages are left out.
-    """
-
-    resource_id: str
-    seqs: tuple[int, ...]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class Reindex(Op[int]):
     """Drop the vectors of a resource (or all) and queue its embeddable messages again.
 
@@ -949,7 +935,6 @@ RECALL: frozenset[type[Op[Any]]] = frozenset(
         ReadSalient,
         ReadBySeq,
         ReadNeighbours,
-        ReadAdjacent,
         Reindex,
     }
 )
