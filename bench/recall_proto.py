@@ -115,7 +115,7 @@ def data_corpus(name: str) -> Corpus:
     docs, last, asked = [], {}, {}
     for convo in data["conversations"]:
         for s in convo["sessions"]:
-            thread = f"{convo['id']}/{s['thread_id']}"
+            thread = f"{convo['id']}:{s['thread_id']}"  # as bench/recall_quality.py stores it
             base = datetime.fromisoformat(s["date"] + "T20:00:00+00:00")
             for i, m in enumerate(s["messages"]):
                 docs.append(

@@ -64,24 +64,28 @@ LEGS = ("recent", "salient", "relevant", "lexical")
 #: Leg weights before this comparison.
 OLD_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
 #: caderno's constants now.
-DEFAULT = {
-    name: getattr(recall_module, name)
-    for name in ("FUSION", "RRF_K", "POOL", "LEG_WEIGHTS", "CONTEXT_WEIGHT", "DISTINCT")
-}
+DEFAULT = {name: getattr(recall_module, name) for name in ("FUSION", "RRF_K", "POOL", "LEG_WEIGHTS", "DISTINCT")}
 #: name -> the recall constants it sets (the others keep caderno's values).
 #: "today": the fusion before pools were deepened (RRF k=60, each leg only
-#: its limit deep, no context, no when leg); "default": caderno's constants.
+#: its limit deep, no when leg); "default": caderno's constants.
 #: The others are the candidates compared on the tuning halves.
+#:
+#: Context is no longer a query-time constant (issue 22): the variants that
+#: varied ``CONTEXT_WEIGHT`` (a lexical hit lending part of its score to the
+#: next message: "no-context", "context0.25", "context1", "c25-pool20") are
+#: gone. Each message is now indexed with its neighbours' words and its date
+#: in columns of their own (``caderno._text.CONTEXT_BEFORE``,
+#: ``CONTEXT_AFTER``, ``CONTEXT_COLUMN_WEIGHT``, ``DATE_COLUMN_WEIGHT``),
+#: fixed when a message is stored, so every variant here — "today" included —
+#: searches that index; bench/recall_proto.py and bench/recall_levers.py
+#: measure the index-time choices.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "today": {"FUSION": "rrf", "RRF_K": 60, "POOL": 0, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
-    "rrf60": {"FUSION": "rrf", "RRF_K": 60, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
-    "rrf10": {"FUSION": "rrf", "RRF_K": 10, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
-    "rrf5": {"FUSION": "rrf", "RRF_K": 5, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
-    "score": {"FUSION": "score", "RRF_K": 60, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS, "CONTEXT_WEIGHT": 0.0},
-    "no-context": {"CONTEXT_WEIGHT": 0.0},
+    "today": {"FUSION": "rrf", "RRF_K": 60, "POOL": 0, "LEG_WEIGHTS": OLD_WEIGHTS},
+    "rrf60": {"FUSION": "rrf", "RRF_K": 60, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS},
+    "rrf10": {"FUSION": "rrf", "RRF_K": 10, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS},
+    "rrf5": {"FUSION": "rrf", "RRF_K": 5, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS},
+    "score": {"FUSION": "score", "RRF_K": 60, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS},
     "no-when": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.0}},
-    "context0.25": {"CONTEXT_WEIGHT": 0.25},
-    "context1": {"CONTEXT_WEIGHT": 1.0},
     "when0.5": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.5}},
     "when2": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 2.0}},
     "pool20": {"POOL": 20},
@@ -89,27 +93,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "k10": {"RRF_K": 10},
     "k60": {"RRF_K": 60},
     "score-fusion": {"FUSION": "score"},
-    "c25-pool20": {"CONTEXT_WEIGHT": 0.25, "POOL": 20},
-    "c25-pool20-rel1.5": {
-        "CONTEXT_WEIGHT": 0.25,
-        "POOL": 20,
-        "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "relevant": 1.5},
-    },
-    "c25-pool20-recent0": {
-        "CONTEXT_WEIGHT": 0.25,
-        "POOL": 20,
-        "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "recent": 0.0},
-    },
-    "c25-pool20-salient0.25": {
-        "CONTEXT_WEIGHT": 0.25,
-        "POOL": 20,
-        "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "salient": 0.25},
-    },
-    "c25-pool20-k10": {"CONTEXT_WEIGHT": 0.25, "POOL": 20, "RRF_K": 10},
+    "pool20-rel1.5": {"POOL": 20, "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "relevant": 1.5}},
+    "pool20-recent0": {"POOL": 20, "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "recent": 0.0}},
+    "pool20-salient0.25": {"POOL": 20, "LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "salient": 0.25}},
+    "pool20-k10": {"POOL": 20, "RRF_K": 10},
     "default": {},
     "repeats": {"DISTINCT": False},
-    # One leg on its own: the leg as recall runs it (lexical with its
-    # context), without the when leg, which is a fusion of the others.
+    # One leg on its own: the leg as recall runs it (lexical over its
+    # index-time context), without the when leg, which is a fusion of the others.
     "leg": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.0}},
 }
 ALL_LEGS = dict.fromkeys(LEGS, 10)
@@ -141,7 +132,8 @@ async def load(memory: caderno.Memory, data: dict) -> dict[str, str]:
     last_thread = {}
     for convo in data["conversations"]:
         for session in convo["sessions"]:
-            thread = f"{convo['id']}/{session['thread_id']}"
+            # ':' joins conversation and session: ids are names, never paths ('/' is refused).
+            thread = f"{convo['id']}:{session['thread_id']}"
             base = datetime.fromisoformat(session["date"] + "T20:00:00+00:00")
             msgs = [
                 Message(role=m["role"], content=m["content"], id=m["id"], created_at=base + timedelta(minutes=i))

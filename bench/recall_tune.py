@@ -26,11 +26,12 @@ import caderno
 from caderno import recall as recall_module
 from caderno.recall import DEFAULT_MIN_SIMILARITY
 
-#: CONTEXT_WEIGHT is held at 0.25 rather than searched: context is what lets
-#: a question worded like the answer's neighbour find the answer (issue 16,
-#: tests/conformance/test_recall.py), and these sets do not ask such
-#: questions, so they can only price it: 0 gains one question per set on the
-#: tuning halves (bench/recall_quality.py --fusion no-context,default).
+#: Context is not in the grid: it is no longer a query-time constant
+#: (``CONTEXT_WEIGHT`` is gone, issue 22) but part of the full-text index,
+#: each message stored with its neighbours' words and its date in columns of
+#: their own (``caderno._text.CONTEXT_BEFORE``, ``CONTEXT_AFTER``,
+#: ``CONTEXT_COLUMN_WEIGHT``), chosen on LoCoMo by bench/recall_proto.py and
+#: bench/recall_levers.py; every combination here searches that index.
 GRID: dict[str, list[Any]] = {
     "relevant": [1.0, 1.5],
     "lexical": [0.75, 1.0],
@@ -38,7 +39,6 @@ GRID: dict[str, list[Any]] = {
     "salient": [0.25, 0.5],
     "RRF_K": [5, 10],
     "POOL": [10, 20, 30],
-    "CONTEXT_WEIGHT": [0.25],
 }
 
 
@@ -54,7 +54,6 @@ def settings(combo: dict[str, Any]) -> dict[str, Any]:
         "LEG_WEIGHTS": weights,
         "RRF_K": combo["RRF_K"],
         "POOL": combo["POOL"],
-        "CONTEXT_WEIGHT": combo["CONTEXT_WEIGHT"],
     }
 
 
@@ -96,7 +95,6 @@ async def main() -> None:
         "salient": recall_module.LEG_WEIGHTS["salient"],
         "RRF_K": recall_module.RRF_K,
         "POOL": recall_module.POOL,
-        "CONTEXT_WEIGHT": recall_module.CONTEXT_WEIGHT,
     }
     shown = order[: args.top] + [i for i in order if combos[i] == current and i not in order[: args.top]]
     for i in shown:
