@@ -7,7 +7,10 @@ this module implements:
 
 * one resource per conversation, one thread per session, each message dated
   by its session's date (``created_at``; a minute apart within a session),
-  the speaker's name in the text ("Caroline: …");
+  the speaker's name in the text ("Caroline: …") and in the message's
+  ``name`` (its author: what an author prior reads; the nine speakers of the
+  development half pass caderno's check of ``name`` — non-empty, at most 256
+  characters, no NUL);
 * questions of categories 1–4 (multi-hop, temporal, open-domain,
   single-hop) whose evidence names turns of the conversation, asked with
   ``now`` = the day after the last session;
@@ -285,7 +288,12 @@ def bm25_rankings(convs: list[Conversation]) -> dict[int, list[list[str]]]:
 
 
 async def ingest(memory: Any, convs: list[Conversation]) -> dict[str, str]:
-    """Store every conversation by the protocol; returns message id -> dia_id. Waits for the embeddings."""
+    """Store every conversation by the protocol; returns message id -> dia_id. Waits for the embeddings.
+
+    Each turn is stored as "Speaker: text" with ``name=<speaker>``: the
+    content is what every leg has always searched (so no figure moves), the
+    name is where caderno reads a message's author.
+    """
     from caderno import Message
 
     dia_of = {}
@@ -298,7 +306,7 @@ async def ingest(memory: Any, convs: list[Conversation]) -> dict[str, str]:
             for t in turns:
                 mid = f"{c.sample_id}-{t.dia_id.replace(':', '-')}"
                 dia_of[mid] = t.dia_id
-                msgs.append(Message(role=t.role, content=t.content, id=mid, created_at=t.created_at))
+                msgs.append(Message(role=t.role, content=t.content, name=t.speaker, id=mid, created_at=t.created_at))
             await memory.append_messages(resource_id=c.resource, thread_id=c.thread(session), messages=msgs)
     await memory.flush()
     return dia_of
