@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from ._text import fold, tokenize
+from ._text import CONTEXT_AFTER, CONTEXT_BEFORE, date_words, fold, stems, tokenize
 from ._when import find_window
 from .errors import UsageError
 from .importance import SALIENT
@@ -115,6 +115,19 @@ POOL_LEGS = frozenset({"relevant", "lexical"})
 #: places from what the query finds. ``when``: the leg of a question that
 #: names a time (see WHEN_POOL).
 LEG_WEIGHTS = {"lexical": 1.0, "relevant": 0.5, "recent": 0.1, "salient": 0.1, "when": 1.0}
+#: How much of its weight the lexical leg keeps for one question, by its
+#: best hit's *cover*: the share of the question's words (those with a stem)
+#: found in that hit's indexed row (its text, its neighbours' context, its
+#: day as words). Under ``COVER_LOW`` the leg keeps ``COVER_FLOOR`` of its
+#: weight, from ``COVER_HIGH`` all of it, linearly between. On questions
+#: that reuse the answer's words (LoCoMo) the lexical leg is the better one;
+#: on paraphrases (bench/data) its best hit shares few words with the
+#: question and the dense leg should lead. The two sets separate at a cover
+#: of ~0.5 (LoCoMo's 10th percentile, the English set's 90th, tuning
+#: halves). Chosen on the tuning parts (bench/recall_levers.py --stage
+#: adapt2): LoCoMo 0.798 → 0.814 with the English tuning half kept at
+#: 0.932+; without it the English held-out half falls 0.970 → 0.909.
+COVER_LOW, COVER_HIGH, COVER_FLOOR = 0.45, 0.6, 0.25
 #: Fewest messages the recent leg reads to find its user/assistant replies
 #: (tool calls and results in between are skipped).
 RECENT_WINDOW = 50
@@ -426,7 +439,11 @@ class Retriever:
                 if pair is not None:
                     found[seq] = pair
         ranked = {name: [(seq, value) for seq, value, _ in hits] for name, hits in legs.items()}
-        fused = fuse(ranked)
+        weights = {
+            **LEG_WEIGHTS,
+            "lexical": LEG_WEIGHTS["lexical"] * await self._lexical_share(resource_id, query, legs["lexical"], found),
+        }
+        fused = fuse(ranked, weights=weights)
         if window is not None:
             await self._read_missing(resource_id, list(fused), found)
             then = [
@@ -436,7 +453,7 @@ class Retriever:
             ]
             for seq, value in then:
                 values[seq]["when"] = value
-            fused = fuse({**ranked, "when": then})
+            fused = fuse({**ranked, "when": then}, weights=weights)
         keep = top if top is not None else sum(limits[leg] for leg in names)
         best = await self._distinct(resource_id, sorted(fused, key=lambda seq: (-fused[seq], -seq)), keep, found)
         results = [
@@ -452,6 +469,32 @@ class Retriever:
         if message_range:
             results += await self._context(resource_id, results, message_range)
         return _conversation_order(results)
+
+    async def _lexical_share(
+        self, resource_id: str, query: str, lexical: list[tuple[int, float, Any]], found: dict[int, tuple[str, Message]]
+    ) -> float:
+        """The share of its weight the lexical leg keeps for ``query`` (see ``COVER_LOW``).
+
+        Reads the best lexical hit and its neighbours (one small read), to
+        see its indexed row as the full-text index does.
+        """
+        words = [w for w in dict.fromkeys(fold(query).split()) if stems(w)]
+        if not lexical or not words:
+            return 1.0
+        best = lexical[0][0]
+        await self._read_missing(resource_id, [best], found)
+        if best not in found:
+            return 1.0
+        thread_id, message = found[best]
+        around = ops.ReadNeighbours(
+            resource_id=resource_id, thread_id=thread_id, seq=best, before=CONTEXT_BEFORE, after=CONTEXT_AFTER
+        )
+        row = [message.content, *(m.content for m in await self.run(around))]
+        if message.created_at is not None:
+            row.append(date_words(message.created_at))
+        have = set(stems(" ".join(row)))
+        cover = sum(1 for w in words if have.intersection(stems(w))) / len(words)
+        return max(min((cover - COVER_LOW) / (COVER_HIGH - COVER_LOW), 1.0), COVER_FLOOR)
 
     async def _distinct(
         self, resource_id: str, order: list[int], keep: int, found: dict[int, tuple[str, Message]]
