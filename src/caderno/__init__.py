@@ -19,6 +19,7 @@ from .recall import Recalled
 from .stores.base import Store
 from .stores.memory import InMemoryStore
 from .stores.sqlite import SQLiteStore
+from .tri_hybrid import ContextParts
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "CadernoError",
     "ChatResult",
     "Conflict",
+    "ContextParts",
     "InMemoryStore",
     "InvalidPatch",
     "Journal",

@@ -36,9 +36,10 @@ from .importance import embeddable
 from .importance import score as importance_score
 from .indexer import Indexer
 from .messages import Fact, Macro, Message, Thread, WorkingMemory, check_text
-from .recall import DEFAULT_MIN_SIMILARITY, Recalled, Retriever, VectorIndex
+from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Recalled, Retriever, VectorIndex
 from .stores import ops
 from .stores.base import ResourceDump, Store
+from .tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, ContextParts, gather_context
 from .working_memory import check_patch, make_validator, merge_patch, schema_of
 
 __all__ = ["DEFAULT", "MAX_ID_LENGTH", "AgentMemory", "Memory", "TurnContext", "connect", "open_store"]
@@ -881,6 +882,70 @@ class Memory:
         )
         return [dataclasses.replace(h, message=detached([h.message])[0]) for h in hits]
 
+
+    async def get_context(
+        self,
+        *,
+        resource_id: str,
+        thread_id: str,
+        query: str,
+        recent: int = 10,
+        salient: int = 5,
+        relevant: int = 5,
+        min_similarity: float = GET_CONTEXT_MIN_SIMILARITY,
+        scope: str = "resource",
+        now: datetime | None = None,
+    ) -> ContextParts:
+        """The reference agent's tri-hybrid context: recent, salient and relevant, each part whole.
+
+        Unlike ``recall``, which fuses its legs (the lexical one included)
+        into one ranking and keeps the best, this returns three parts, no
+        message in two of them: the thread's ``recent`` last replies, then
+        up to ``salient`` messages of importance >= 0.8 (newest first), then
+        up to ``relevant`` messages most similar to ``query`` (cosine >=
+        ``min_similarity``). ``caderno.tri_hybrid`` says where the design
+        comes from and why the floor is not the reference's 0.65.
+
+        Args:
+            resource_id: whose messages.
+            thread_id: the current thread (the recent part).
+            query: what the relevant part looks for ("" switches it off).
+            recent, salient, relevant: each part's limit; 0 switches it off.
+            min_similarity: cosine floor of the relevant part, in [-1, 1].
+            scope: where salient and relevant look: ``"resource"`` (every
+                thread of the resource, as ``recall``) or ``"thread"`` (the
+                reference's session).
+            now: when the question is asked (see ``recall``).
+
+        Raises:
+            UsageError: a bad id, query, limit, floor or scope (nothing is read).
+        """
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        for name, value in (("recent", recent), ("salient", salient), ("relevant", relevant)):
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_LEG_LIMIT:
+                raise UsageError(f"{name} must be an integer from 0 to {MAX_LEG_LIMIT}, not {value!r}")
+        if (
+            not isinstance(min_similarity, int | float)
+            or isinstance(min_similarity, bool)
+            or not -1.0 <= min_similarity <= 1.0
+        ):
+            raise UsageError(f"min_similarity must be a number from -1 to 1, not {min_similarity!r}")
+        # recall checks the query, scope and now; with every leg off it reads nothing.
+        off = {"recent": 0, "salient": 0, "relevant": 0, "lexical": 0}
+        await self.recall(resource_id=resource_id, query=query, thread_id=thread_id, scope=scope, now=now, **off)
+        return await gather_context(
+            self.recall,
+            resource_id=resource_id,
+            thread_id=thread_id,
+            query=query,
+            scope=scope,
+            recent=recent,
+            salient=salient,
+            relevant=relevant,
+            min_similarity=float(min_similarity),
+            now=now,
+        )
 
 def _no_thread(resource_id: str, thread_id: str) -> NotFound:
     return NotFound(
