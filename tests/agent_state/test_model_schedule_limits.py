@@ -32,7 +32,17 @@ async def _ask(memory: caderno.Memory, *calls: ToolCall) -> caderno.ChatResult:
 
 @pytest.mark.parametrize(
     "schedule",
-    ["every minute", "a cada minuto", "every 5 minutes", "*/14 * * * *", "0,10 9 * * *", "0,59 * * * *"],
+    [
+        "every minute",
+        "a cada minuto",
+        "every 5 minutes",
+        "*/14 * * * *",
+        "0,10 9 * * *",
+        "0,59 * * * *",
+        # A one-shot run could schedule the next: a chain of these is "every minute".
+        "in 1 minute",
+        "daqui a 10 minutos",
+    ],
 )
 async def test_the_model_cannot_schedule_faster_than_the_minimum(memory: caderno.Memory, schedule: str) -> None:
     result = await _ask(memory, _create("rapido", schedule))
@@ -41,7 +51,9 @@ async def test_the_model_cannot_schedule_faster_than_the_minimum(memory: caderno
     assert await memory.tasks.list(resource_id="casa") == []
 
 
-@pytest.mark.parametrize("schedule", ["every 15 minutes", "hourly", "daily at 9", "0,15,30,45 * * * *", "in 1 minute"])
+@pytest.mark.parametrize(
+    "schedule", ["every 15 minutes", "hourly", "daily at 9", "0,15,30,45 * * * *", "in 15 minutes", "in 2 hours"]
+)
 async def test_the_model_schedules_at_or_above_the_minimum(memory: caderno.Memory, schedule: str) -> None:
     result = await _ask(memory, _create("ok", schedule))
     assert result.tool_calls[0].error is None, result.tool_calls[0].error

@@ -5,8 +5,10 @@ working-memory patches and facts, so a failed turn schedules nothing.
 
 A model's schedule is bounded, because each run is a model call (cost) and
 the prompt that runs may come from whoever talked to the model: a recurring
-task the model creates runs at most every ``MODEL_MIN_INTERVAL``, and a
-resource holds at most ``MODEL_MAX_TASKS`` tasks the model created. People
+task the model creates runs at most every ``MODEL_MIN_INTERVAL``, a one-shot
+runs no sooner than that (else each run could schedule the next, "in 1
+minute", for ever), and a resource holds at most ``MODEL_MAX_TASKS`` tasks
+the model created. People
 (the API, the CLI, ``caderno.toml``) are not bound by either.
 """
 
@@ -104,13 +106,20 @@ async def schedule_call(
                 timezone=timezone,
                 now=now,
             )
+            minutes = int(MODEL_MIN_INTERVAL.total_seconds() // 60)
             if task.cron_expr is not None and shortest_gap(
                 task.cron_expr, at_least=MODEL_MIN_INTERVAL, after=now, tz=timezone
             ):
-                minutes = int(MODEL_MIN_INTERVAL.total_seconds() // 60)
                 return None, (
                     f"Error: {task.original_schedule!r} runs more often than every {minutes} minutes, "
                     f"the shortest interval you may schedule; pick a longer one"
+                )
+            # A one-shot that runs sooner could schedule the next one from its
+            # own run: a chain of "in 1 minute" tasks is "every minute" again.
+            if task.is_oneshot and task.next_run_at is not None and task.next_run_at - now < MODEL_MIN_INTERVAL:
+                return None, (
+                    f"Error: {task.original_schedule!r} runs in less than {minutes} minutes, "
+                    f"the soonest you may schedule; pick a later time"
                 )
             held.append(ops.PutTask(task=task, create=True))
             return {"ok": True, "task": _describe(task)}, None
