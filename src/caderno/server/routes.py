@@ -143,8 +143,11 @@ def _if_match(header: str | None) -> int | _NeverMatches | None:
     text = header.strip()
     found = _STRONG_TAG.fullmatch(text)
     if found is not None:
-        version = int(found.group(1))
-        return version if version <= s.MAX_INT64 else NEVER_MATCHES
+        digits = found.group(1)
+        version = int(digits)
+        # Strong comparison is of the opaque tag, character for character: only
+        # the ETag this API writes ("1", never "01") names a version.
+        return version if version <= s.MAX_INT64 and digits == str(version) else NEVER_MATCHES
     if _WEAK_TAG.fullmatch(text):
         return NEVER_MATCHES
     raise UsageError(f'If-Match must be a working-memory ETag such as "3", not {header!r}')
