@@ -426,6 +426,96 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (f"0014_{_migrate_spans.NAME}", _migrate_spans.POSTGRES),
+    (
+        # Cheaper index-time context (the same index as 0013, kept as exactly).
+        # 0013 cost appends 2.5x: each new row was inserted, then updated by
+        # the statement trigger, along with its neighbours, and every
+        # caderno_search_tsv call planned its SQL body again and parsed the
+        # text of the 4 neighbours again. Now: caderno_search_tsv is PL/pgSQL
+        # (its query plan is cached for the session) and takes a neighbour's
+        # words from the weight-A part of its stored search_tsv (ts_filter)
+        # instead of parsing its content; a new message gets its search_tsv
+        # in a BEFORE INSERT row trigger (written once); the statement
+        # trigger after an insert re-indexes only the 2 messages before each
+        # new one (and, should a row be inserted before existing ones, the 2
+        # after it); an edit is a row trigger that fires only when content,
+        # kind, thread or date change (never on its own search_tsv update:
+        # no recursion), re-indexes the edited row first, then its neighbours.
+        "0015_cheaper_context_triggers",
+        """
+        CREATE OR REPLACE FUNCTION caderno_search_tsv(rid text, tid text, s bigint, body text, at timestamptz)
+            RETURNS tsvector LANGUAGE plpgsql STABLE AS $$
+        DECLARE near tsvector[];
+        BEGIN
+            SELECT array_agg(coalesce(ts_filter(n.search_tsv, '{a}'), caderno_terms(n.content))) INTO near FROM (
+                (SELECT b.search_tsv, b.content FROM events b WHERE b.resource_id = rid AND b.thread_id = tid
+                    AND b.kind = 'message' AND b.seq < s ORDER BY b.seq DESC LIMIT 2)
+                UNION ALL
+                (SELECT a.search_tsv, a.content FROM events a WHERE a.resource_id = rid AND a.thread_id = tid
+                    AND a.kind = 'message' AND a.seq > s ORDER BY a.seq LIMIT 2)) n;
+            RETURN setweight(caderno_terms(body), 'A')
+                || setweight(coalesce(near[1], '') || coalesce(near[2], '') || coalesce(near[3], '') || coalesce(near[4], ''), 'B')
+                || setweight(caderno_terms(caderno_date_words(at)), 'C');
+        END $$;
+        DROP TRIGGER events_context_insert ON events;
+        DROP TRIGGER events_context_update ON events;
+        CREATE FUNCTION caderno_context_new_row() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.kind = 'message' THEN
+                NEW.search_tsv := caderno_search_tsv(NEW.resource_id, NEW.thread_id, NEW.seq, NEW.content, NEW.created_at);
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE FUNCTION caderno_context_appended() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            WITH c AS (SELECT resource_id, thread_id, seq FROM new_rows WHERE kind = 'message'),
+            t AS (
+                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
+                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
+                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
+                        ORDER BY b.seq DESC LIMIT 2)
+                    UNION ALL
+                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
+                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
+                        AND NOT EXISTS (SELECT 1 FROM new_rows o WHERE o.resource_id = a.resource_id AND o.seq = a.seq)
+                        ORDER BY a.seq LIMIT 2)) n
+            )
+            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
+                FROM (SELECT DISTINCT resource_id, seq FROM t) u WHERE e.resource_id = u.resource_id AND e.seq = u.seq;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER events_context_new_row BEFORE INSERT ON events
+            FOR EACH ROW EXECUTE FUNCTION caderno_context_new_row();
+        CREATE TRIGGER events_context_insert AFTER INSERT ON events REFERENCING NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION caderno_context_appended();
+        CREATE FUNCTION caderno_context_edited() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            -- The edited row first: its neighbours read its words from its search_tsv.
+            UPDATE events e SET search_tsv = CASE WHEN e.kind = 'message' THEN
+                    caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at) END
+                WHERE e.resource_id = NEW.resource_id AND e.seq = NEW.seq;
+            WITH c(resource_id, thread_id, seq) AS (VALUES (OLD.resource_id, OLD.thread_id, OLD.seq), (NEW.resource_id, NEW.thread_id, NEW.seq)),
+            t AS (
+                SELECT DISTINCT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
+                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
+                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
+                        ORDER BY b.seq DESC LIMIT 2)
+                    UNION ALL
+                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
+                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
+                        ORDER BY a.seq LIMIT 2)) n
+            )
+            UPDATE events e SET search_tsv = CASE WHEN e.kind = 'message' THEN
+                    caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at) END
+                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER events_context_update AFTER UPDATE OF content, kind, thread_id, created_at ON events
+            FOR EACH ROW WHEN (OLD.content IS DISTINCT FROM NEW.content OR OLD.kind IS DISTINCT FROM NEW.kind
+                OR OLD.thread_id IS DISTINCT FROM NEW.thread_id OR OLD.created_at IS DISTINCT FROM NEW.created_at)
+            EXECUTE FUNCTION caderno_context_edited();
+        """,
+    ),
 ]
 
 
