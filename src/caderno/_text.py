@@ -284,3 +284,58 @@ def date_words(when: datetime) -> str:
     day = when.astimezone(UTC) if when.tzinfo is not None else when
     month = day.month - 1
     return f"{day.day} {MONTHS_EN[month]} {day.year} {day.day} de {MONTHS_PT[month]} de {day.year}"
+
+
+#: Characters that render as nothing (or reorder what is shown) but that the
+#: model still reads: a note could hide an instruction from the user who
+#: reviews MEMORY.md. Every format character (category ``Cf``: soft hyphen,
+#: LRM/RLM/ALM, bidi embeddings and isolates, zero-width space/joiners, word
+#: joiner, invisible operators, BOM, Unicode tag characters, …) is refused,
+#: plus these invisible characters of other categories.
+_INVISIBLE_EXTRA = frozenset(
+    "\u034f"  # COMBINING GRAPHEME JOINER (Mn)
+    "\u115f\u1160\u3164\uffa0"  # Hangul fillers (Lo): blank letters
+    "\u17b4\u17b5"  # Khmer inherent vowels (Mn): render as nothing
+    "\u180e"  # MONGOLIAN VOWEL SEPARATOR (Cf since Unicode 6.3, Zs before)
+    "\u2028\u2029"  # line / paragraph separators: invisible line breaks
+    # BRAILLE PATTERN BLANK (So) looks like a space but is not whitespace,
+    # so it slips past trimming and fakes empty notes. Only the blank cell
+    # is refused; real braille text keeps its other patterns.
+    "\u2800"
+)
+#: Variation selectors (Mn) carry hidden bytes ("emoji smuggling"): one per
+#: byte after an innocent character. VS-15/VS-16 (U+FE0E/U+FE0F) alone after
+#: a character are ordinary text/emoji presentation ("☕️") and stay allowed;
+#: any other selector, or two in a row, is refused.
+_PRESENTATION_SELECTORS = frozenset("\ufe0e\ufe0f")
+#: Control characters a note may hold: tab and line breaks. Others (ESC
+#: above all) can rewrite a terminal that shows the file.
+_ALLOWED_CONTROLS = frozenset("\t\n\r")
+
+
+def _is_variation_selector(ch: str) -> bool:
+    return "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"
+
+
+def first_invisible(content: str) -> tuple[int, str] | None:
+    """``(index, kind)`` of the first hidden character of ``content``, or ``None``.
+
+    The notebook refuses notes that hold one; ``caderno._validate.check_name``
+    refuses ids that do (a bidi override or a zero-width space makes the id a
+    person confirms look like another).
+    """
+    previous = ""
+    for index, ch in enumerate(content):
+        category = unicodedata.category(ch)
+        if category == "Cf" or ch in _INVISIBLE_EXTRA:
+            return index, "invisible or bidirectional control character"
+        if category == "Cc" and ch not in _ALLOWED_CONTROLS:
+            return index, "control character"
+        if category == "Cs":
+            return index, "lone surrogate"
+        if _is_variation_selector(ch) and (
+            ch not in _PRESENTATION_SELECTORS or not previous or _is_variation_selector(previous)
+        ):
+            return index, "variation selector (can smuggle hidden data)"
+        previous = ch
+    return None

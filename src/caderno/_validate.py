@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._json import MAX_JSON_DEPTH, MAX_MESSAGE_CHARS, MAX_METADATA_BYTES, MAX_PATCH_BYTES, check_json
+from ._text import first_invisible
 from ._time import from_iso
 from .errors import UsageError
 from .messages import Message, check_text
@@ -60,7 +61,7 @@ def check_id(value: Any, what: str) -> str:
 #: names are slugs, so it is never a separator.)
 _NOT_IN_NAMES = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
 #: The one sentence every entry (Python, CLI, HTTP, MCP, import) refuses such an id with.
-NAME_RULE = "ids are names, never paths (no '/', not '.' or '..', no control characters)"
+NAME_RULE = "ids are names, never paths (no '/', not '.' or '..', no control or invisible characters)"
 
 
 def check_name(value: Any, what: str) -> str:
@@ -78,7 +79,7 @@ def check_name(value: Any, what: str) -> str:
         UsageError: ``"thread_id '..' is not a valid name: ids are names, never paths (…)"``.
     """
     check_id(value, what)
-    if value in (".", "..") or _NOT_IN_NAMES.search(value):
+    if value in (".", "..") or _NOT_IN_NAMES.search(value) or first_invisible(value):
         raise UsageError(f"{what} {value!r} is not a valid name: {NAME_RULE}")
     return value
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._files import atomic_write, locked, read_regular
+from ._text import first_invisible
 from .errors import NotebookError
 from .messages import ToolSpec
 
@@ -46,56 +47,6 @@ RULE = "═" * 46
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}
 HEADERS = {"memory": "MEMORY (your personal notes)", "user": "USER PROFILE (who the user is)"}
 
-#: Characters that render as nothing (or reorder what is shown) but that the
-#: model still reads: a note could hide an instruction from the user who
-#: reviews MEMORY.md. Every format character (category ``Cf``: soft hyphen,
-#: LRM/RLM/ALM, bidi embeddings and isolates, zero-width space/joiners, word
-#: joiner, invisible operators, BOM, Unicode tag characters, …) is refused,
-#: plus these invisible characters of other categories.
-_INVISIBLE_EXTRA = frozenset(
-    "\u034f"  # COMBINING GRAPHEME JOINER (Mn)
-    "\u115f\u1160\u3164\uffa0"  # Hangul fillers (Lo): blank letters
-    "\u17b4\u17b5"  # Khmer inherent vowels (Mn): render as nothing
-    "\u180e"  # MONGOLIAN VOWEL SEPARATOR (Cf since Unicode 6.3, Zs before)
-    "\u2028\u2029"  # line / paragraph separators: invisible line breaks
-    # BRAILLE PATTERN BLANK (So) looks like a space but is not whitespace,
-    # so it slips past trimming and fakes empty notes. Only the blank cell
-    # is refused; real braille text keeps its other patterns.
-    "\u2800"
-)
-#: Variation selectors (Mn) carry hidden bytes ("emoji smuggling"): one per
-#: byte after an innocent character. VS-15/VS-16 (U+FE0E/U+FE0F) alone after
-#: a character are ordinary text/emoji presentation ("☕️") and stay allowed;
-#: any other selector, or two in a row, is refused.
-_PRESENTATION_SELECTORS = frozenset("\ufe0e\ufe0f")
-#: Control characters a note may hold: tab and line breaks. Others (ESC
-#: above all) can rewrite a terminal that shows the file.
-_ALLOWED_CONTROLS = frozenset("\t\n\r")
-
-
-def _is_variation_selector(ch: str) -> bool:
-    return "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"
-
-
-def _first_invisible(content: str) -> tuple[int, str] | None:
-    """``(index, kind)`` of the first hidden character of ``content``, or ``None``."""
-    previous = ""
-    for index, ch in enumerate(content):
-        category = unicodedata.category(ch)
-        if category == "Cf" or ch in _INVISIBLE_EXTRA:
-            return index, "invisible or bidirectional control character"
-        if category == "Cc" and ch not in _ALLOWED_CONTROLS:
-            return index, "control character"
-        if category == "Cs":
-            return index, "lone surrogate"
-        if _is_variation_selector(ch) and (
-            ch not in _PRESENTATION_SELECTORS or not previous or _is_variation_selector(previous)
-        ):
-            return index, "variation selector (can smuggle hidden data)"
-        previous = ch
-    return None
-
-
 class _InvisibleFinder:
     """``_INVISIBLE.search(text)``: truthy when ``text`` holds a hidden character.
 
@@ -105,7 +56,7 @@ class _InvisibleFinder:
 
     @staticmethod
     def search(text: str) -> tuple[int, str] | None:
-        return _first_invisible(text)
+        return first_invisible(text)
 
 
 _INVISIBLE = _InvisibleFinder()
@@ -194,7 +145,7 @@ def scan(content: str) -> None:
         NotebookError: naming the character (``U+XXXX`` and its Unicode
             name) or the pattern found.
     """
-    found = _first_invisible(content)
+    found = first_invisible(content)
     if found:
         index, kind = found
         ch = content[index]

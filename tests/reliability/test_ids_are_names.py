@@ -33,8 +33,19 @@ from caderno.stores import ops
 from conftest import python_env
 
 #: Ids a browser would resolve, or that hide a control character (C0, DEL, C1).
-HOSTILE = ["..", ".", "../../bob", "../../../keys/k1", "a/b", "tab\there", "del\x7f", "c1\x85"]
-HOSTILE_IDS = ["dotdot", "dot", "up-to-bob", "up-to-keys", "slash", "tab", "del", "c1"]
+HOSTILE = [
+    "..",
+    ".",
+    "../../bob",
+    "../../../keys/k1",
+    "a/b",
+    "tab\there",
+    "del\x7f",
+    "c1\x85",
+    "rlo\u202ebob",
+    "zw\u200bsp",
+]
+HOSTILE_IDS = ["dotdot", "dot", "up-to-bob", "up-to-keys", "slash", "tab", "del", "c1", "bidi-override", "zero-width"]
 #: Names that only look odd: each is one URL segment once encoded, and is kept.
 ODD_BUT_NAMES = ["...", "a..b", ".hidden", "back\\slash", "résumé", "%2E%2E", "a b"]
 
@@ -56,7 +67,10 @@ def writes(bad: str) -> list[tuple[str, Callable[[caderno.Memory], Awaitable[Any
     return [
         ("append resource", lambda m: m.append_messages(resource_id=bad, thread_id="t", messages=user)),
         ("append thread", lambda m: m.append_messages(resource_id="casa", thread_id=bad, messages=user)),
-        ("append message id", lambda m: m.append_messages(resource_id="casa", thread_id="t", messages=[Message.user("oi", id=bad)])),
+        (
+            "append message id",
+            lambda m: m.append_messages(resource_id="casa", thread_id="t", messages=[Message.user("oi", id=bad)]),
+        ),
         ("commit_turn thread", lambda m: m.commit_turn(resource_id="casa", thread_id=bad, messages=user)),
         ("create_thread resource", lambda m: m.create_thread(resource_id=bad, thread_id="t2")),
         ("create_thread thread", lambda m: m.create_thread(resource_id="casa", thread_id=bad)),
@@ -67,7 +81,10 @@ def writes(bad: str) -> list[tuple[str, Callable[[caderno.Memory], Awaitable[Any
         ("fact key", lambda m: m.remember_fact(resource_id="casa", category="home", key=bad, value="x")),
         ("task resource", lambda m: m.tasks.add(resource_id=bad, name="n", schedule="daily at 9am", prompt="p")),
         ("task name", lambda m: m.tasks.add(resource_id="casa", name=bad, schedule="daily at 9am", prompt="p")),
-        ("task thread", lambda m: m.tasks.add(resource_id="casa", name="n", schedule="daily at 9am", prompt="p", thread_id=bad)),
+        (
+            "task thread",
+            lambda m: m.tasks.add(resource_id="casa", name="n", schedule="daily at 9am", prompt="p", thread_id=bad),
+        ),
         ("prefix resource", lambda m: m.prefixes.allow_always(resource_id=bad, prefix="git status")),
         ("key resource", lambda m: m.keys.create(resources=[bad])),
     ]
@@ -233,7 +250,9 @@ async def test_mcp_tools_refuse_path_ids(tmp_path: Path) -> None:
 
     db = tmp_path / "mcp.db"
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "caderno.cli", "--db", str(db), "mcp", "--resource", "casa"], env=python_env()
+        command=sys.executable,
+        args=["-m", "caderno.cli", "--db", str(db), "mcp", "--resource", "casa"],
+        env=python_env(),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

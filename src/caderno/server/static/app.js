@@ -105,8 +105,11 @@
   // DELETE /v1/resources/bob. "/" and control characters are refused too. A
   // backslash, which browsers read as "/" in http URLs, is safe only because
   // enc() always sends it as %5C: never build a URL without path().
-  const UNSAFE = /[/\u0000-\u001f\u007f-\u009f]/;
-  const RULE = "ids are names, never paths (no '/', not '.' or '..', no control characters)";
+  // Invisible characters too (format characters, line separators, blank
+  // letters: caderno._text.first_invisible), which make the id shown in a
+  // confirmation look like another.
+  const UNSAFE = /[/\u0000-\u001f\u007f-\u009f\p{Cf}\u034f\u115f\u1160\u17b4\u17b5\u180e\u2028\u2029\u2800\u3164\uffa0]/u;
+  const RULE = "ids are names, never paths (no '/', not '.' or '..', no control or invisible characters)";
   // What the id after each collection word is, for the refusal's sentence.
   const NAMES = { resources: "resource id", threads: "thread id", messages: "message id", tasks: "task name", keys: "key id", facts: "fact category" };
 
