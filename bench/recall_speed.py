@@ -161,14 +161,22 @@ async def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--quick", action="store_true", help="only the vector index, at 100k")
+    ap.add_argument(
+        "--only-100k",
+        action="store_true",
+        help="recall in one database of the 100k resource alone (bench/results/recall_100k.db; minutes, not the 1M build)",
+    )
     args = ap.parse_args()
+    global DB, SIZES, TOTAL
+    if args.only_100k:
+        DB, SIZES, TOTAL = HERE / "results" / "recall_100k.db", {"r-100k": 100_000}, 100_000
     data = json.loads((HERE / "data" / "recall_eval.json").read_text())
     texts = [m["content"] for c in data["conversations"] for s in c["sessions"] for m in s["messages"]][:640]
     questions = [q["question"] for q in data["questions"]]
     qvecs = default_embedder().embed([random.Random(4).choice(questions) for _ in range(args.queries)])
     index_rows = [
         index_speed(size, np.asarray(qvecs, dtype=np.float32))
-        for size in (100_000, 1_000_000)[: 1 if args.quick else 2]
+        for size in (100_000, 1_000_000)[: 1 if args.quick or args.only_100k else 2]
     ]
     print_index(index_rows)
     if args.quick:
