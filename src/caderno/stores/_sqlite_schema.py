@@ -16,6 +16,21 @@ from ..importance import SALIENT
 from . import _migrate_spans, _sqlite_legacy
 
 #: (name, statements). Statements are run one by one (triggers contain ';').
+#: Trigger body of migration 0013: the 2 messages before and the 2 after
+#: ``old`` in its thread (already indexed) are queued to be indexed again,
+#: since ``old`` is part of their context.
+_REQUEUE_NEIGHBOURS = """                INSERT OR IGNORE INTO fts_redo (seq)
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
+                        ORDER BY seq DESC LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
+                    UNION ALL
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
+                        ORDER BY seq LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     (
         "0001_core",
@@ -338,34 +353,14 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "DROP TABLE events_fts",
             "CREATE VIRTUAL TABLE events_fts USING fts5(terms, context, day, tokenize='unicode61 remove_diacritics 2')",
             "DELETE FROM fts_redo",
-            """CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
+            f"""CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
                 DELETE FROM events_fts WHERE rowid = old.seq;
                 DELETE FROM fts_redo WHERE seq = old.seq;
-                INSERT OR IGNORE INTO fts_redo (seq)
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
-                        ORDER BY seq DESC LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
-                    UNION ALL
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
-                        ORDER BY seq LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
-            END""",
-            """CREATE TRIGGER events_au AFTER UPDATE OF content ON events BEGIN
+{_REQUEUE_NEIGHBOURS}            END""",
+            f"""CREATE TRIGGER events_au AFTER UPDATE OF content ON events BEGIN
                 DELETE FROM events_fts WHERE rowid = old.seq;
                 INSERT OR IGNORE INTO fts_redo (seq) SELECT old.seq WHERE old.seq <= (SELECT indexed_upto FROM fts_state);
-                INSERT OR IGNORE INTO fts_redo (seq)
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
-                        ORDER BY seq DESC LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
-                    UNION ALL
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
-                        ORDER BY seq LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
-            END""",
+{_REQUEUE_NEIGHBOURS}            END""",
             # Every message is indexed again, by the first search or batch.
             "UPDATE fts_state SET indexed_upto = 0",
         ],
