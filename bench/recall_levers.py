@@ -67,11 +67,7 @@ def fts_speaker(corpus: Corpus, before: int, after: int, date: bool) -> sqlite3.
     docs = corpus.docs
     rows = []
     for i, d in enumerate(docs):
-        near = [
-            docs[j].text
-            for j in itertools.chain(range(i - before, i), range(i + 1, i + 1 + after))
-            if 0 <= j < len(docs) and docs[j].thread == d.thread and docs[j].group == d.group
-        ]
+        near = [docs[j].text for j in rp.neighbours(docs, i, before, after)]
         day = _locomo.date_words(d.created_at) if date else ""
         who = d.content[: len(d.content) - len(d.text)].rstrip(": ") if d.content != d.text else ""
         rows.append(
@@ -122,11 +118,7 @@ def lex_scored(corpus: Corpus, q: Query, text: str, cfg: LexX) -> tuple[tuple[in
 def doc_terms(corpus: Corpus, i: int, before: int, after: int) -> frozenset[str]:
     """Every term of a doc's lexical row: its turn, its neighbours, its date as words."""
     docs = corpus.docs
-    near = [
-        docs[j].content
-        for j in itertools.chain(range(i - before, i), range(i + 1, i + 1 + after))
-        if 0 <= j < len(docs) and docs[j].thread == docs[i].thread
-    ]
+    near = [docs[j].content for j in rp.neighbours(docs, i, before, after)]
     return frozenset(stems(" ".join([docs[i].content, *near, _locomo.date_words(docs[i].created_at)])))
 
 

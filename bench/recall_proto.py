@@ -156,6 +156,14 @@ def _terms(stem: str, text: str) -> str:
     return " ".join(stems(text)) if stem == "caderno" else " ".join(tokenize(text))
 
 
+def neighbours(docs: list[Any], i: int, before: int, after: int) -> list[int]:
+    """Indices of the ``before`` docs before ``i`` and the ``after`` after it in its own thread."""
+    near = itertools.chain(range(i - before, i), range(i + 1, i + 1 + after))
+    return [
+        j for j in near if 0 <= j < len(docs) and docs[j].thread == docs[i].thread and docs[j].group == docs[i].group
+    ]
+
+
 @cache
 def fts(corpus: Corpus, stem: str, before: int, after: int, date: bool) -> sqlite3.Connection:
     """An in-memory FTS5 table of the corpus: rowid = doc index; columns turn, ctx, date."""
@@ -165,11 +173,7 @@ def fts(corpus: Corpus, stem: str, before: int, after: int, date: bool) -> sqlit
     docs = corpus.docs
     rows = []
     for i, d in enumerate(docs):
-        near = [
-            docs[j].content
-            for j in itertools.chain(range(i - before, i), range(i + 1, i + 1 + after))
-            if 0 <= j < len(docs) and docs[j].thread == d.thread and docs[j].group == d.group
-        ]
+        near = [docs[j].content for j in neighbours(docs, i, before, after)]
         day = _locomo.date_words(d.created_at) if date else ""
         rows.append((i, _terms(stem, d.content), _terms(stem, " ".join(near)), _terms(stem, day)))
     db.executemany("INSERT INTO t(rowid, turn, ctx, date) VALUES (?, ?, ?, ?)", rows)
