@@ -468,20 +468,25 @@ MIGRATIONS: list[tuple[str, str]] = [
         END $$;
         CREATE FUNCTION caderno_context_appended() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
+            -- The "after" side leaves out the statement's own rows with one
+            -- hashed EXCEPT: a NOT EXISTS per row against the transition
+            -- table (which has no index) made a 10,000-message append
+            -- quadratic (minutes).
             WITH c AS (SELECT resource_id, thread_id, seq FROM new_rows WHERE kind = 'message'),
             t AS (
                 SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
-                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
+                    SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
                         AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
-                        ORDER BY b.seq DESC LIMIT 2)
-                    UNION ALL
-                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
+                        ORDER BY b.seq DESC LIMIT 2) n
+                UNION
+                (SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
+                    SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
                         AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
-                        AND NOT EXISTS (SELECT 1 FROM new_rows o WHERE o.resource_id = a.resource_id AND o.seq = a.seq)
-                        ORDER BY a.seq LIMIT 2)) n
+                        ORDER BY a.seq LIMIT 2) n
+                 EXCEPT SELECT resource_id, seq FROM new_rows)
             )
             UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
-                FROM (SELECT DISTINCT resource_id, seq FROM t) u WHERE e.resource_id = u.resource_id AND e.seq = u.seq;
+                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
             RETURN NULL;
         END $$;
         CREATE TRIGGER events_context_new_row BEFORE INSERT ON events
