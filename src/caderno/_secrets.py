@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
-__all__ = ["MASK", "one_line", "redact_query", "redact_text", "redact_url", "scrub", "secrets_of", "split_url"]
+__all__ = ["MASK", "one_line", "redact_path", "redact_query", "redact_text", "redact_url", "scrub", "secrets_of", "split_url"]
 
 MASK = "***"
 
@@ -297,6 +297,15 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     text = _URL_IN_TEXT.sub(lambda m: _redact_link(m.group()), text)
     text = _AUTH_VALUE.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
     return _KEY_SHAPED.sub(MASK, text)
+
+
+def redact_path(path: str) -> str:
+    """A request's path for an access log: key-shaped segments (``cad_…``, ``sk-…``) masked.
+
+    A client that puts its key where a resource id goes gets a 401 or 404,
+    and the key must not stay behind in the log either.
+    """
+    return _KEY_SHAPED.sub(MASK, path)
 
 
 def redact_query(query: str) -> str:

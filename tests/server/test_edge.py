@@ -205,7 +205,10 @@ def test_a_query_string_token_never_reaches_the_access_log(tmp_path: Path) -> No
             answer = httpx.get(f"{served.base}/v1/resources?limit=5&{name}={secret}", timeout=PROMPT)
             assert answer.status_code == 401
         httpx.get(f"{served.base}/healthz?x={secret}", timeout=PROMPT)
+        # A key sent where an id goes (a client's mistake) stays out of the log too.
+        assert httpx.get(f"{served.base}/v1/resources/{secret}/threads", timeout=PROMPT).status_code == 401
     assert "GET /v1/resources?limit=5&token=*** HTTP/1.1" in served.log, served.log  # the log is still written
+    assert "GET /v1/resources/***/threads HTTP/1.1" in served.log, served.log
     assert secret not in served.log and "QueryStringCanary" not in served.log, served.log
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .._secrets import redact_query
+from .._secrets import redact_path, redact_query
 
 __all__ = ["RedactQuery", "header_timeout_protocol"]
 
@@ -73,12 +73,13 @@ def header_timeout_protocol(seconds: float) -> type[asyncio.Protocol]:
 
 
 class RedactQuery(logging.Filter):
-    """A filter for ``uvicorn.access``: credential values in the logged query string become ``***``."""
+    """A filter for ``uvicorn.access``: credential values in the logged query string, and key-shaped
+    path segments, become ``***``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args: Any = record.args
         # uvicorn's record: (client address, method, path with query, HTTP version, status).
-        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
-            path, _, query = args[2].partition("?")
-            record.args = (*args[:2], f"{path}?{redact_query(query)}", *args[3:])
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            path, mark, query = args[2].partition("?")
+            record.args = (*args[:2], redact_path(path) + mark + redact_query(query), *args[3:])
         return True
