@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ pytest.importorskip("fastapi")
 openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
 
+from _serving import serving_app  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
 
 import caderno  # noqa: E402
@@ -74,30 +75,11 @@ class Upstream:
         return "\n".join(m.get("content") or "" for m in self.requests[i]["messages"])
 
 
-class _Server(uvicorn.Server):  # type: ignore[name-defined]
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the test runner keeps its own Ctrl-C
-        yield
-
-
 @contextlib.asynccontextmanager
 async def serving(app: Any) -> AsyncIterator[str]:
     """Serve ``app`` on a free loopback port, in this event loop; yield its base URL."""
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started or task.done():
-            break
-        await asyncio.sleep(0.01)
-    if not server.started:
-        task.cancel()
-        raise RuntimeError("the test server did not start")
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving_app(app) as (host, port):
+        yield f"http://{host}:{port}"
 
 
 @dataclass
