@@ -8,7 +8,9 @@ rules and the size policy are in ``caderno._json``.
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +27,8 @@ __all__ = [
     "MAX_FACT_VALUE",
     "MAX_ID_LENGTH",
     "MAX_TITLE",
+    "REPLACED_ARGUMENTS",
+    "UNSTORABLE_PREFIX",
     "NAME_RULE",
     "check_actor",
     "check_fact",
@@ -34,6 +38,7 @@ __all__ = [
     "check_name",
     "check_time",
     "check_title",
+    "storable_reply",
 ]
 
 #: Resource, thread, message and other ids: long enough for any UUID or slug.
@@ -187,3 +192,70 @@ def _in_utc_range(value: datetime, what: str) -> None:
 
 #: A dump nests a few levels (threads, messages) above its JSON payloads.
 DUMP_DEPTH = MAX_JSON_DEPTH + 8
+
+
+#: Metadata key of an assistant message whose tool-call arguments were made
+#: storable: ``{tool call id: why the model's arguments could not be kept}``.
+REPLACED_ARGUMENTS = "replaced_tool_arguments"
+#: What such arguments begin with once kept as text: it also keeps a reader
+#: from parsing them back into the JSON that could not be stored.
+UNSTORABLE_PREFIX = "(unstorable arguments) "
+
+
+def storable_reply(reply: Message) -> Message:
+    """A model's assistant message, made storable without losing what it said.
+
+    What the model sends is the model's, not the caller's: tool-call
+    arguments nested past ``MAX_JSON_DEPTH``, holding NaN, a NUL, a lone
+    surrogate or more than ``MAX_PATCH_BYTES``, would make ``check_message``
+    refuse the whole turn at its commit — the tool already told the model
+    its error, and the turn would be lost (the proxy even answered 400,
+    blaming the client). Such arguments are kept as text (``UNSTORABLE_PREFIX``
+    and their JSON, unstorable characters replaced by U+FFFD, cut to the
+    size limit), and
+    ``metadata[REPLACED_ARGUMENTS]`` says which call and why. Content with a
+    NUL or a lone surrogate is cleaned the same way, and cut at
+    ``MAX_MESSAGE_CHARS``. A reply that is already
+    storable comes back unchanged (the same object).
+    """
+    replaced: dict[str, str] = {}
+    calls = []
+    for call in reply.tool_calls or ():
+        try:
+            if isinstance(call.arguments, str):
+                check_text(call.arguments, "arguments")
+                if len(call.arguments) > MAX_PATCH_BYTES:
+                    raise UsageError(
+                        f"arguments are {len(call.arguments):,} characters; the most kept is {MAX_PATCH_BYTES:,}"
+                    )
+            else:
+                check_json(call.arguments, "arguments", max_bytes=MAX_PATCH_BYTES)
+            calls.append(call)
+        except UsageError as exc:
+            replaced[call.id] = str(exc)
+            text = UNSTORABLE_PREFIX + _clean(_as_text(call.arguments))
+            calls.append(replace(call, arguments=text[:MAX_PATCH_BYTES]))
+    content = reply.content
+    try:
+        check_text(content, "content")
+    except UsageError:
+        content = _clean(content)
+    content = content[:MAX_MESSAGE_CHARS]
+    if not replaced and content == reply.content:
+        return reply
+    metadata = {**(reply.metadata or {}), REPLACED_ARGUMENTS: replaced} if replaced else reply.metadata
+    return reply.with_(content=content, tool_calls=calls or reply.tool_calls, metadata=metadata)
+
+
+def _as_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    try:  # NaN stays "NaN": it is text now
+        return json.dumps(arguments, ensure_ascii=False, default=repr)
+    except (ValueError, TypeError, RecursionError):  # an integer past Python's printable digits
+        return "(arguments that cannot be written as JSON)"
+
+
+def _clean(text: str) -> str:
+    """``text`` with NUL and lone surrogates replaced by U+FFFD."""
+    return "".join("\ufffd" if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in text)

@@ -149,6 +149,22 @@ async def test_turn_is_stored_and_tools_run_server_side(proxy: Proxy) -> None:
     assert first["model"] == "scripted-1"
 
 
+async def test_a_models_unstorable_arguments_are_not_the_clients_fault(proxy: Proxy) -> None:
+    """The upstream sends a patch nested past what caderno stores: the turn completes and is stored."""
+    deep: dict[str, Any] = {}
+    for _ in range(70):
+        deep = {"x": deep}
+    proxy.upstream.script = [call("update_working_memory", {"patch": deep}), text("I could not save that.")]
+    answer = await proxy.client(**{THREAD_HEADER: "deep"}).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "save this"}]
+    )
+    assert answer.choices[0].message.content == "I could not save that."
+    stored = await proxy.memory.get_messages(resource_id="alice", thread_id="deep")
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert "nests deeper" in stored[2].content  # what the model was told
+    assert await proxy.memory.get_working_memory(resource_id="alice") is None
+
+
 async def test_working_memory_reaches_a_new_thread(proxy: Proxy) -> None:
     proxy.upstream.script = [
         call("update_working_memory", {"patch": {"goal": "Amsterdam"}}),

@@ -41,6 +41,7 @@ from typing import Any
 from .. import macros as macro_rules
 from .._idempotency import check_key, check_same, find_turn, turn_ids
 from .._time import utcnow
+from .._validate import storable_reply
 from ..consolidation import summary_span
 from ..context import TokenCounter, build_prompt, estimate_tokens
 from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, NotebookError, UsageError
@@ -551,8 +552,12 @@ class AgentChat:
                 raise ModelError(f"the model must return an assistant Message, got {reply!r:.200}")
             if not reply.tool_calls and not reply.content.strip():
                 raise ModelError("the model returned an empty message (no text and no tool calls)")
-            _add_usage(usage, reply, prompt.messages, self.token_counter)
-            turn.append(reply)
+            # Stored as the model sent it, made storable where it is not (its
+            # tools still get, and refuse, what it sent): the model's output
+            # never costs the turn.
+            kept = storable_reply(reply)
+            _add_usage(usage, kept, prompt.messages, self.token_counter)
+            turn.append(kept)
             if not reply.tool_calls:
                 break
             for call in reply.tool_calls:
