@@ -124,7 +124,6 @@ class TurnContext:
     """The resource's learned tool macros (empty when not asked)."""
 
 
-
 def _check_before(before: Any) -> None:
     """Refuse a ``before`` that is not a position a store can compare (a 64-bit integer)."""
     if not isinstance(before, int) or isinstance(before, bool):
@@ -132,6 +131,7 @@ def _check_before(before: Any) -> None:
     if abs(before) > _dump.MAX_INT64:
         # Not echoed: a huge int has thousands of digits (and str() of one refuses past 4300).
         raise UsageError("before must be a message position within ±(2**63-1): this integer is larger")
+
 
 class Memory:
     """Durable memory for agents over one store.
