@@ -8,7 +8,6 @@ migrate exactly once.
 
 from __future__ import annotations
 
-from ..importance import SALIENT
 from . import _migrate_spans
 
 #: The pgvector column, added when the ``vector`` extension is installed in
@@ -193,8 +192,12 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # The salient threshold is importance.SALIENT as it was, written as the
+        # literal (a migration never changes after it ran, whatever later
+        # becomes of the constant; tests/stores/test_policy_in_schema.py checks
+        # they agree).
         "0004_batch_port",
-        f"""
+        """
         CREATE TABLE message_log (
             resource_id text NOT NULL,
             id          bigint GENERATED ALWAYS AS IDENTITY,
@@ -217,7 +220,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX events_fact_candidates ON events (resource_id, seq)
             WHERE facts_extracted_at IS NULL AND role = 'user';
         DROP INDEX events_salient;
-        CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= {SALIENT!r};
+        CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= 0.8;
         """,
     ),
     (

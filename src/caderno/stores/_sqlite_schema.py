@@ -12,7 +12,6 @@ from typing import Any
 
 from .._time import to_iso, utcnow
 from ..errors import SchemaTooNew, StorageError
-from ..importance import SALIENT
 from . import _migrate_spans, _sqlite_legacy
 
 #: (name, statements). Statements are run one by one (triggers contain ';').
@@ -153,12 +152,14 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 INSERT INTO events_fts (rowid, content) VALUES (new.seq, new.content);
             END""",
             # Thresholds come from one place: the fact threshold is a setting
-            # (bound per query), the salient one is importance.SALIENT.
+            # (bound per query), the salient one is importance.SALIENT, written
+            # here as the literal it was (a migration never changes after it
+            # ran; tests/stores/test_policy_in_schema.py checks they agree).
             "DROP INDEX events_fact_candidates",
             "CREATE INDEX events_fact_candidates ON events (resource_id, seq) "
             "WHERE facts_extracted_at IS NULL AND role = 'user'",
             "DROP INDEX events_salient",
-            f"CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= {SALIENT!r}",
+            "CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= 0.8",
         ],
     ),
     (
