@@ -5,12 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from _migrations import sqlite_migrated_up_to
 from _pg import pg_schema
 
 import caderno
 from caderno import Message
 from caderno._text import stems
-from caderno.stores import _postgres_schema, _sqlite_schema
+from caderno.stores import _postgres_schema
 
 ROWS = [
     ("a", "t", "how much is the car insurance?", "2023-05-08T13:56:00.000000+00:00"),
@@ -22,17 +23,7 @@ ROWS = [
 
 def _database_before_context(path: Path) -> None:
     """A caderno database as migration 0012 left it, every message in the old full-text index."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    names = [name for name, _ in _sqlite_schema.MIGRATIONS]
-    for index, (name, statements) in enumerate(
-        _sqlite_schema.MIGRATIONS[: names.index("0012_thread_positions") + 1], 1
-    ):
-        for statement in statements:
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01T00:00:00Z')", (name,))
-        conn.execute(f"PRAGMA user_version = {index}")
+    conn = sqlite_migrated_up_to(path, "0012_thread_positions")
     conn.execute("INSERT INTO resources (resource_id, created_at, updated_at) VALUES ('a', 'x', 'x'), ('b', 'x', 'x')")
     conn.execute(
         "INSERT INTO threads (resource_id, thread_id, created_at) VALUES ('a', 't', 'x'), ('a', 'u', 'x'), ('b', 't', 'x')"

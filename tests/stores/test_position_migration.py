@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
+
+from _migrations import sqlite_migrated_up_to
 
 import caderno
 from caderno import Message
-from caderno.stores import _sqlite_schema
 
 
 def _database_before_positions(path: Path) -> None:
     """A caderno database as migration 0011 left it, with three threads written interleaved."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for index, (name, statements) in enumerate(_sqlite_schema.MIGRATIONS[:11], start=1):
-        for statement in statements:
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01T00:00:00Z')", (name,))
-        conn.execute(f"PRAGMA user_version = {index}")
+    conn = sqlite_migrated_up_to(path, "0011_stemmed_full_text")
     conn.execute("INSERT INTO resources (resource_id, created_at, updated_at) VALUES ('a', 'x', 'x'), ('b', 'x', 'x')")
     conn.execute(
         "INSERT INTO threads (resource_id, thread_id, created_at) VALUES ('a', 't', 'x'), ('a', 'u', 'x'), ('b', 't', 'x')"
