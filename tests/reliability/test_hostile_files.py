@@ -47,8 +47,8 @@ def test_another_applications_database_in_rollback_mode_is_refused(tmp_path: Pat
     refuse(path, StorageError, "another application's SQLite database")
 
 
-def test_a_newer_cadernos_database_is_refused_even_in_rollback_mode(tmp_path: Path) -> None:
-    path = tmp_path / "newer.db"
+def newer_cadernos_database(path: Path, *, rollback: bool) -> None:
+    """A caderno database with a migration this caderno does not know, in WAL or rollback mode."""
 
     async def make() -> None:
         async with caderno.connect(path, embedder=None) as memory:
@@ -56,11 +56,17 @@ def test_a_newer_cadernos_database_is_refused_even_in_rollback_mode(tmp_path: Pa
 
     asyncio.run(make())
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode = DELETE")
+    if rollback:
+        conn.execute("PRAGMA journal_mode = DELETE")
     conn.execute("INSERT INTO schema_migrations VALUES ('9999_from_the_future', '2030-01-01')")
     conn.execute("PRAGMA user_version = 99")
     conn.commit()
-    conn.close()
+    conn.close()  # the last connection: SQLite checkpoints and removes -wal and -shm
+
+
+def test_a_newer_cadernos_database_is_refused_even_in_rollback_mode(tmp_path: Path) -> None:
+    path = tmp_path / "newer.db"
+    newer_cadernos_database(path, rollback=True)
     refuse(path, SchemaTooNew, "newer caderno")
 
 
@@ -138,16 +144,6 @@ def test_the_reference_agents_events_table_is_still_accepted(tmp_path: Path) -> 
 
 def test_a_newer_cadernos_database_in_wal_mode_gets_no_sidecar(tmp_path: Path) -> None:
     path = tmp_path / "newer.db"
-
-    async def make() -> None:
-        async with caderno.connect(path, embedder=None) as memory:
-            await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("oi")])
-
-    asyncio.run(make())
-    conn = sqlite3.connect(path)
-    conn.execute("INSERT INTO schema_migrations VALUES ('9999_from_the_future', '2030-01-01')")
-    conn.execute("PRAGMA user_version = 99")
-    conn.commit()
-    conn.close()  # the last connection: SQLite checkpoints and removes -wal and -shm
+    newer_cadernos_database(path, rollback=False)
     assert not any(tmp_path.glob("newer.db-*"))
     refuse(path, SchemaTooNew, "newer caderno")
