@@ -100,8 +100,9 @@ RRF_K = 5
 #: (5 by default). On LoCoMo's tuning part 100 was best, 50 within 0.004 and
 #: 20 lost 0.008 (0.790): an answer the two legs both rank in the 20s-90s
 #: rises above what one leg alone ranks high. Recall p50 at 100k messages
-#: in one resource (bench/recall_speed.py's synthetic data, 4 legs, query
-#: embedding included): 18.8 ms with 100, 17.5 with 50, 16.6 with 20.
+#: in one resource, 4 legs, query embedding included (bench/recall_speed.py
+#: --only-100k, back to back on one host): 17.0 ms, against 13.7 ms with the
+#: pool of 20 and query-time context before.
 POOL = 100
 #: The legs that get the deeper pool. Recent and salient do not rank by the
 #: query; a deeper pool of them would only add candidates that are off topic.
