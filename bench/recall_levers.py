@@ -379,14 +379,7 @@ def spread(corpus: Corpus, order: list[int], d: int, m: int, top: int) -> list[i
 
 
 def evaluate(corpus: Corpus, cfg: Fuse) -> dict[str, dict[str, float]]:
-    per: dict[str, dict[str, list[float]]] = {}
-    for q in corpus.queries:
-        got = ranked(corpus, q, cfg)
-        r = _locomo.turn_recall(got, q.evidence) if corpus.share else float(bool(q.evidence & set(got)))
-        part = per.setdefault(q.part, {"all": []})
-        part["all"].append(r)
-        part.setdefault(q.kind, []).append(r)
-    return {p: {k: sum(v) / len(v) for k, v in kinds.items()} for p, kinds in per.items()}
+    return rp.evaluate(corpus, cfg, rank=ranked)
 
 
 # --- report ----------------------------------------------------------------------------------------

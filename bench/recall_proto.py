@@ -316,11 +316,12 @@ def ranked(corpus: Corpus, q: Query, cfg: Config, top: int = _locomo.K) -> list[
     return out
 
 
-def evaluate(corpus: Corpus, cfg: Config) -> dict[str, dict[str, float]]:
-    """Per part: mean recall@10 overall (``all``) and per kind."""
+def evaluate(corpus: Corpus, cfg: Any, rank: Any = None) -> dict[str, dict[str, float]]:
+    """Per part: mean recall@10 overall (``all``) and per kind; ``rank`` (default ``ranked``) orders each question's docs."""
+    rank = rank or ranked
     per: dict[str, dict[str, list[float]]] = {}
     for q in corpus.queries:
-        got = ranked(corpus, q, cfg)
+        got = rank(corpus, q, cfg)
         r = _locomo.turn_recall(got, q.evidence) if corpus.share else float(bool(q.evidence & set(got)))
         part = per.setdefault(q.part, {"all": []})
         part["all"].append(r)
