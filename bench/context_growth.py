@@ -26,8 +26,8 @@ from pathlib import Path
 
 import caderno
 from caderno import AgentChat, Message, ToolCall
-from caderno.consolidation import ConsolidationSettings
 from caderno.examples.household import BudgetTool
+from caderno.memory.consolidation import ConsolidationSettings
 
 PLACES = ["Mercado Central", "Padaria Real", "Farmácia São João", "Posto Shell", "Feira do Bairro", "Cinema Roxy"]
 TOPICS = [

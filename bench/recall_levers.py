@@ -49,8 +49,8 @@ import numpy as np
 import recall_proto as rp
 from recall_proto import CHOSEN, DEEPEST, EMBEDDER, Corpus, Lex, Query
 
-from caderno._text import fold, stems
-from caderno._when import Window, find_window
+from caderno.core.text import fold, stems
+from caderno.memory.when import Window, find_window
 
 # --- legs with their scores ------------------------------------------------------------------------
 

@@ -2,9 +2,9 @@
 
 Each candidate is rebuilt here from caderno's own parts — SQLite FTS5
 through ``sqlite3`` (one table for every conversation, as a store holds every
-resource), caderno's stems (``caderno._text.stems``) or FTS5's porter,
+resource), caderno's stems (``caderno.core.text.stems``) or FTS5's porter,
 caderno's default embedder with numpy, caderno's ``when`` windows
-(``caderno._when.find_window``), importance (``caderno.importance.score``)
+(``caderno.memory.when.find_window``), importance (``caderno.memory.importance.score``)
 — so that what wins here can be built in the stores as measured:
 
 * **lexical** — each turn in an FTS5 row of three columns: its own text, the
@@ -49,10 +49,10 @@ import recall_quality as rq
 
 import caderno.embeddings
 from caderno import Message
-from caderno._text import fold, stems, tokenize
-from caderno._when import Window, find_window
-from caderno.importance import SALIENT
-from caderno.importance import score as importance
+from caderno.core.text import fold, stems, tokenize
+from caderno.memory.importance import SALIENT
+from caderno.memory.importance import score as importance
+from caderno.memory.when import Window, find_window
 
 
 @dataclass(frozen=True)

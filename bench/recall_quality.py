@@ -54,8 +54,8 @@ import _locomo
 import caderno
 import caderno.embeddings
 from caderno import Message
-from caderno import recall as recall_module
-from caderno.recall import DEFAULT_MIN_SIMILARITY
+from caderno.memory import recall as recall_module
+from caderno.memory.recall import DEFAULT_MIN_SIMILARITY
 
 DATA = Path(__file__).parent / "data"
 SETS = {"en": DATA / "recall_eval.json", "pt": DATA / "recall_eval_pt.json"}
@@ -74,7 +74,7 @@ DEFAULT = {name: getattr(recall_module, name) for name in ("FUSION", "RRF_K", "P
 #: varied ``CONTEXT_WEIGHT`` (a lexical hit lending part of its score to the
 #: next message: "no-context", "context0.25", "context1", "c25-pool20") are
 #: gone. Each message is now indexed with its neighbours' words and its date
-#: in columns of their own (``caderno._text.CONTEXT_BEFORE``,
+#: in columns of their own (``caderno.core.text.CONTEXT_BEFORE``,
 #: ``CONTEXT_AFTER``, ``CONTEXT_COLUMN_WEIGHT``, ``DATE_COLUMN_WEIGHT``),
 #: fixed when a message is stored, so every variant here — "today" included —
 #: searches that index; bench/recall_proto.py and bench/recall_levers.py
@@ -115,7 +115,7 @@ def split_of(question_id: str) -> str:
 
 @contextmanager
 def variant(name: str) -> Any:
-    """Run recall under one variant (module constants of caderno.recall), restored afterwards."""
+    """Run recall under one variant (module constants of caderno.memory.recall), restored afterwards."""
     settings = {**DEFAULT, **VARIANTS[name]}
     saved = {key: getattr(recall_module, key) for key in settings}
     for key, value in settings.items():

@@ -278,7 +278,7 @@ async def main() -> None:
 
 def index_speed(size: int, real: np.ndarray) -> dict[str, float]:
     """Exact vs pre-scan vs numpy floor over ``size`` random unit vectors, top 10, no threshold."""
-    from caderno import recall
+    from caderno.memory import recall
 
     rng = np.random.default_rng(size)
     entry = recall._Entry(DIM)
@@ -336,7 +336,7 @@ def index_speed(size: int, real: np.ndarray) -> dict[str, float]:
 
 
 def print_index(rows: list[dict[str, float]]) -> None:
-    from caderno import recall
+    from caderno.memory import recall
 
     print(
         f"vector index alone, top 10 (int8 pre-scan from {recall.PRESCAN_FROM:,} vectors, "

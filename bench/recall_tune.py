@@ -1,6 +1,6 @@
 """Choose recall's fusion constants on the tuning parts only: LoCoMo 0-2 and both project sets' tuning halves.
 
-A grid over the constants of caderno.recall that fusion reads at query
+A grid over the constants of caderno.memory.recall that fusion reads at query
 time — the relevant leg's weight, the cover rule of the lexical leg
 (``COVER_LOW``; ``COVER_HIGH`` is 0.15 above it; ``COVER_FLOOR``), the
 recent and salient weights — each combination run with the default
@@ -20,7 +20,7 @@ bench/recall_quality.py reports them for the chosen constants.
 What is not in the grid, and why: RRF k (5) and pool depth (100) were
 chosen on LoCoMo's tuning part by bench/recall_proto.py (k 5 > 10 > 60;
 pools 100 ≥ 50 > 20); context and date columns are part of the full-text
-index (``caderno._text.CONTEXT_*``, ``DATE_COLUMN_WEIGHT``), chosen by
+index (``caderno.core.text.CONTEXT_*``, ``DATE_COLUMN_WEIGHT``), chosen by
 bench/recall_proto.py and bench/recall_levers.py.
 
 Run:  .venv/bin/python bench/recall_tune.py [--top 15]   (about 5 minutes with the embedding cache)
@@ -40,8 +40,8 @@ import _locomo
 import recall_quality as rq
 
 import caderno
-from caderno import recall as recall_module
-from caderno.recall import DEFAULT_MIN_SIMILARITY
+from caderno.memory import recall as recall_module
+from caderno.memory.recall import DEFAULT_MIN_SIMILARITY
 
 GRID: dict[str, list[Any]] = {
     "relevant": [0.5, 0.75, 1.0],

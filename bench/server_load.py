@@ -66,7 +66,7 @@ DB_ENV = "CADERNO_BENCH_DB"
 def make_app() -> Any:
     """The app ``caderno serve`` builds, for ``uvicorn --factory --workers N`` (database from $CADERNO_BENCH_DB)."""
     from caderno import Memory
-    from caderno.memory import open_store
+    from caderno.memory.connect import open_store
     from caderno.server import create_app
     from caderno.server.routes import default_routers
 

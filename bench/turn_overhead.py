@@ -53,7 +53,7 @@ from _common import pct
 import caderno
 from caderno import Message
 from caderno.agent.chat import AgentChat
-from caderno.messages import ToolCall
+from caderno.core.messages import ToolCall
 
 CATEGORIES = ["mercado", "aluguel", "transporte", "lazer", "saúde", "educação", "restaurantes", "viagens"]
 BUDGETS = {c: 300 + 150 * i for i, c in enumerate(CATEGORIES)}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import caderno
-from caderno._time import new_id, utcnow
-from caderno.messages import Message
+from caderno.core.clock import new_id, utcnow
+from caderno.core.messages import Message
 from caderno.stores import ops
 
 

@@ -6,22 +6,22 @@ database (SQLite embedded, PostgreSQL to scale out).
 
 from __future__ import annotations
 
-from . import errors
 from .agent.chat import AgentChat, ChatResult, RecallSettings, ToolCallRecord
+from .agent.function_tools import Tool, ToolSpec, tool
 from .agent.models import Model, ModelRequest, OpenAIChatModel, ScriptedModel
-from .agent.tools import Tool, ToolSpec, tool
-from .errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, Unsupported, UsageError
-from .journal import Journal
-from .memory import AgentMemory, Memory, connect
-from .messages import Message, Thread, ToolCall, WorkingMemory
-from .notebook import Notebook
-from .recall import Recalled
+from .core import errors
+from .core.errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, Unsupported, UsageError
+from .core.messages import Message, Thread, ToolCall, WorkingMemory
+from .core.version import __version__
+from .memory.connect import connect
+from .memory.facade import AgentMemory, Memory
+from .memory.journal import Journal
+from .memory.notebook import Notebook
+from .memory.recall import Recalled
+from .memory.tri_hybrid import ContextParts
 from .stores.base import Store
 from .stores.memory import InMemoryStore
 from .stores.sqlite import SQLiteStore
-from .tri_hybrid import ContextParts
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AgentChat",

@@ -9,7 +9,7 @@ import pytest
 
 import caderno
 from caderno import AgentChat, Message, ScriptedModel, ToolCall
-from caderno.errors import ModelError
+from caderno.core.errors import ModelError
 from caderno.examples.household import BudgetTool, WorkingMemory
 
 R = "casa-gabriel"

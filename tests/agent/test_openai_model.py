@@ -11,7 +11,7 @@ import pytest
 
 import caderno
 from caderno import AgentChat, Message, OpenAIChatModel
-from caderno.errors import ModelError
+from caderno.core.errors import ModelError
 from caderno.examples.household import BudgetTool
 
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from caderno import Tool, tool
-from caderno.agent.tools import collect_tools
-from caderno.errors import InvalidToolArguments, UsageError
+from caderno.agent.function_tools import collect_tools
+from caderno.core.errors import InvalidToolArguments, UsageError
 from caderno.examples.household import BudgetTool
 
 

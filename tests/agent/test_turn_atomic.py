@@ -15,8 +15,8 @@ import pytest
 
 import caderno
 from caderno import AgentChat, Message, ScriptedModel, ToolCall
-from caderno.errors import ModelError, Unsupported, UsageError
-from caderno.memory import open_store
+from caderno.core.errors import ModelError, Unsupported, UsageError
+from caderno.memory.connect import open_store
 from caderno.stores import ops
 
 
@@ -174,7 +174,7 @@ async def test_a_store_with_only_the_core_operations() -> None:
     assert len(await memory.get_messages(resource_id="r", thread_id="t")) == 3
 
 
-DEFAULT_EMBEDDER = caderno.memory.DEFAULT
+DEFAULT_EMBEDDER = caderno.memory.facade.DEFAULT
 
 
 def test_an_object_without_batch_is_not_a_store() -> None:

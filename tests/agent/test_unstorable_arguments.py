@@ -18,8 +18,8 @@ import pytest
 
 import caderno
 from caderno import AgentChat, Message, ScriptedModel, ToolCall
-from caderno._json import MAX_JSON_DEPTH, MAX_PATCH_BYTES
-from caderno._validate import REPLACED_ARGUMENTS, UNSTORABLE_PREFIX, storable_reply
+from caderno.core.jsonvalue import MAX_JSON_DEPTH, MAX_PATCH_BYTES
+from caderno.core.validate import REPLACED_ARGUMENTS, UNSTORABLE_PREFIX, storable_reply
 
 R, T = "casa", "t"
 

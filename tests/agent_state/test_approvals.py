@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caderno.approvals import SHELL_OPERATORS, has_shell_operators, is_allowed, normalize_prefix
-from caderno.errors import UsageError
+from caderno.core.errors import UsageError
+from caderno.core.prefixes import SHELL_OPERATORS, has_shell_operators, is_allowed, normalize_prefix
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caderno.errors import UsageError
-from caderno.macros import (
+from caderno.core.errors import UsageError
+from caderno.memory.macros import (
     PENALTY,
     REWARD,
     START_CONFIDENCE,

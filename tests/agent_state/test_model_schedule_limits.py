@@ -13,8 +13,8 @@ import pytest
 
 import caderno
 from caderno import AgentChat, Message, ScriptedModel, ToolCall
-from caderno.agent.schedule_tool import MODEL_MAX_TASKS, MODEL_MIN_INTERVAL
-from caderno.schedule import shortest_gap
+from caderno.agent.task_tools import MODEL_MAX_TASKS, MODEL_MIN_INTERVAL
+from caderno.core.cron import shortest_gap
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from croniter import croniter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caderno.errors import UsageError
-from caderno.schedule import Schedule, next_run, parse_schedule
+from caderno.core.cron import Schedule, next_run, parse_schedule
+from caderno.core.errors import UsageError
 
 SP = "America/Sao_Paulo"
 NOW = datetime(2026, 6, 17, 12, 0, tzinfo=UTC)  # 09:00 in São Paulo (UTC-3, no DST since 2019)

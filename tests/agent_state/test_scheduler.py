@@ -14,9 +14,9 @@ import pytest
 
 import caderno
 from caderno import AgentChat, Message, ScriptedModel, ToolCall
-from caderno.config import load_config
-from caderno.errors import UsageError
-from caderno.scheduler import run_due
+from caderno.agent.config import load_config
+from caderno.agent.scheduler import run_due
+from caderno.core.errors import UsageError
 from conftest import python_env
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -145,7 +145,7 @@ async def test_the_schedule_tool_is_committed_with_the_turn(memory: caderno.Memo
     chat = AgentChat(
         model=ScriptedModel([Message.assistant(tool_calls=[delete]), fails]), memory=memory, schedule_tool=True
     )
-    with pytest.raises(caderno.errors.ModelError):
+    with pytest.raises(caderno.core.errors.ModelError):
         await chat.ask(messages="apague", resource_id="casa", thread_id="t")
     assert [t.name for t in await memory.tasks.list(resource_id="casa")] == ["contas"]  # a failed turn changed nothing
 
@@ -155,7 +155,7 @@ WORKER = textwrap.dedent(
     import asyncio, sys, caderno
     from datetime import datetime
     from caderno import AgentChat, Message, ScriptedModel
-    from caderno.scheduler import run_due
+    from caderno.agent.scheduler import run_due
 
     async def main(url, now):
         async with caderno.connect(url, embedder=None) as memory:

@@ -8,7 +8,7 @@ import pytest
 
 import caderno
 from caderno import Message, ToolCall
-from caderno.errors import NotFound, UsageError
+from caderno.core.errors import NotFound, UsageError
 
 R, T = "casa-gabriel", "thread-1"
 

@@ -16,8 +16,9 @@ import pytest
 
 import caderno
 from caderno import Message
-from caderno._time import utcnow
-from caderno.errors import Conflict, UsageError
+from caderno.core.clock import utcnow
+from caderno.core.errors import Conflict, UsageError
+from caderno.memory.importance import EMBEDDED_ROLES
 from caderno.stores import ops
 
 R, T = "casa", "t1"
@@ -123,10 +124,10 @@ async def test_working_memory_resources_and_facts(memory: caderno.Memory) -> Non
     assert await run(
         memory, ops.ExportResource(resource_id=R), ops.ForgetFact(resource_id=R, category="finance", key="income")
     ) == [
-        caderno._dump.new_dump(R),
+        caderno.stores.export.new_dump(R),
         False,
     ]
-    await run(memory, ops.ImportResource(dump=caderno._dump.check_dump(dump), now=now))
+    await run(memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES))
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
 
 
@@ -158,7 +159,7 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
     assert [m.id for _, m in salient] == [stored[0].id]
     assert [(t, m.content) for t, m in by_seq] == [(T, "ok then")]
     assert [m.content for m in around] == ["ok then"]
-    assert await run(memory, ops.Reindex(resource_id=R)) == [2]
+    assert await run(memory, ops.Reindex(resource_id=R, embed_roles=EMBEDDED_ROLES)) == [2]
     candidates, claimed, again, free = await run(
         memory,
         ops.FindConsolidationCandidates(resource_id=R, min_chars=10),
@@ -216,7 +217,7 @@ async def test_a_batch_is_one_transaction(memory: caderno.Memory, failing: str) 
 async def test_agent_state_operations(memory: caderno.Memory) -> None:
     from datetime import timedelta
 
-    from caderno.state import advance, build_task
+    from caderno.memory.state import advance, build_task
 
     now = utcnow()
     daily = build_task(resource_id=R, name="daily", schedule="daily at 9", prompt="resumo", now=now)
@@ -257,7 +258,7 @@ async def test_agent_state_operations(memory: caderno.Memory) -> None:
         memory, ops.DeleteTask(resource_id=R, name="daily"), ops.DeleteTask(resource_id=R, name="daily")
     ) == [True, False]
 
-    from caderno import macros as rules
+    from caderno.memory import macros as rules
 
     calls = [("ls", {"command": "ls"}, True), ("cat", {"path": "a"}, True)]
     learn = memory.macros.learn_op(R, calls)
@@ -287,7 +288,7 @@ async def test_agent_state_operations(memory: caderno.Memory) -> None:
     assert await run(
         memory, ops.ListPrefixes(resource_id=R), ops.ListTasks(resource_id=R), ops.ReadMacros(resource_id=R)
     ) == [[], [], []]
-    await run(memory, ops.ImportResource(dump=caderno._dump.check_dump(dump), now=now))
+    await run(memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES))
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
     assert await run(memory, ops.RevokePrefix(resource_id=R, prefix="git status"), ops.ListPrefixes(resource_id=R)) == [
         True,
@@ -315,7 +316,7 @@ async def test_api_key_operations(memory: caderno.Memory) -> None:
 
 
 async def test_item_operations(memory: caderno.Memory) -> None:
-    from caderno.messages import Item
+    from caderno.core.records import Item
 
     t0 = utcnow()
     a = Item(resource_id=R, namespace=("memories", "ana"), key="k1", value={"x": 1}, updated_at=t0)
@@ -346,14 +347,14 @@ async def test_item_operations(memory: caderno.Memory) -> None:
         (["memories", "anabela"], "k2", {"y": [1, 2]}),
     ]
     await run(memory, ops.EraseResource(resource_id=R))
-    await run(memory, ops.ImportResource(dump=caderno._dump.check_dump(dump), now=utcnow()))
+    await run(memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES))
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]  # items come back exact
     await run(memory, ops.EraseResource(resource_id=R))
     assert await run(memory, ops.ListItemNamespaces(resource_id=R)) == [[]]
 
 
 async def test_item_vector_operations(memory: caderno.Memory) -> None:
-    from caderno.messages import Item
+    from caderno.core.records import Item
 
     t0 = utcnow()
     a = Item(resource_id=R, namespace=("docs", "ana"), key="k1", value={"t": "cat"}, updated_at=t0)
@@ -398,7 +399,7 @@ async def test_item_vector_operations(memory: caderno.Memory) -> None:
     assert [(i["key"], i.get("embed")) for i in dump["items"]] == [("k2", ["sun"]), ("k1", ["cat", "mat"])]
     await run(memory, ops.EraseResource(resource_id=R))
     assert await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m")) == [[]]
-    await run(memory, ops.ImportResource(dump=caderno._dump.check_dump(dump), now=utcnow()))
+    await run(memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES))
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
     (queued,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
     assert sorted(j.key for j in queued) == ["k1", "k2"]
@@ -410,7 +411,7 @@ async def test_item_vector_operations(memory: caderno.Memory) -> None:
     )
     assert len((await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m")))[0]) == 2
     # A reindex (a new model) queues the items again; a put without texts and a delete drop their vectors.
-    await run(memory, ops.Reindex(resource_id=R))
+    await run(memory, ops.Reindex(resource_id=R, embed_roles=EMBEDDED_ROLES))
     assert await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m")) == [[]]
     (requeued,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
     await run(

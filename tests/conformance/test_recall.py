@@ -8,7 +8,7 @@ import pytest
 
 import caderno
 from caderno import Message
-from caderno.errors import NotFound, UsageError
+from caderno.core.errors import NotFound, UsageError
 from caderno.stores import ops
 
 R = "casa"

@@ -1,7 +1,7 @@
 """Index-time context and dates on every backend: a message is found by its neighbours' words and its day.
 
 Each message is indexed with the words of the messages around it in its
-thread (``caderno._text.CONTEXT_BEFORE`` / ``CONTEXT_AFTER``) and its day as
+thread (``caderno.core.text.CONTEXT_BEFORE`` / ``CONTEXT_AFTER``) and its day as
 words; an append, an edit or a deletion changes what its neighbours are
 found by at once. Only the lexical leg runs here, so what is found is what
 the full-text index holds.

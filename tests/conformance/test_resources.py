@@ -6,7 +6,7 @@ import pytest
 
 import caderno
 from caderno import Message, ToolCall
-from caderno.errors import UsageError
+from caderno.core.errors import UsageError
 
 R = "casa-gabriel"
 

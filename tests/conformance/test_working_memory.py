@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 import caderno
-from caderno.errors import Conflict, InvalidPatch
+from caderno.core.errors import Conflict, InvalidPatch
 
 R = "casa-gabriel"
 

@@ -7,8 +7,9 @@ from datetime import date
 import pytest
 from pydantic import ValidationError
 
-from caderno.agent.tools import collect_tools
-from caderno.errors import UsageError
+from caderno.agent.function_tools import collect_tools
+from caderno.core.errors import UsageError
+from caderno.core.messages import Message
 from caderno.examples.household import (
     DEFAULT_SAVINGS_RATE,
     Goal,
@@ -20,7 +21,6 @@ from caderno.examples.household import (
     evaluate,
     household_income,
 )
-from caderno.messages import Message
 
 AMSTERDAM = {"name": "Amsterdam", "target": "EUR 6000", "deadline": "2026-09-01", "savedInTarget": "EUR 500"}
 

@@ -28,10 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caderno
-from caderno._time import utcnow
+from caderno.core.clock import utcnow
+from caderno.core.errors import MissingExtra, UsageError
 from caderno.embeddings import HashingEmbedder
-from caderno.errors import MissingExtra, UsageError
-from caderno.memory import open_store
+from caderno.memory.connect import open_store
 from caderno.stores import ops
 from conftest import python_env
 

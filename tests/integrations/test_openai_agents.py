@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import caderno
-from caderno.errors import MissingExtra
+from caderno.core.errors import MissingExtra
 
 agents = pytest.importorskip("agents")
 

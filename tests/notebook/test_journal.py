@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from caderno import Journal
-from caderno.errors import UsageError
+from caderno.core.errors import UsageError
 from conftest import python_env
 
 

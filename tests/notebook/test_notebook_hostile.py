@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from caderno.errors import NotebookError
-from caderno.notebook import Notebook, scan
+from caderno.core.errors import NotebookError
+from caderno.memory.notebook import Notebook, scan
 from conftest import python_env
 
 SEED = "seed entry about the project"
@@ -262,7 +262,7 @@ def test_write_failing_on_file_size_limit_returns_failure_json(tmp_path: Path) -
     code = textwrap.dedent(
         """
         import json, resource, signal, sys
-        from caderno.notebook import Notebook
+        from caderno.memory.notebook import Notebook
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed
         resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
         nb = Notebook(sys.argv[1], memory_char_limit=10_000)

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from caderno.core.errors import EmbeddingUnavailable
 from caderno.embeddings import HashingEmbedder, MiniLMEmbedder, default_embedder
-from caderno.errors import EmbeddingUnavailable
 from conftest import python_env
 
 

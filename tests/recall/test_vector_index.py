@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from caderno import recall
-from caderno.recall import _Entry
+from caderno.memory import recall
+from caderno.memory.recall import _Entry
 
 pytest.importorskip("simsimd", reason="the pre-scan needs caderno[fast]")
 

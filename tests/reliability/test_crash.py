@@ -331,7 +331,7 @@ def as_resource(dump: dict[str, Any], rid: str) -> dict[str, Any]:
 
 
 def empty(rid: str) -> dict[str, Any]:
-    from caderno._dump import new_dump
+    from caderno.stores.export import new_dump
 
     return new_dump(rid)
 

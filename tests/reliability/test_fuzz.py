@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 import caderno
 from caderno import CadernoError, Message, ToolCall
-from caderno._json import MAX_PATCH_BYTES
-from caderno._validate import check_id
+from caderno.core.jsonvalue import MAX_PATCH_BYTES
+from caderno.core.validate import check_id
 
 EXAMPLES = int(os.environ.get("CADERNO_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(

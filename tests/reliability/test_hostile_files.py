@@ -13,7 +13,7 @@ import pytest
 
 import caderno
 from caderno import Message
-from caderno.errors import SchemaTooNew, StorageError
+from caderno.core.errors import SchemaTooNew, StorageError
 from conftest import python_env
 
 

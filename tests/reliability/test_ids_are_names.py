@@ -26,9 +26,9 @@ from _legacy import legacy_append, legacy_fact
 
 import caderno
 from caderno import Message
-from caderno._validate import NAME_RULE
-from caderno.errors import NotFound, UsageError
-from caderno.state import build_task
+from caderno.core.errors import NotFound, UsageError
+from caderno.core.validate import NAME_RULE
+from caderno.memory.state import build_task
 from caderno.stores import ops
 from conftest import python_env
 

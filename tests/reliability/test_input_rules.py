@@ -15,8 +15,8 @@ import pytest
 
 import caderno
 from caderno import Message, ToolCall
-from caderno._json import MAX_MESSAGES_PER_APPEND
-from caderno.errors import CadernoError, InvalidPatch, UsageError
+from caderno.core.errors import CadernoError, InvalidPatch, UsageError
+from caderno.core.jsonvalue import MAX_MESSAGES_PER_APPEND
 
 
 async def snapshot(memory: caderno.Memory, resource: str = "casa") -> str:
@@ -188,7 +188,7 @@ async def test_imports_are_validated_field_by_field(seeded: caderno.Memory) -> N
 
 
 async def test_an_import_into_a_resource_holding_only_facts_is_refused(memory: caderno.Memory) -> None:
-    dump = caderno._dump.new_dump("casa")
+    dump = caderno.stores.export.new_dump("casa")
     await memory.remember_fact(resource_id="casa", category="home", key="city", value="Curitiba")
     before = await snapshot(memory)
     with pytest.raises(UsageError, match="already holds data"):

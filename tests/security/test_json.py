@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from caderno._json import (
+from caderno.core.errors import UsageError
+from caderno.core.jsonvalue import (
     MAX_JSON_DEPTH,
     MAX_MESSAGE_CHARS,
     MAX_MESSAGES_PER_APPEND,
@@ -20,7 +21,6 @@ from caderno._json import (
     dumps_strict,
     loads_strict,
 )
-from caderno.errors import UsageError
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=20)
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from caderno._secrets import one_line, redact_query, redact_text, redact_url, scrub, secrets_of, split_url
+from caderno.core.redact import one_line, redact_query, redact_text, redact_url, scrub, secrets_of, split_url
 
 PASSWORDS = st.text(alphabet="abcXYZ0189@:/?#%& _-!$", min_size=6, max_size=24).filter(lambda s: s.strip() == s)
 

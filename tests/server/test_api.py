@@ -14,8 +14,8 @@ from _api_helpers import Api, api_fixture, assert_problem, build  # noqa: E402, 
 from fastapi.routing import APIRoute  # noqa: E402
 
 import caderno  # noqa: E402
-from caderno._json import MAX_PATCH_BYTES  # noqa: E402
-from caderno.errors import StorageError  # noqa: E402
+from caderno.core.errors import StorageError  # noqa: E402
+from caderno.core.jsonvalue import MAX_PATCH_BYTES  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.routes import MAX_IMPORT_BYTES, install_routes  # noqa: E402
 from caderno.stores import ops  # noqa: E402
@@ -183,7 +183,7 @@ async def test_working_memory_etag_if_match_and_merge_patch(api: Api) -> None:
 
 
 async def test_working_memory_conflict_without_if_match_stays_409(api: Api) -> None:
-    from caderno.errors import Conflict
+    from caderno.core.errors import Conflict
     from caderno.server import problems
 
     # The library's own Conflict (no If-Match sent) keeps its 409 problem.

@@ -25,8 +25,8 @@ import httpx  # noqa: E402
 from _serving import Served, make_key, serving  # noqa: E402
 from fastapi import FastAPI  # noqa: E402
 
-from caderno.config import load_config  # noqa: E402
-from caderno.errors import UsageError  # noqa: E402
+from caderno.agent.config import load_config  # noqa: E402
+from caderno.core.errors import UsageError  # noqa: E402
 
 #: The small limits of the server under test (caderno.toml's [server]).
 LIMIT = 100_000

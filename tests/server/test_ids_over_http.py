@@ -15,7 +15,7 @@ pytest.importorskip("fastapi")
 from _api_helpers import Api, api_fixture, assert_problem  # noqa: E402, F401
 
 from caderno import Message  # noqa: E402
-from caderno._validate import NAME_RULE  # noqa: E402
+from caderno.core.validate import NAME_RULE  # noqa: E402
 
 
 async def test_path_ids_are_refused_by_every_write_route(api: Api) -> None:

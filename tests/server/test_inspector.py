@@ -36,12 +36,12 @@ playwright_sync = pytest.importorskip("playwright.sync_api")
 from fastapi import APIRouter, FastAPI, Request, Response  # noqa: E402
 
 import caderno  # noqa: E402
-from caderno._time import utcnow  # noqa: E402
-from caderno.consolidation import summary_message  # noqa: E402
-from caderno.errors import Conflict  # noqa: E402
-from caderno.memory import open_store  # noqa: E402
-from caderno.messages import Message, ToolCall  # noqa: E402
-from caderno.notebook import Notebook  # noqa: E402
+from caderno.core.clock import utcnow  # noqa: E402
+from caderno.core.errors import Conflict  # noqa: E402
+from caderno.core.messages import Message, ToolCall  # noqa: E402
+from caderno.memory.connect import open_store  # noqa: E402
+from caderno.memory.consolidation import summary_message  # noqa: E402
+from caderno.memory.notebook import Notebook  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.auth import CurrentKey, require  # noqa: E402
 from caderno.server.inspector import install_inspector  # noqa: E402

@@ -19,8 +19,8 @@ import httpx  # noqa: E402
 from _api_helpers import Api, api_fixture, assert_problem  # noqa: E402, F401
 
 import caderno  # noqa: E402
-from caderno.errors import UsageError  # noqa: E402
-from caderno.recall import MAX_MESSAGE_RANGE  # noqa: E402
+from caderno.core.errors import UsageError  # noqa: E402
+from caderno.memory.recall import MAX_MESSAGE_RANGE  # noqa: E402
 
 R = "/v1/resources/casa"
 MERGE = {"content-type": "application/merge-patch+json"}

@@ -21,7 +21,7 @@ R = "/v1/resources/casa"
 
 
 def _dump(**sections: Any) -> dict[str, Any]:
-    from caderno._dump import new_dump
+    from caderno.stores.export import new_dump
 
     return {**new_dump("casa"), **sections}
 

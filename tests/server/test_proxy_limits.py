@@ -27,14 +27,14 @@ from _api_helpers import assert_problem  # noqa: E402
 
 import caderno  # noqa: E402
 from caderno import AgentChat, Message, ScriptedModel  # noqa: E402
-from caderno.errors import ModelError  # noqa: E402
+from caderno.core.errors import ModelError  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.proxy import MAX_INSTRUCTIONS_CHARS, MAX_REQUEST_CHARS, THREAD_HEADER  # noqa: E402
 from caderno.server.routes import default_routers  # noqa: E402
 
 
 def _app(tmp_path: Path, model: Any) -> tuple[Any, caderno.Memory]:
-    memory = caderno.Memory(caderno.memory.open_store(f"sqlite:///{tmp_path / 'p.db'}"), embedder=None)
+    memory = caderno.Memory(caderno.memory.connect.open_store(f"sqlite:///{tmp_path / 'p.db'}"), embedder=None)
     return create_app(memory, model=model, background=False, routers=default_routers()), memory
 
 
@@ -113,7 +113,7 @@ async def test_a_whole_turn_has_a_deadline(tmp_path: Path) -> None:
         chat.model = ScriptedModel([Message.assistant("agora sim")])
         result = await asyncio.wait_for(chat.ask(messages="oi", resource_id="r", thread_id="t"), timeout=10)
         assert result.reply.content == "agora sim"
-    with pytest.raises(caderno.errors.UsageError, match="turn_timeout"):
+    with pytest.raises(caderno.core.errors.UsageError, match="turn_timeout"):
         AgentChat(model=ScriptedModel([]), turn_timeout=0)
 
 
@@ -147,7 +147,7 @@ async def test_a_turn_whose_client_left_is_stored_once_and_its_retry_returns_it(
         return Message.assistant("a resposta")
 
     model = ScriptedModel([slow])
-    memory = caderno.Memory(caderno.memory.open_store(f"sqlite:///{tmp_path / 's.db'}"), embedder=None)
+    memory = caderno.Memory(caderno.memory.connect.open_store(f"sqlite:///{tmp_path / 's.db'}"), embedder=None)
     app = create_app(memory, model=model, background=False, routers=default_routers())
     async with _Server(app) as server:
         token, _ = await memory.keys.create(resources=["casa"])

@@ -10,7 +10,7 @@ from _pg import pg_schema
 
 import caderno
 from caderno import Message
-from caderno._text import stems
+from caderno.core.text import stems
 from caderno.stores import _postgres_schema
 
 ROWS = [

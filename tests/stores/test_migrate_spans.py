@@ -13,8 +13,8 @@ from typing import Any
 
 import caderno
 from caderno import Message
-from caderno._time import new_id, utcnow
-from caderno.consolidation import summary_span
+from caderno.core.clock import new_id, utcnow
+from caderno.memory.consolidation import summary_span
 from caderno.stores import _migrate_spans, ops
 
 

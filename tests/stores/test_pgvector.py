@@ -20,7 +20,8 @@ import pytest
 
 import caderno
 from caderno import Message
-from caderno.recall import VectorIndex
+from caderno.memory.importance import EMBEDDED_ROLES
+from caderno.memory.recall import VectorIndex
 from caderno.stores import _postgres_plans, ops
 from caderno.stores._sql import to_pyformat
 
@@ -53,7 +54,7 @@ async def seed(memory: caderno.Memory, n: int = 300) -> None:
     for t in range(3):
         msgs = [Message.user(f"message {t}-{i}") for i in range(n // 3)]
         await memory.append_messages(resource_id=R, thread_id=f"t{t}", messages=msgs)
-    await memory.run(ops.Reindex(resource_id=R))
+    await memory.run(ops.Reindex(resource_id=R, embed_roles=EMBEDDED_ROLES))
     now = datetime.now(UTC)
     jobs = await memory.run(ops.ClaimEmbeddings(limit=10_000, lease_seconds=60, now=now))
     done = tuple((j.resource_id, j.seq, np.asarray(unit(rng), dtype=np.float32).tobytes()) for j in jobs)

@@ -6,7 +6,7 @@ import re
 
 import caderno
 from caderno import Message
-from caderno.importance import SALIENT, embeddable
+from caderno.memory.importance import SALIENT, embeddable
 from caderno.stores import ops
 
 

@@ -14,7 +14,7 @@ from _pg import PG_URL, pg_schema, require_postgres
 
 import caderno
 from caderno import Message
-from caderno.errors import SchemaTooNew, StorageError
+from caderno.core.errors import SchemaTooNew, StorageError
 from caderno.stores import _postgres_schema, _sqlite_schema
 from conftest import python_env
 

@@ -14,7 +14,7 @@ import pytest
 
 import caderno
 from caderno import Message
-from caderno.errors import SchemaTooNew, StorageError
+from caderno.core.errors import SchemaTooNew, StorageError
 from caderno.stores.sqlite import SQLiteStore
 from conftest import python_env
 

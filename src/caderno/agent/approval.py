@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..approvals import has_shell_operators
+from ..core.prefixes import has_shell_operators
 
 __all__ = ["Approval", "ApprovalRequest", "Approver", "command_of"]
 

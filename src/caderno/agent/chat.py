@@ -7,7 +7,7 @@ instance serves any number of concurrent conversations. Per turn it:
    recent history, its summaries, the resource's working memory and facts;
 2. adds the notebook snapshot frozen for this conversation and, when
    enabled, what recall finds in earlier conversations;
-3. builds the prompt with ``caderno.context.build_prompt``: the blocks in
+3. builds the prompt with ``caderno.memory.context.build_prompt``: the blocks in
    priority order, then the newest history that fits the token budget, then
    the turn (rebuilt before every model call, as the turn grows);
 4. runs the model <-> tool loop, at most ``max_steps`` model calls; working
@@ -38,21 +38,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .. import macros as macro_rules
-from .._idempotency import check_key, check_same, find_turn, turn_ids
-from .._time import utcnow
-from .._validate import storable_reply
-from ..consolidation import summary_span
-from ..context import TokenCounter, build_prompt, estimate_tokens
-from ..errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, NotebookError, UsageError
-from ..memory import AgentMemory, Memory, TurnContext, fact_op
-from ..messages import Macro, MacroKey, Message, ToolCall, WorkingMemory
-from ..notebook import MEMORY_TOOL_SPEC, Notebook
+from ..core.clock import utcnow
+from ..core.errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, NotebookError, UsageError
+from ..core.messages import Message, ToolCall, WorkingMemory
+from ..core.records import Macro, MacroKey
+from ..core.validate import storable_reply
+from ..memory import macros as macro_rules
+from ..memory.consolidation import summary_span
+from ..memory.context import TokenCounter, build_prompt, estimate_tokens
+from ..memory.facade import AgentMemory, Memory, TurnContext, fact_op
+from ..memory.notebook import MEMORY_TOOL_SPEC, Notebook
 from ..stores import ops
 from .approval import Approval, ApprovalRequest, Approver, command_of, decide, default_prefix
+from .function_tools import Tool, ToolSpec, collect_tools
+from .idempotency import check_key, check_same, find_turn, turn_ids
 from .models import Model
-from .schedule_tool import SCHEDULE_SPEC, schedule_call
-from .tools import Tool, ToolSpec, collect_tools
+from .task_tools import SCHEDULE_SPEC, schedule_call
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "RecallSettings", "ToolCallRecord"]
 
@@ -145,7 +146,7 @@ class RecallSettings:
     lexical: int = 5
     """Best full-text matches to consider."""
     min_similarity: float | None = None
-    """Cosine threshold (default: ``caderno.recall.DEFAULT_MIN_SIMILARITY``)."""
+    """Cosine threshold (default: ``caderno.memory.recall.DEFAULT_MIN_SIMILARITY``)."""
     top: int = 8
     """Most messages injected into the prompt."""
 
@@ -179,7 +180,7 @@ class ChatResult:
     working_memory: WorkingMemory | None = None
     """Working memory after the turn's patches (``None`` if never set)."""
     usage: dict[str, int] = field(default_factory=dict)
-    """Tokens per prompt block in the last model call (see ``caderno.context.Prompt.usage``).
+    """Tokens per prompt block in the last model call (see ``caderno.memory.context.Prompt.usage``).
 
     The turn's token usage (model calls, prompt and completion tokens, summed
     over the turn) is stored in the reply's ``metadata["usage"]``."""
@@ -214,13 +215,13 @@ class AgentChat:
         max_context_tokens: the model's context size; the prompt is fitted
             into it minus ``reply_reserve`` (``None``: no budget).
         reply_reserve: tokens kept free for the model's answer.
-        token_counter: counts tokens (default: ``caderno.context.estimate_tokens``).
+        token_counter: counts tokens (default: ``caderno.memory.context.estimate_tokens``).
         facts: most known facts shown per turn (0: none, and no
             ``remember_fact`` tool).
         consolidate: after each turn, summarise the thread in the background
             when it has grown past the memory's threshold.
         schedule_tool: offer the ``schedule`` tool (create / list / pause /
-            resume / delete scheduled tasks; see ``caderno.scheduler``).
+            resume / delete scheduled tasks; see ``caderno.agent.scheduler``).
         timezone: the user's IANA zone, for schedules ("todo dia às 9h").
         clock: the current time (a scheduled "in 2 hours" counts from it).
         macros: learn tool macros from each turn's calls and show the best
@@ -300,7 +301,7 @@ class AgentChat:
         self.consolidate = consolidate
         self.recall = RecallSettings() if recall is True else (recall or None)
         self.recall_tool = recall_tool
-        from ..state import _check_zone
+        from ..memory.state import _check_zone
 
         self.schedule_tool = schedule_tool
         self.timezone = _check_zone(timezone)
@@ -403,7 +404,7 @@ class AgentChat:
         ``idempotency_key``: a retry of a turn with the same key on the same
         thread returns the stored turn (``ChatResult.replayed``) and calls
         no model; with other messages it raises ``KeyReused`` (see
-        ``caderno._idempotency`` for how long a key holds). The turn's
+        ``caderno.agent.idempotency`` for how long a key holds). The turn's
         messages get ids derived from the key, so they may not carry their own.
 
         A turn that passes ``turn_timeout`` raises ``ModelError`` and stores
@@ -725,7 +726,7 @@ class AgentChat:
             if self.full is not None:
                 merged = self.full.preview_working_memory(held.working_memory, patch, resource_id=resource_id)
             else:
-                from ..working_memory import check_patch, merge_patch
+                from ..memory.working_memory import check_patch, merge_patch
 
                 merged = merge_patch(held.working_memory or {}, check_patch(patch, resource_id))
         except CadernoError as exc:
@@ -774,7 +775,7 @@ class AgentChat:
         self, new: list[Message], history: list[Message], resource_id: str, thread_id: str
     ) -> Message | None:
         """The "Remembered from earlier conversations" block, or None."""
-        from ..recall import DEFAULT_MIN_SIMILARITY
+        from ..memory.recall import DEFAULT_MIN_SIMILARITY
 
         settings = self.recall
         query = "\n".join(m.content for m in new if m.role == "user" and m.content)

@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from .._secrets import redact_text, redact_url, secrets_of
-from .._time import new_id
-from ..errors import MissingExtra, ModelError
-from ..messages import Message, ToolCall
-from .tools import ToolSpec
+from ..core.clock import new_id
+from ..core.errors import MissingExtra, ModelError
+from ..core.messages import Message, ToolCall
+from ..core.redact import redact_text, redact_url, secrets_of
+from .function_tools import ToolSpec
 
 __all__ = ["Model", "ModelRequest", "OpenAIChatModel", "ScriptedModel"]
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 if TYPE_CHECKING:
     from .e5 import MultilingualE5Embedder

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EmbeddingUnavailable
+from ..core.errors import EmbeddingUnavailable
 from .minilm import ChunkedRuns, _cores, read_verified, session_options
 
 #: Tokens a text may have, "query: "/"passage: " prefix and <s> </s> included.

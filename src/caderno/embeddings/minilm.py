@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import EmbeddingUnavailable
+from ..core.errors import EmbeddingUnavailable
 
 R = TypeVar("R")
 

@@ -26,9 +26,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, Field
 
 from ..agent.chat import RECALL_HEADER, WM_HEADER
-from ..agent.tools import ToolSpec, tool
-from ..errors import UsageError
-from ..messages import Message, ToolCall
+from ..agent.function_tools import ToolSpec, tool
+from ..core.errors import UsageError
+from ..core.messages import Message, ToolCall
 
 __all__ = [
     "DEFAULT_SAVINGS_RATE",
@@ -56,7 +56,7 @@ def _iso_date(value: str) -> str:
 
 
 # Validated as a date, stored as the string it was written as: working memory
-# keeps the JSON the model sent (see caderno.working_memory.make_validator).
+# keeps the JSON the model sent (see caderno.memory.working_memory.make_validator).
 IsoDate = Annotated[str, AfterValidator(_iso_date), Field(json_schema_extra={"format": "date"})]
 
 

@@ -28,13 +28,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._json import MAX_MESSAGES_PER_APPEND
-from .._time import from_iso
-from .._validate import check_name
-from ..errors import NotebookError, NotFound, UsageError
-from ..memory import Memory
-from ..messages import Message, Role, ToolCall
-from ..notebook import FILES, Notebook
+from ..core.clock import from_iso
+from ..core.errors import NotebookError, NotFound, UsageError
+from ..core.jsonvalue import MAX_MESSAGES_PER_APPEND
+from ..core.messages import Message, Role, ToolCall
+from ..core.validate import check_name
+from ..memory.facade import Memory
+from ..memory.notebook import FILES, Notebook
 from .openai_agents import item_to_message
 
 __all__ = ["ImportReport", "import_mastra", "import_notes", "import_openai_agents"]

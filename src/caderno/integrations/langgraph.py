@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from .._time import utcnow
-from ..errors import MissingExtra, UsageError
-from ..messages import Item as CadernoItem
+from ..core.clock import utcnow
+from ..core.errors import MissingExtra, UsageError
+from ..core.records import Item as CadernoItem
 from ..stores import ops as port
 
 try:

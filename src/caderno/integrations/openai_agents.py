@@ -47,15 +47,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import CadernoError, MissingExtra, NotFound
-from ..messages import Message, ToolCall
+from ..core.errors import CadernoError, MissingExtra, NotFound
+from ..core.messages import Message, ToolCall
 
 if TYPE_CHECKING:
     from agents import Agent, FunctionTool, RunContextWrapper, TResponseInputItem
     from agents.memory import SessionSettings
 
-    from ..memory import Memory
-    from ..notebook import Notebook
+    from ..memory.facade import Memory
+    from ..memory.notebook import Notebook
 
 __all__ = [
     "METADATA_KEY",
@@ -273,7 +273,7 @@ class CadernoSession:
         _sdk()
         from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
-        from .._validate import check_id
+        from ..core.validate import check_id
 
         self.session_id = check_id(session_id, "session_id")
         self.resource_id = check_id(resource_id, "resource_id")
@@ -341,8 +341,8 @@ class CadernoSession:
 
 
 def _notebook(resource_id: str, notebook: Notebook | str | Path | None) -> Notebook:
-    from .._files import caderno_home
-    from ..notebook import Notebook
+    from ..core.files import caderno_home
+    from ..memory.notebook import Notebook
 
     if isinstance(notebook, Notebook):
         return notebook
@@ -384,7 +384,7 @@ def memory_tools(
     """
     sdk = _sdk()
     from ..agent.chat import RECALL_SPEC, UPDATE_WM_SPEC
-    from ..notebook import MEMORY_TOOL_SPEC
+    from ..memory.notebook import MEMORY_TOOL_SPEC
 
     book = _notebook(resource_id, notebook)
 

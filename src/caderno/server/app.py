@@ -25,8 +25,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from ..config import MAX_REQUEST_BYTES
-from ..memory import Memory
+from ..agent.config import MAX_REQUEST_BYTES
+from ..memory.facade import Memory
 from . import problems
 from .edge import Edge
 
@@ -65,7 +65,7 @@ def create_app(
             tasks.append(asyncio.create_task(memory.run_background(interval_hours=interval_hours)))
             if model is not None:
                 from ..agent.chat import AgentChat
-                from ..scheduler import run_forever
+                from ..agent.scheduler import run_forever
 
                 chat = AgentChat(model=model, memory=memory, schedule_tool=True)
                 tasks.append(asyncio.create_task(run_forever(memory, chat)))
@@ -101,6 +101,6 @@ def create_app(
 
 
 def _version() -> str:
-    from .. import __version__
+    from ..core.version import __version__
 
     return __version__

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from ..errors import NotFound
-from ..messages import ApiKey
+from ..core.errors import NotFound
+from ..core.records import ApiKey
 
 __all__ = [
     "SCOPE_KEY",

@@ -26,7 +26,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .._secrets import redact_path, redact_query
+from ..core.redact import redact_path, redact_query
 
 __all__ = ["RedactQuery", "header_timeout_protocol"]
 

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..config import MAX_REQUEST_BYTES
+from ..agent.config import MAX_REQUEST_BYTES
 from . import problems
 from .auth import SCOPE_KEY, Unauthorized, current_key
 

@@ -1,6 +1,6 @@
 """The MCP server over streamable HTTP at ``/mcp``, inside ``caderno serve``.
 
-The same tools and resources as ``caderno mcp`` (``caderno.mcp``), reached
+The same tools and resources as ``caderno mcp`` (``caderno.integrations.mcp``), reached
 with the API's bearer keys: a small ASGI guard checks the key on every
 request (revocation works at once) and hands it to the tools in the request
 scope. A tool reaches the key's resource without being told; a key for
@@ -25,9 +25,9 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import NotFound, UsageError
-from ..mcp import Context, build_server
-from ..messages import ApiKey
+from ..core.errors import NotFound, UsageError
+from ..core.records import ApiKey
+from ..integrations.mcp import Context, build_server
 from . import problems
 from .auth import SCOPE_KEY, Unauthorized, allowed, current_key
 

@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import errors
+from ..core import errors
 from .auth import Forbidden, Unauthorized
 
 __all__ = ["PROBLEM_TYPES", "for_error", "http_problem", "install", "problem", "with_message"]

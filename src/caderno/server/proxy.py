@@ -36,7 +36,7 @@ at most ``MAX_REQUEST_CHARS`` characters and the instructions at most
 Retries: a request with the header ``Idempotency-Key`` is stored once. A
 retry with the same key (same resource and thread) answers the stored turn
 without calling the model; with other messages it is a 422; see
-``caderno._idempotency`` for how long a key holds. A turn whose client
+``caderno.agent.idempotency`` for how long a key holds. A turn whose client
 disconnects before the answer is **not cancelled**: it runs to its end and is
 stored once (the turn is one transaction), so the client's retry with the
 same key gets it. Without a key, a retry is a new turn.
@@ -66,10 +66,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
-from .._idempotency import IDEMPOTENCY_HEADER, KeyReused
-from .._validate import check_id
-from ..errors import UsageError
-from ..messages import ApiKey, Message
+from ..agent.idempotency import IDEMPOTENCY_HEADER, KeyReused
+from ..core.errors import UsageError
+from ..core.messages import Message
+from ..core.records import ApiKey
+from ..core.validate import check_id
 from . import problems
 from .auth import CurrentKey, require
 from .problems import problem
@@ -311,9 +312,9 @@ def _chat(app: FastAPI, model: Any) -> AgentChat:
     ``AgentChat`` costs ~25 µs; the cache of one per prompt it replaces
     saved nothing worth its memory.)
     """
-    from .._files import caderno_home
     from ..agent.chat import AgentChat
-    from ..notebook import Notebook
+    from ..core.files import caderno_home
+    from ..memory.notebook import Notebook
 
     chat: AgentChat | None = app.state.proxy_chat
     if chat is None or chat.model is not model:

@@ -36,8 +36,7 @@ from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import messages as m
-from .._idempotency import (
+from ..agent.idempotency import (
     IDEMPOTENCY_HEADER,
     MAX_IDEMPOTENCY_KEY,
     KeyReused,
@@ -46,11 +45,13 @@ from .._idempotency import (
     find_turn,
     turn_ids,
 )
-from .._json import MAX_PATCH_BYTES, loads_strict
-from .._validate import DUMP_DEPTH
-from ..errors import Conflict, NotFound, UsageError
-from ..memory import Memory
-from ..notebook import Notebook
+from ..core import messages as m
+from ..core.errors import Conflict, NotFound, UsageError
+from ..core.jsonvalue import MAX_PATCH_BYTES, loads_strict
+from ..core.records import ApiKey
+from ..core.validate import DUMP_DEPTH
+from ..memory.facade import Memory
+from ..memory.notebook import Notebook
 from ..stores import ops
 from . import schemas as s
 from .auth import AdminKey, CurrentKey, Forbidden, require
@@ -612,7 +613,7 @@ async def working_memory_log(request: Request, auth: CurrentKey, resource: Res) 
 
 def _notebook(request: Request, rid: str) -> Notebook:
     """The resource's notebook, its snapshot frozen at this process's first use (kept for its lifetime)."""
-    from .._files import caderno_home
+    from ..core.files import caderno_home
 
     books: dict[str, Notebook] = request.app.state.notebooks
     if rid not in books:
@@ -838,7 +839,7 @@ async def erase_resource(request: Request, auth: CurrentKey, resource: Res) -> R
     return Response(status_code=204)
 
 
-def _admin_only(key: m.ApiKey, what: str) -> None:
+def _admin_only(key: ApiKey, what: str) -> None:
     """Approval bypass is an operator's decision: only an admin key (or the CLI, or Python) grants it.
 
     A resource key's holder could otherwise approve ``rm`` or ``curl`` for

@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..messages import Message
+from ..core.messages import Message
 
 Key = tuple[str, str]
 

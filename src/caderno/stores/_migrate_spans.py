@@ -13,7 +13,7 @@ the greatest position among its thread's messages whose seq lies within the
 old range (a merged summary's range also holds the summaries it merged:
 they have no position and count for nothing). A summary whose messages were
 all deleted before this migration keeps no span (there is nothing left to
-name; ``caderno.consolidation.summary_span`` reads that as covering nothing)
+name; ``caderno.memory.consolidation.summary_span`` reads that as covering nothing)
 and loses ``covers`` all the same, so no seq stays behind.
 
 Each dialect's text runs as it stands inside the migration's transaction;

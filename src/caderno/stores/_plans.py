@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._dump import FACT_FIELDS, FACT_HISTORY_FIELDS, new_dump
-from .._time import from_iso
-from ..errors import Conflict, UsageError
-from ..importance import embeddable
-from ..messages import Fact, Message, Thread, WorkingMemory
+from ..core.clock import from_iso
+from ..core.errors import Conflict, UsageError
+from ..core.messages import Message, Thread, WorkingMemory
+from ..core.records import Fact
 from . import _plans_state, ops
 from ._rows import EVENT_COLUMNS, dumps, event_params, loads, row_to_fact, row_to_message, row_to_thread
 from ._sql import (
@@ -31,6 +30,7 @@ from ._sql import (
     later,
     marks,
 )
+from .export import FACT_FIELDS, FACT_HISTORY_FIELDS, new_dump
 
 _EVENTS_OF_THREAD = f"SELECT {EVENT_COLUMNS} FROM events WHERE resource_id = ? AND thread_id = ? AND kind = 'message'"
 _LOG_COLUMNS = "message_id, thread_id, action, role, old_content, actor, reason, created_at"
@@ -352,7 +352,7 @@ def import_resource(d: Dialect, op: ops.ImportResource) -> Plan[None]:
             raise UsageError("the export holds a message id twice") from None
     yield from _plans_state.import_state(d, rid, dump, now)
     rows = yield Q("SELECT seq, role, content FROM events WHERE resource_id = ?", (rid,))
-    yield enqueue_embeddings(rid, [seq for seq, role, content in rows if embeddable(role, content)])
+    yield enqueue_embeddings(rid, [seq for seq, role, content in rows if role in op.embed_roles and content])
 
 
 # -- facts ----------------------------------------------------------------------------------
@@ -513,7 +513,7 @@ def reindex(d: Dialect, op: ops.Reindex) -> Plan[int]:
     )
     by_resource: dict[str, list[int]] = {}
     for rid, seq, role, content in rows:
-        if embeddable(role, content):
+        if role in op.embed_roles and content:
             by_resource.setdefault(rid, []).append(seq)
     for rid, seqs in by_resource.items():
         yield enqueue_embeddings(rid, seqs)

@@ -6,12 +6,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from .._dump import item_dict
-from ..errors import UsageError
-from ..messages import ApiKey, Item, Macro, MacroKey, ScheduledTask, canonical_json
+from ..core.errors import UsageError
+from ..core.messages import canonical_json
+from ..core.records import ApiKey, Item, Macro, MacroKey, ScheduledTask
 from . import ops
 from ._rows import dumps, loads
 from ._sql import Dialect, Plan, Q, UniqueViolation, iso, later
+from .export import item_dict
 
 TASK_FIELDS = (
     "id, resource_id, name, cron_expr, original_schedule, prompt, source, is_oneshot, is_paused, is_trusted, "
@@ -22,7 +23,7 @@ MACRO_FIELDS = "trigger_tool, trigger_pattern, next_tool, next_args, confidence,
 
 
 def task_from_row(row: Any) -> ScheduledTask:
-    from .._time import from_iso
+    from ..core.clock import from_iso
 
     values = dict(zip(_TASK_NAMES, row, strict=True))
     for flag in ("is_oneshot", "is_paused", "is_trusted"):
@@ -295,7 +296,7 @@ def export_state(d: Dialect, resource_id: str) -> Plan[dict[str, Any]]:
 
 
 def import_state(d: Dialect, resource_id: str, dump: dict[str, Any], now: Any) -> Plan[None]:
-    from .._time import from_iso
+    from ..core.clock import from_iso
 
     yield Q(
         "INSERT INTO items (resource_id, namespace, key, value, created_at, updated_at) VALUES (?,?,?,?,?,?)",
@@ -384,7 +385,7 @@ _KEY_FIELDS = "id, name, resources, admin, created_at, revoked_at"
 
 
 def _key_from_row(row: Any) -> ApiKey:
-    from .._time import from_iso
+    from ..core.clock import from_iso
 
     def when(value: Any) -> Any:
         return from_iso(value) if isinstance(value, str) else value
@@ -436,7 +437,7 @@ def _path(namespace: tuple[str, ...]) -> str:
 
 
 def _item_from_row(resource_id: str, row: Any) -> Item:
-    from .._time import from_iso
+    from ..core.clock import from_iso
 
     def when(value: Any) -> Any:
         return from_iso(value) if isinstance(value, str) else value
@@ -528,7 +529,7 @@ def list_item_namespaces(d: Dialect, op: ops.ListItemNamespaces) -> Plan[list[tu
 
 
 def _when(value: Any) -> Any:
-    from .._time import from_iso
+    from ..core.clock import from_iso
 
     return from_iso(value) if isinstance(value, str) else value
 

@@ -334,7 +334,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         # Stemmed full text: every message under its English and its
         # Portuguese stems, accents folded first (the rule of
-        # caderno._text.stems, with the database's own Snowball configurations).
+        # caderno.core.text.stems, with the database's own Snowball configurations).
         "0011_stemmed_full_text",
         f"""
         ALTER TABLE events DROP COLUMN content_tsv;
@@ -360,7 +360,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        # Index-time context (see caderno._text and stores/_sqlite_fts.py): a
+        # Index-time context (see caderno.core.text and stores/_sqlite_fts.py): a
         # message's full text is its own words (weight A), the words of the 2
         # messages before and the 2 after it in its thread (B) and its UTC day
         # as words in English and Portuguese (C). A generated column cannot

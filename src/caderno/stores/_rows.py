@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._time import from_iso, to_iso
-from ..messages import Fact, Message, Thread, ToolCall
+from ..core.clock import from_iso, to_iso
+from ..core.messages import Message, Thread, ToolCall
+from ..core.records import Fact
 
 #: Column order used by every SELECT that builds messages.
 EVENT_COLUMNS = "seq, id, role, content, tool_calls, tool_call_id, name, importance, created_at, metadata, position"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
-from .._time import to_iso
+from ..core.clock import to_iso
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@
 ``terms`` (the message's own stems), ``context`` (the stems of the
 ``CONTEXT_BEFORE`` messages before it and ``CONTEXT_AFTER`` after it in its
 thread) and ``day`` (``date_words`` of its ``created_at``). Stems are made
-here in Python (``caderno._text.stems``): FTS5 has no Portuguese stemmer.
+here in Python (``caderno.core.text.stems``): FTS5 has no Portuguese stemmer.
 
 Rows are indexed in batches by the writer (``catch_up_fts``), after appends
 and before every search, so the cost of a commit stays a few µs a message.
@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from functools import lru_cache
 
-from .._text import CONTEXT_AFTER, CONTEXT_BEFORE, date_words, stems
-from .._time import from_iso
+from ..core.clock import from_iso
+from ..core.text import CONTEXT_AFTER, CONTEXT_BEFORE, date_words, stems
 
 #: Rows of one thread read around a run of rows to index: (seq, content, created_at).
 Row = tuple[int, str, str]

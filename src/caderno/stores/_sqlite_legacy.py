@@ -75,8 +75,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from .._time import from_iso, new_id, to_iso, utcnow
-from ..messages import ROLES, canonical_json
+from ..core.clock import from_iso, new_id, to_iso, utcnow
+from ..core.messages import ROLES, canonical_json
 
 #: Default confidence of a legacy macro that does not say (the middle of [0, 1]).
 _DEFAULT_CONFIDENCE = 0.5
@@ -451,8 +451,8 @@ def _import_tasks(conn: sqlite3.Connection, table: str, resource_id: str, now: s
 
 
 def _next_run(cron: str, timezone: str) -> str | None:
-    from ..errors import UsageError
-    from ..schedule import next_run
+    from ..core.cron import next_run
+    from ..core.errors import UsageError
 
     try:
         return to_iso(next_run(cron, after=utcnow(), tz=timezone))
@@ -461,8 +461,8 @@ def _next_run(cron: str, timezone: str) -> str | None:
 
 
 def _import_prefixes(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
-    from ..approvals import normalize_prefix
-    from ..errors import UsageError
+    from ..core.errors import UsageError
+    from ..core.prefixes import normalize_prefix
 
     kept = False
     for rec in _rows(conn, f'SELECT * FROM "{table}"'):

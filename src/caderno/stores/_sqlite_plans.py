@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .._text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, stems
-from ..errors import UsageError
-from ..messages import Message, ScheduledTask
+from ..core.errors import UsageError
+from ..core.messages import Message
+from ..core.records import ScheduledTask
+from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, stems
 from . import ops
 from ._plans_state import DUE, TASK_FIELDS, due_tasks_claimed
 from ._rows import EVENT_COLUMNS, event_params, row_to_message

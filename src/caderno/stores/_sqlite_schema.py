@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from .._time import to_iso, utcnow
-from ..errors import SchemaTooNew, StorageError
+from ..core.clock import to_iso, utcnow
+from ..core.errors import SchemaTooNew, StorageError
 from . import _migrate_spans, _sqlite_legacy
 
 #: (name, statements). Statements are run one by one (triggers contain ';').
@@ -298,7 +298,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     (
         "0011_stemmed_full_text",
         [
-            # Full text of stems (caderno._text.stems: English and Portuguese
+            # Full text of stems (caderno.core.text.stems: English and Portuguese
             # Snowball), which FTS5 cannot make itself, so the index keeps its
             # own copy of the terms instead of reading events.content: a
             # deleted or edited row leaves the index by rowid alone. An edit
@@ -347,7 +347,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             # An edit or a deletion changes its neighbours' context: the
             # triggers queue them again (fts_redo), in the same transaction,
             # and a search skips what is queued until it is indexed again.
-            # The numbers are caderno._text's CONTEXT_BEFORE / CONTEXT_AFTER
+            # The numbers are caderno.core.text's CONTEXT_BEFORE / CONTEXT_AFTER
             # (2 and 2) as they were when this migration was written.
             "DROP TRIGGER events_ad",
             "DROP TRIGGER events_au",

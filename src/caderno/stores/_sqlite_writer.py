@@ -117,7 +117,7 @@ class GroupWriter:
         with owner._write_lock:
             conn = owner.writer_connection()
             if conn is None:
-                from ..errors import StorageError
+                from ..core.errors import StorageError
 
                 _settle_all(group, [(None, StorageError("the store is closed"))] * len(group))
                 return

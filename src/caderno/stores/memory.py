@@ -15,14 +15,14 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from .._dump import item_dict, new_dump
-from .._text import CONTEXT_AFTER, CONTEXT_BEFORE, CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, date_words, stems
-from .._time import from_iso, to_iso
-from ..errors import Conflict, UsageError
-from ..importance import embeddable
-from ..messages import ApiKey, Fact, Item, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
+from ..core.clock import from_iso, to_iso
+from ..core.errors import Conflict, UsageError
+from ..core.messages import Message, Thread, WorkingMemory
+from ..core.records import ApiKey, Fact, Item, Macro, MacroKey, ScheduledTask
+from ..core.text import CONTEXT_AFTER, CONTEXT_BEFORE, CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, date_words, stems
 from . import ops
 from ._sql import iso
+from .export import item_dict, new_dump
 from .ops import EmbeddingJob, ItemEmbeddingJob, ItemVectors, VectorRows
 
 
@@ -522,7 +522,7 @@ class InMemoryStore:
             for m, position in zip(t["_parsed"], ops.import_positions(t["_parsed"]), strict=True):
                 self._seq += 1
                 msgs.append(m._stamped(seq=self._seq, position=position))
-                if embeddable(m.role, m.content):
+                if m.role in op.embed_roles and m.content:
                     self._enqueue(resource_id, t["id"], msgs[-1])
             res.threads[t["id"]] = _Thread(
                 title=t.get("title"),
@@ -639,7 +639,7 @@ class InMemoryStore:
 
         Built from the threads as they are now, so an edit or a deletion
         changes its neighbours' context at once; a neighbour is always of
-        the same thread (``caderno._text.CONTEXT_BEFORE`` / ``CONTEXT_AFTER``).
+        the same thread (``caderno.core.text.CONTEXT_BEFORE`` / ``CONTEXT_AFTER``).
         """
         terms = list(dict.fromkeys(stems(" ".join(op.terms))))
         res = self._resources.get(op.resource_id)
@@ -697,7 +697,7 @@ class InMemoryStore:
             for key in [k for k, v in self._vectors.items() if v[1] == rid]:
                 del self._vectors[key]
             for tid, m in self._messages(rid):
-                if embeddable(m.role, m.content):
+                if m.role in op.embed_roles and m.content:
                     self._enqueue(rid, tid, m)
             res = self._resources.get(rid)
             if res is not None:

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ..messages import ApiKey, Fact, Item, Macro, MacroKey, Message, ScheduledTask, Thread, WorkingMemory
+from ..core.messages import Message, Thread, WorkingMemory
+from ..core.records import ApiKey, Fact, Item, Macro, MacroKey, ScheduledTask
 
 __all__ = [
     "AGENT_STATE",
@@ -372,7 +373,7 @@ class EraseResource(Op[None]):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ExportResource(Op[dict[str, Any]]):
-    """Everything of the resource (see ``caderno._dump``), read in one snapshot."""
+    """Everything of the resource (see ``caderno.memory.dump``), read in one snapshot."""
 
     resource_id: str
 
@@ -382,8 +383,10 @@ class ImportResource(Op[None]):
     """Restore a checked export into a resource that holds nothing yet (``UsageError`` otherwise)."""
 
     writes: ClassVar[bool] = True
-    dump: Any  # caderno._dump.Dump: validated, messages parsed
+    dump: Any  # caderno.memory.dump.Dump: validated, messages parsed
     now: datetime
+    embed_roles: frozenset[str]
+    """Messages of these roles with text are queued for embedding (the rule is the caller's)."""
 
 
 # -- facts (FACTS) ---------------------------------------------------------------------------
@@ -542,6 +545,8 @@ class Reindex(Op[int]):
 
     writes: ClassVar[bool] = True
     resource_id: str | None
+    embed_roles: frozenset[str]
+    """Messages of these roles with text are queued again (the rule is the caller's)."""
 
 
 # -- consolidation (CONSOLIDATION) ----------------------------------------------------------

@@ -27,8 +27,8 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from .._secrets import redact_url, scrub, secrets_of, split_url
-from ..errors import MissingExtra, SchemaTooNew, StorageError, UsageError
+from ..core.errors import MissingExtra, SchemaTooNew, StorageError, UsageError
+from ..core.redact import redact_url, scrub, secrets_of, split_url
 from . import _plans, _postgres_plans, ops
 from ._postgres_schema import HNSW_MAX_DIM, MIGRATION_LOCK, MIGRATIONS, VECTOR_COLUMN, hnsw_index
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_async, to_pyformat

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
-from .._files import create_private
-from .._time import to_iso
-from ..errors import StorageError, UsageError
+from ..core.clock import to_iso
+from ..core.errors import StorageError, UsageError
+from ..core.files import create_private
 from . import _plans, _sqlite_plans, _sqlite_schema, ops
 from ._cache import RecentCache
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_sync

@@ -106,7 +106,7 @@
   // backslash, which browsers read as "/" in http URLs, is safe only because
   // enc() always sends it as %5C: never build a URL without path().
   // Invisible characters too (format characters, line separators, blank
-  // letters: caderno._text.first_invisible), which make the id shown in a
+  // letters: caderno.core.text.first_invisible), which make the id shown in a
   // confirmation look like another.
   const UNSAFE = /[/\u0000-\u001f\u007f-\u009f\p{Cf}\u034f\u115f\u1160\u17b4\u17b5\u180e\u2028\u2029\u2800\u3164\uffa0]/u;
   const RULE = "ids are names, never paths (no '/', not '.' or '..', no control or invisible characters)";

@@ -1,0 +1,198 @@
+"""``caderno.toml``: the database, the model, and scheduled tasks from a file.
+
+The path comes from ``--config`` or ``$CADERNO_CONFIG``. Every section is
+optional::
+
+    [database]
+    url = "sqlite:///caderno.db"          # or postgresql://…
+
+    [model]                               # any OpenAI-compatible endpoint
+    base_url = "http://localhost:11434/v1"
+    model = "qwen2.5:7b"
+    api_key_env = "OPENAI_API_KEY"        # the variable holding the key (never the key itself)
+
+    [[scheduled_tasks]]
+    resource = "casa-gabriel"
+    name = "resumo-semanal"
+    schedule = "toda segunda às 8"        # any form caderno.core.cron accepts
+    prompt = "Resuma os gastos da semana."
+    timezone = "America/Sao_Paulo"        # default UTC
+    trusted = false                       # true: its tools skip the approval question
+    thread = "resumos"                    # default task:<name>
+
+    [server]                              # caderno serve's edge (defaults below)
+    max_body_bytes = 16777216             # most bytes of any request body (413 past it)
+    header_timeout = 10                   # seconds to send a request's headers
+    keep_alive_timeout = 5                # seconds an idle keep-alive connection stays open
+    limit_concurrency = 512               # connections + requests at once (503 past it)
+    docs = false                          # true: /docs and /redoc (Swagger UI, ReDoc)
+
+Config tasks are upserted by (resource, name) with ``source = "config"``
+when a host starts (``caderno worker``, ``caderno serve``, ``caderno tasks
+sync``); a config task removed from the file is deleted; tasks made by the
+model or the app (``source = "tool"``) are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import UsageError
+from ..core.records import ScheduledTask
+
+__all__ = ["Config", "ServerSettings", "load_config"]
+
+_TASK_KEYS = {"resource", "name", "schedule", "prompt", "timezone", "trusted", "thread"}
+
+#: Most bytes of any request body, on every route (the memory proxy and /mcp
+#: included): the largest body a route takes is an import (16 MiB, thousands of
+#: long conversations), and past this a request is refused (413) as it streams in.
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+#: Seconds a client has to send a request's whole header block, counted from the
+#: connection (or from the first byte of a keep-alive request). A real client sends
+#: its headers in one packet; 10 s covers a slow mobile link and closes a
+#: "slowloris" that holds a connection by trickling headers.
+HEADER_TIMEOUT = 10.0
+#: Seconds an idle keep-alive connection stays open (uvicorn's own default).
+KEEP_ALIVE_TIMEOUT = 5
+#: Connections plus requests in progress before uvicorn answers 503: well under
+#: the usual 1024 open files per process, leaving descriptors for the database,
+#: the upstream model and the log.
+LIMIT_CONCURRENCY = 512
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerSettings:
+    """``[server]``: the limits of ``caderno serve``'s edge (every one has a default)."""
+
+    max_body_bytes: int = MAX_REQUEST_BYTES
+    """Most bytes of any request body (413 past it, without reading the rest)."""
+    header_timeout: float = HEADER_TIMEOUT
+    """Seconds to send a request's headers before the connection is closed."""
+    keep_alive_timeout: int = KEEP_ALIVE_TIMEOUT
+    """Seconds an idle keep-alive connection stays open."""
+    limit_concurrency: int = LIMIT_CONCURRENCY
+    """Connections plus requests at once before uvicorn answers 503."""
+    docs: bool = False
+    """Serve ``/docs`` and ``/redoc`` (off: the OpenAPI JSON alone is served)."""
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], where: object) -> ServerSettings:
+        """Check a ``[server]`` table: known keys, positive numbers, a boolean ``docs``.
+
+        Raises:
+            UsageError: naming the key and the file.
+        """
+        unknown = set(table) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise UsageError(f"{where}: [server] has unknown key(s) {', '.join(sorted(unknown))}")
+        for name, value in table.items():
+            if name == "docs":
+                if not isinstance(value, bool):
+                    raise UsageError(f"{where}: [server] docs must be true or false")
+                continue
+            number = (int, float) if name == "header_timeout" else (int,)
+            if isinstance(value, bool) or not isinstance(value, number) or value <= 0:
+                raise UsageError(f"{where}: [server] {name} must be a positive number, not {value!r}")
+        return cls(**table)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Config:
+    """What ``caderno.toml`` says."""
+
+    path: Path | None = None
+    """Where it was read from (``None``: no file)."""
+    database_url: str | None = None
+    """``[database] url``."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """``[model]``: ``base_url``, ``model``, ``api_key_env``."""
+    scheduled_tasks: list[dict[str, Any]] = field(default_factory=list)
+    """``[[scheduled_tasks]]`` entries, checked for their keys."""
+    server: ServerSettings = field(default_factory=ServerSettings)
+    """``[server]``: the edge's limits."""
+
+    def tasks(self, *, now: datetime | None = None) -> list[ScheduledTask]:
+        """The config tasks, validated (each a ``UsageError`` naming its entry when wrong)."""
+        from ..memory.state import build_task
+
+        built = []
+        for i, entry in enumerate(self.scheduled_tasks, start=1):
+            try:
+                built.append(
+                    build_task(
+                        resource_id=entry.get("resource", ""),
+                        name=entry.get("name", ""),
+                        schedule=entry.get("schedule", ""),
+                        prompt=entry.get("prompt", ""),
+                        timezone=entry.get("timezone", "UTC"),
+                        thread_id=entry.get("thread"),
+                        trusted=bool(entry.get("trusted", False)),
+                        source="config",
+                        now=now,
+                    )
+                )
+            except UsageError as exc:
+                raise UsageError(f"{self.path}: [[scheduled_tasks]] entry {i}: {exc}") from None
+        names = [(t.resource_id, t.name) for t in built]
+        if len(set(names)) != len(names):
+            raise UsageError(f"{self.path}: two [[scheduled_tasks]] entries share a resource and name")
+        return built
+
+    def chat_model(self) -> Any:
+        """The ``[model]`` as an ``OpenAIChatModel``, or ``None`` when the file names none."""
+        if not self.model:
+            return None
+        from .models import OpenAIChatModel
+
+        key_env = self.model.get("api_key_env")
+        return OpenAIChatModel(
+            model=str(self.model.get("model", "")),
+            base_url=self.model.get("base_url"),
+            api_key=os.environ.get(key_env) if key_env else None,
+        )
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read ``path``, else ``$CADERNO_CONFIG``, else nothing (an empty ``Config``).
+
+    Raises:
+        UsageError: the file is missing, is not TOML, or has unknown keys.
+    """
+    path = path or os.environ.get("CADERNO_CONFIG")
+    if not path:
+        return Config()
+    where = Path(path)
+    try:
+        data = tomllib.loads(where.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"config file {where} does not exist") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"cannot read config file {where}: {exc}") from None
+    unknown = set(data) - {"database", "model", "scheduled_tasks", "server"}
+    if unknown:
+        raise UsageError(f"{where}: unknown section(s) {', '.join(sorted(unknown))}")
+    tasks = data.get("scheduled_tasks", [])
+    if not isinstance(tasks, list) or any(not isinstance(t, dict) for t in tasks):
+        raise UsageError(f"{where}: scheduled_tasks must be [[scheduled_tasks]] tables")
+    for i, t in enumerate(tasks, start=1):
+        extra = set(t) - _TASK_KEYS
+        if extra:
+            raise UsageError(f"{where}: [[scheduled_tasks]] entry {i} has unknown key(s) {', '.join(sorted(extra))}")
+    database = data.get("database", {})
+    model = data.get("model", {})
+    server = data.get("server", {})
+    if not isinstance(database, dict) or not isinstance(model, dict) or not isinstance(server, dict):
+        raise UsageError(f"{where}: [database], [model] and [server] must be tables")
+    return Config(
+        path=where,
+        database_url=database.get("url"),
+        model=model,
+        scheduled_tasks=tasks,
+        server=ServerSettings.from_table(server, where),
+    )

@@ -1,0 +1,142 @@
+"""Idempotency keys for turns: a retry with the same key returns the stored turn, never a second one.
+
+A client that times out does not know whether its turn was stored; the
+OpenAI SDK (and any careful client) sends the request again. With an
+``Idempotency-Key`` the retry is safe, and this needs no table of its own:
+
+- the turn's messages get ids **derived** from (resource, thread, key,
+  position in the turn) — a UUIDv5, so the same key names the same ids;
+- the store already refuses a second message with an id the resource holds
+  (``UNIQUE (resource_id, id)``), so a retry that races past the first
+  check still cannot store a second copy;
+- before doing any work (a model call, an append), the thread's newest
+  ``IDEMPOTENCY_WINDOW`` messages are searched for those ids: found, the
+  stored turn is the answer.
+
+Safe across resources and threads: both are part of the derived id, so the
+same key sent for resource A and for resource B names different messages,
+and a key holder of A cannot occupy an id that B's turn will need.
+
+How long a key is kept: as long as its messages are stored and among the
+thread's newest ``IDEMPOTENCY_WINDOW`` messages, the retry returns them.
+After that (or once they were deleted or popped) the key is not forgotten
+but spent: a reuse that would collide is refused (409), never stored twice;
+a reuse after the messages were deleted stores a new turn.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ..core.errors import Conflict, UsageError
+from ..core.messages import Message
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "IDEMPOTENCY_WINDOW",
+    "MAX_IDEMPOTENCY_KEY",
+    "KeyReused",
+    "check_key",
+    "check_same",
+    "find_turn",
+    "same_messages",
+    "spent",
+    "turn_ids",
+]
+
+#: Newest messages of the thread searched for a key's turn. A client retries
+#: within seconds or minutes, long before 200 more messages arrive in the
+#: same thread (a turn with tools is ~5-20 messages); the search is one
+#: indexed read of that many rows.
+IDEMPOTENCY_WINDOW = 200
+#: Longest key accepted. Clients send a UUID (36 characters) or a prefixed one
+#: (``stainless-python-retry-<uuid>``, 59); 255 leaves room and bounds the hash input.
+MAX_IDEMPOTENCY_KEY = 255
+#: The HTTP header that carries the key (appends and the memory proxy).
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+_KEY = re.compile(rf"[\x21-\x7e]{{1,{MAX_IDEMPOTENCY_KEY}}}", re.ASCII)
+# A fixed namespace: ids derived from the same (resource, thread, key, i) are the same in every process.
+_NAMESPACE = uuid.UUID("6b0f3c1e-2d1a-5c6e-9a57-63616465726e")
+
+
+class _Reads(Protocol):
+    async def get_messages(self, *, resource_id: str, thread_id: str, limit: int | None = None) -> list[Message]: ...
+
+
+def check_key(key: Any) -> str:
+    """The key, if it is 1-255 printable ASCII characters without spaces.
+
+    Raises:
+        UsageError: anything else (the message says what a key looks like).
+    """
+    if not isinstance(key, str) or _KEY.fullmatch(key) is None:
+        raise UsageError(
+            f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces "
+            "(a UUID is a good one)"
+        )
+    return key
+
+
+def turn_ids(resource_id: str, thread_id: str, key: str, count: int) -> list[str]:
+    """The ids of the first ``count`` messages of the turn this key names."""
+    return [str(uuid.uuid5(_NAMESPACE, f"{resource_id}\x00{thread_id}\x00{key}\x00{i}")) for i in range(count)]
+
+
+async def find_turn(memory: _Reads, resource_id: str, thread_id: str, key: str) -> list[Message] | None:
+    """The stored turn of this key (oldest first), or None when none of it is among the newest messages.
+
+    Raises:
+        Conflict: part of the turn is stored but its first message is no
+            longer among the thread's newest ``IDEMPOTENCY_WINDOW``: the key
+            is spent, and a new turn under it would be a second one.
+    """
+    window = await memory.get_messages(resource_id=resource_id, thread_id=thread_id, limit=IDEMPOTENCY_WINDOW)
+    ids = turn_ids(resource_id, thread_id, key, IDEMPOTENCY_WINDOW)
+    position = {message_id: i for i, message_id in enumerate(ids)}
+    found = sorted((m for m in window if m.id in position), key=lambda m: position[m.id or ""])
+    if not found:
+        return None
+    if found[0].id != ids[0]:
+        raise spent(resource_id, key)
+    return found
+
+
+def spent(resource_id: str, key: str) -> Conflict:
+    """The refusal of a key whose turn is stored but can no longer be returned."""
+    return Conflict(
+        f"the Idempotency-Key {key!r} was used for an earlier turn of this thread that is no longer among its "
+        f"newest {IDEMPOTENCY_WINDOW} messages; send a new key for a new turn",
+        resource_id=resource_id,
+        expected=None,
+        actual=None,
+    )
+
+
+class KeyReused(UsageError):
+    """The key names a stored turn whose messages differ from the ones sent now (HTTP: 422)."""
+
+
+def check_same(stored: Sequence[Message], sent: Sequence[Message], key: str) -> list[Message]:
+    """``stored`` when the retry sent the same messages; else ``KeyReused``."""
+    if not same_messages(stored, sent):
+        raise KeyReused(
+            f"the Idempotency-Key {key!r} was used for a turn with other messages; "
+            "a retry must send the same messages, a new turn a new key"
+        )
+    return list(stored)
+
+
+def same_messages(stored: Sequence[Message], sent: Sequence[Message]) -> bool:
+    """Whether the stored messages are the ones sent again (role, text, name, tool calls), in order."""
+    if len(stored) < len(sent):
+        return False
+    return all(_shape(a) == _shape(b) for a, b in zip(stored, sent, strict=False))
+
+
+def _shape(m: Message) -> tuple[Any, ...]:
+    calls = tuple((c.id, c.name, repr(c.arguments)) for c in m.tool_calls or ())
+    return (m.role, m.content, m.name, m.tool_call_id, calls)

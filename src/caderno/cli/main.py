@@ -1,0 +1,819 @@
+"""The ``caderno`` command line.
+
+Nouns are groups (``caderno threads list``, ``caderno wm patch``). Output is
+for people by default (rich tables) and for programs with ``--json``.
+Every caderno error becomes one line on stderr and exit status 1; nothing is
+written when a command fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Coroutine
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..agent.config import load_config
+from ..core.errors import CadernoError
+from ..core.jsonvalue import loads_strict
+from ..core.messages import Message, Thread
+from ..memory.consolidation import summary_span
+from ..stores import ops
+from .common import DEFAULT_DB, clip, emit_json, fail, json_option, open_memory, rich_console, run_async
+from .import_commands import GROUPS as IMPORT_GROUPS
+from .mcp_commands import COMMANDS as MCP_COMMANDS
+from .server_commands import COMMANDS as SERVER_COMMANDS
+from .state_commands import GROUPS as STATE_GROUPS
+from .state_commands import NO_MODEL, sync_report_text
+
+
+@click.group()
+@click.option(
+    "--db",
+    envvar="CADERNO_DB",
+    default=None,
+    help=f"Database URL or SQLite file path (env CADERNO_DB; default: the config's [database] url, else {DEFAULT_DB}).",
+)
+@click.option(
+    "--config",
+    envvar="CADERNO_CONFIG",
+    default=None,
+    help="caderno.toml: database, [model] and [[scheduled_tasks]] (env CADERNO_CONFIG).",
+)
+@click.version_option(package_name="caderno")
+@click.pass_context
+def main(ctx: click.Context, db: str | None, config: str | None) -> None:
+    """caderno: durable memory for AI agents."""
+    try:
+        loaded = load_config(config)
+    except CadernoError as exc:
+        fail(str(exc))
+    ctx.obj = {"db": db or loaded.database_url or DEFAULT_DB, "config": loaded}
+
+
+# -- threads -------------------------------------------------------------------
+
+
+@main.group()
+def threads() -> None:
+    """Conversation threads."""
+
+
+@threads.command("list")
+@click.argument("resource")
+@json_option
+@click.pass_context
+@run_async
+async def threads_list(ctx: click.Context, resource: str, as_json: bool) -> None:
+    """List RESOURCE's threads, most recent first."""
+    memory = await open_memory(ctx)
+    try:
+        items = await memory.list_threads(resource_id=resource)
+    finally:
+        await memory.close()
+    if as_json:
+        emit_json([_thread_json(t) for t in items])
+        return
+    from rich.table import Table
+
+    table = Table("thread", "title", "messages", "updated", title=f"threads of {resource}")
+    for t in items:
+        table.add_row(t.id, t.title or "", str(t.message_count), f"{t.updated_at:%Y-%m-%d %H:%M}")
+    rich_console().print(table)
+
+
+@threads.command("show")
+@click.argument("resource")
+@click.argument("thread")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="Show only the newest N messages.")
+@click.option("--raw", is_flag=True, help="Every original message in full, summaries left out.")
+@json_option
+@click.pass_context
+@run_async
+async def threads_show(
+    ctx: click.Context, resource: str, thread: str, limit: int | None, raw: bool, as_json: bool
+) -> None:
+    """Show THREAD of RESOURCE, oldest first: summaries stand in for the turns they cover."""
+    memory = await open_memory(ctx)
+    try:
+        messages = await memory.get_messages(resource_id=resource, thread_id=thread, limit=limit)
+        summaries = [] if raw else await memory.summaries(resource_id=resource, thread_id=thread)
+    finally:
+        await memory.close()
+    live = [s for s, merged in summaries if not merged]
+    covered = [span for s, _ in summaries if (span := summary_span(s)) is not None]
+
+    def is_covered(m: Message) -> bool:
+        return any(a <= (m.position or 0) <= b for a, b in covered)
+
+    entries = sorted([("message", m) for m in messages] + [("summary", s) for s in live], key=_shown_order)
+    if as_json:
+        emit_json(
+            [
+                {**m.to_dict(), "summary": True} if kind == "summary" else {**m.to_dict(), "consolidated": is_covered(m)}
+                for kind, m in entries
+            ]
+        )
+        return
+    console = rich_console()
+    if not messages:
+        console.print(f"(no messages in {resource}/{thread})")
+    for kind, m in entries:
+        when = f"{m.created_at:%Y-%m-%d %H:%M}" if m.created_at else ""
+        if kind == "summary":
+            span = summary_span(m)
+            of = f"of #{span[0]}–#{span[1]} " if span else ""
+            how = (m.metadata or {}).get("summarizer", "?")
+            console.print(f"[bold magenta]summary[/] {of}({how}) [dim]{when}[/dim]", markup=True)
+            console.print("  " + m.content.replace("\n", "\n  "), markup=False)
+            continue
+        mark = " [yellow](summarised)[/]" if is_covered(m) else ""
+        console.print(f"[bold]{m.role}[/bold] #{m.position} [dim]{when}[/dim]{mark}", markup=True)
+        if m.content:
+            text = m.content if raw or not is_covered(m) else clip(m.content)
+            console.print("  " + text.replace("\n", "\n  "), markup=False)
+        for call in m.tool_calls or ():
+            console.print(f"  → {call.name}({json.dumps(call.arguments, ensure_ascii=False)})", markup=False)
+
+
+def _shown_order(entry: tuple[str, Message]) -> tuple[float, int]:
+    """Messages by position; a summary just before the first message it covers (as the inspector shows it).
+
+    A summary has no position of its own; one that names no span (its
+    messages were deleted before spans existed) goes last.
+    """
+    kind, m = entry
+    if kind == "summary":
+        span = summary_span(m)
+        return (span[0] if span else float("inf"), 0)
+    return (m.position or 0, 1)
+
+
+def _thread_json(t: Thread) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "title": t.title,
+        "metadata": t.metadata,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+        "message_count": t.message_count,
+    }
+
+
+def _parse_metadata(text: str | None) -> Any:
+    """``--metadata``: a JSON object, or ``null`` (which clears it on update)."""
+    if text is None:
+        return ops.UNSET
+    try:
+        return loads_strict(text, "--metadata")
+    except CadernoError as exc:
+        fail(str(exc))
+
+
+def _thread_done(verb: str, t: Thread, as_json: bool) -> None:
+    if as_json:
+        emit_json(_thread_json(t))
+        return
+    title = f" {t.title!r}" if t.title else ""
+    click.echo(f"{verb} thread {t.id}{title} of {t.resource_id} ({t.message_count} messages)")
+
+
+@threads.command("create")
+@click.argument("resource")
+@click.argument("thread", required=False)
+@click.option("--title", default=None, help="A human title.")
+@click.option("--metadata", default=None, help="A JSON object.")
+@json_option
+@click.pass_context
+@run_async
+async def threads_create(
+    ctx: click.Context, resource: str, thread: str | None, title: str | None, metadata: str | None, as_json: bool
+) -> None:
+    """Create an empty THREAD of RESOURCE (an id is made when THREAD is omitted)."""
+    parsed = _parse_metadata(metadata)
+    memory = await open_memory(ctx)
+    try:
+        made = await memory.create_thread(
+            resource_id=resource, thread_id=thread, title=title, metadata=None if parsed is ops.UNSET else parsed
+        )
+    finally:
+        await memory.close()
+    _thread_done("created", made, as_json)
+
+
+@threads.command("update")
+@click.argument("resource")
+@click.argument("thread")
+@click.option("--title", default=None, help="The new title.")
+@click.option("--clear-title", is_flag=True, help="Remove the title.")
+@click.option("--metadata", default=None, help="A JSON object that replaces the metadata; null removes it.")
+@json_option
+@click.pass_context
+@run_async
+async def threads_update(
+    ctx: click.Context,
+    resource: str,
+    thread: str,
+    title: str | None,
+    clear_title: bool,
+    metadata: str | None,
+    as_json: bool,
+) -> None:
+    """Change THREAD's title and/or metadata (what is not given is kept)."""
+    if title is not None and clear_title:
+        fail("give --title or --clear-title, not both")
+    if title is None and not clear_title and metadata is None:
+        fail("nothing to change: give --title, --clear-title or --metadata")
+    new_title: Any = None if clear_title else (title if title is not None else ops.UNSET)
+    parsed = _parse_metadata(metadata)
+    memory = await open_memory(ctx)
+    try:
+        updated = await memory.update_thread(resource_id=resource, thread_id=thread, title=new_title, metadata=parsed)
+    finally:
+        await memory.close()
+    _thread_done("updated", updated, as_json)
+
+
+# -- messages ------------------------------------------------------------------
+
+#: Who the message log says made a change from the command line.
+CLI_ACTOR = "cli"
+
+_reason_option = click.option("--reason", default=None, help="Why: kept in the message log.")
+
+
+@main.group()
+def messages() -> None:
+    """Change stored messages; every change goes to the message log (see `threads show` to read them)."""
+
+
+def _message_done(verb: str, m: Message | None, as_json: bool, empty: str) -> None:
+    if as_json:
+        emit_json(m.to_dict() if m else None)
+        return
+    if m is None:
+        click.echo(empty)
+        return
+    click.echo(f"{verb} {m.role} message #{m.position} ({m.id}): {clip(m.content)}")
+
+
+@messages.command("pop")
+@click.argument("resource")
+@click.argument("thread")
+@_reason_option
+@json_option
+@click.pass_context
+@run_async
+async def messages_pop(ctx: click.Context, resource: str, thread: str, reason: str | None, as_json: bool) -> None:
+    """Remove THREAD's newest message (undo a turn, one message at a time)."""
+    memory = await open_memory(ctx)
+    try:
+        popped = await memory.pop_message(resource_id=resource, thread_id=thread, actor=CLI_ACTOR, reason=reason)
+    finally:
+        await memory.close()
+    _message_done("popped", popped, as_json, f"(no messages in {resource}/{thread}; nothing popped)")
+
+
+@messages.command("edit")
+@click.argument("resource")
+@click.argument("message_id")
+@click.argument("content")
+@_reason_option
+@json_option
+@click.pass_context
+@run_async
+async def messages_edit(
+    ctx: click.Context, resource: str, message_id: str, content: str, reason: str | None, as_json: bool
+) -> None:
+    """Replace the text of MESSAGE_ID with CONTENT (the old text goes to the message log)."""
+    memory = await open_memory(ctx)
+    try:
+        edited = await memory.edit_message(
+            resource_id=resource, message_id=message_id, content=content, actor=CLI_ACTOR, reason=reason
+        )
+    finally:
+        await memory.close()
+    _message_done("edited", edited, as_json, "")
+
+
+@messages.command("delete")
+@click.argument("resource")
+@click.argument("message_id")
+@_reason_option
+@json_option
+@click.pass_context
+@run_async
+async def messages_delete(
+    ctx: click.Context, resource: str, message_id: str, reason: str | None, as_json: bool
+) -> None:
+    """Delete MESSAGE_ID of RESOURCE (the log keeps who, when and why, not the text)."""
+    memory = await open_memory(ctx)
+    try:
+        deleted = await memory.delete_message(
+            resource_id=resource, message_id=message_id, actor=CLI_ACTOR, reason=reason
+        )
+    finally:
+        await memory.close()
+    _message_done("deleted", deleted, as_json, "")
+
+
+@messages.command("log")
+@click.argument("resource")
+@click.option("--message", "message_id", default=None, help="Only this message's changes.")
+@json_option
+@click.pass_context
+@run_async
+async def messages_log(ctx: click.Context, resource: str, message_id: str | None, as_json: bool) -> None:
+    """Show the edits, pops and deletions of RESOURCE's messages, oldest first."""
+    memory = await open_memory(ctx)
+    try:
+        entries = await memory.message_log(resource_id=resource, message_id=message_id)
+    finally:
+        await memory.close()
+    if as_json:
+        emit_json(entries)
+        return
+    if not entries:
+        click.echo(f"(no changes to the messages of {resource})")
+        return
+    from rich.table import Column, Table
+
+    # Ids fold rather than clip: they are copied into `messages edit`.
+    message = Column("message", overflow="fold")
+    table = Table("when", "action", message, "by", "why", "old text", title=f"message log of {resource}")
+    for e in entries:
+        table.add_row(
+            f"{datetime.fromisoformat(e['created_at']):%Y-%m-%d %H:%M}",
+            e["action"],
+            f"{e['thread_id']} {e['message_id']} ({e['role']})",
+            e["actor"],
+            e["reason"] or "",
+            clip(e["old_content"]) if e["old_content"] is not None else "",
+        )
+    rich_console().print(table)
+
+
+# -- working memory ------------------------------------------------------------
+
+
+@main.group()
+def wm() -> None:
+    """Working memory (one JSON object per resource)."""
+
+
+@wm.command("show")
+@click.argument("resource")
+@json_option
+@click.pass_context
+@run_async
+async def wm_show(ctx: click.Context, resource: str, as_json: bool) -> None:
+    """Show RESOURCE's working memory."""
+    memory = await open_memory(ctx)
+    try:
+        state = await memory.get_working_memory_state(resource_id=resource)
+    finally:
+        await memory.close()
+    if as_json:
+        emit_json({"data": state.data, "version": state.version} if state else None)
+        return
+    if state is None:
+        rich_console().print(f"(no working memory for {resource})")
+        return
+    from rich.json import JSON
+
+    console = rich_console()
+    console.print(f"working memory of {resource} (version {state.version})")
+    console.print(JSON.from_data(state.data, ensure_ascii=False))
+
+
+@wm.command("patch")
+@click.argument("resource")
+@click.argument("patch")
+@click.option("--expected-version", type=int, default=None, help="Apply only if the stored version is this.")
+@json_option
+@click.pass_context
+@run_async
+async def wm_patch(ctx: click.Context, resource: str, patch: str, expected_version: int | None, as_json: bool) -> None:
+    """Merge-patch RESOURCE's working memory with PATCH (a JSON object)."""
+    try:
+        parsed = loads_strict(patch, "PATCH")
+    except CadernoError as exc:
+        fail(str(exc))
+    memory = await open_memory(ctx)
+    try:
+        state = await memory.update_working_memory(
+            resource_id=resource, patch=parsed, expected_version=expected_version, source="cli"
+        )
+    finally:
+        await memory.close()
+    if as_json:
+        emit_json({"data": state.data, "version": state.version})
+    else:
+        click.echo(f"working memory of {resource} is now at version {state.version}")
+
+
+# -- whole resources -------------------------------------------------------------
+
+
+@main.command("export")
+@click.argument("resource")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE, not stdout.")
+@click.pass_context
+@run_async
+async def export_cmd(ctx: click.Context, resource: str, output: Path | None) -> None:
+    """Export everything of RESOURCE as JSON."""
+    memory = await open_memory(ctx)
+    try:
+        dump = await memory.export_resource(resource_id=resource)
+    finally:
+        await memory.close()
+    text = json.dumps(dump, ensure_ascii=False, indent=2)
+    if output is None:
+        click.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        click.echo(f"exported {resource} to {output}", err=True)
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_context
+@run_async
+async def import_cmd(ctx: click.Context, file: Path) -> None:
+    """Restore an export FILE into a resource that holds nothing yet."""
+    try:
+        data = loads_strict(file.read_bytes(), str(file))
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror or exc}")
+    except CadernoError as exc:
+        fail(str(exc))
+    memory = await open_memory(ctx)
+    try:
+        await memory.import_resource(data)
+    finally:
+        await memory.close()
+    click.echo(f"imported {data['resource_id']} ({len(data['threads'])} threads)")
+
+
+@main.command("erase")
+@click.argument("resource")
+@click.option("--yes", is_flag=True, help="Confirm: this cannot be undone.")
+@click.pass_context
+@run_async
+async def erase_cmd(ctx: click.Context, resource: str, yes: bool) -> None:
+    """Erase everything of RESOURCE (needs --yes)."""
+    if not yes:
+        fail(f"erase deletes everything of {resource!r} for good; add --yes to confirm")
+    memory = await open_memory(ctx)
+    try:
+        await memory.erase_resource(resource_id=resource)
+    finally:
+        await memory.close()
+    click.echo(f"erased {resource}")
+
+
+# -- recall ------------------------------------------------------------------------
+
+
+@main.command("recall")
+@click.argument("resource")
+@click.argument("query")
+@click.option("--thread", default=None, help="The current thread (recent leg; required with --scope thread).")
+@click.option("--scope", type=click.Choice(["resource", "thread"]), default="resource", show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Keep the best N hits.")
+@json_option
+@click.pass_context
+@run_async
+async def recall_cmd(
+    ctx: click.Context, resource: str, query: str, thread: str | None, scope: str, top: int | None, as_json: bool
+) -> None:
+    """Find RESOURCE's past messages about QUERY (embeds pending messages first)."""
+    memory = await open_memory(ctx)
+    try:
+        pending = await memory.run(ops.CountPendingEmbeddings())
+        if pending and not as_json:
+            click.echo(f"embedding {pending} pending message(s)…", err=True)
+        await memory.flush()
+        hits = await memory.recall(resource_id=resource, query=query, thread_id=thread, scope=scope, top=top)
+    finally:
+        await memory.close()
+    if as_json:
+        emit_json(
+            [
+                {
+                    "thread_id": h.thread_id,
+                    "message": h.message.to_dict(),
+                    "reasons": sorted(h.reasons),
+                    "score": h.score,
+                    "scores": h.scores,
+                }
+                for h in hits
+            ]
+        )
+        return
+    if not hits:
+        click.echo("(nothing found)")
+        return
+    from rich.table import Table
+
+    table = Table("thread", "when", "role", "message", "found by", title=f"recall: {query}")
+    for h in hits:
+        when = f"{h.message.created_at:%Y-%m-%d %H:%M}" if h.message.created_at else ""
+        table.add_row(h.thread_id, when, h.message.role, h.message.content, ", ".join(sorted(h.reasons)))
+    rich_console().print(table)
+
+
+@main.command("consolidate")
+@click.argument("resource", required=False)
+@json_option
+@click.pass_context
+@run_async
+async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: bool) -> None:
+    """Run one consolidation pass: summarise long threads (all resources when RESOURCE is omitted)."""
+    memory = await open_memory(ctx)
+    try:
+        report = await memory.consolidate(resource_id=resource)
+    finally:
+        await memory.close()
+    if as_json:
+        emit_json(report)
+        return
+    click.echo(
+        f"consolidated: {report['summaries']} summaries, {report['merges']} merges, "
+        f"{report['facts']} facts, {report['failures']} failures"
+    )
+
+
+@main.command("worker")
+@click.option("--interval-hours", type=float, default=6.0, show_default=True, help="Time between consolidation passes.")
+@click.pass_context
+@run_async
+async def worker_cmd(ctx: click.Context, interval_hours: float) -> None:
+    """Run until stopped: embed pending messages, consolidate every INTERVAL, run due scheduled tasks.
+
+    With a config file, its [[scheduled_tasks]] are synced at start, and due
+    tasks run every caderno.agent.scheduler.POLL_SECONDS when it names a [model].
+    Ctrl-C or SIGTERM stops it; a turn in flight is committed whole or not at all.
+    """
+    from ..agent import scheduler
+    config = ctx.obj["config"]
+    model = config.chat_model()
+    wanted = config.tasks() if config.path is not None else None
+    memory = await open_memory(ctx)
+    try:
+        click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {interval_hours:g} h (Ctrl-C to stop)", err=True)
+        if wanted is not None:
+            click.echo(sync_report_text(await memory.tasks.sync_config(wanted)), err=True)
+        jobs = [memory.run_background(interval_hours=interval_hours)]
+        if model is None:
+            click.echo(f"{NO_MODEL}; this worker only embeds and consolidates", err=True)
+        else:
+            from ..agent.chat import AgentChat
+
+            chat = AgentChat(model=model, memory=memory, schedule_tool=True)
+            jobs.append(scheduler.run_forever(memory, chat))
+            click.echo(f"running due tasks every {scheduler.POLL_SECONDS:g} s", err=True)
+        await _until_stopped(jobs)
+        click.echo("caderno worker stopped", err=True)
+    finally:
+        await memory.close()
+        if model is not None:
+            await model.aclose()
+
+
+async def _until_stopped(jobs: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``jobs`` until SIGINT or SIGTERM (or one of them fails), then cancel and await them all."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # Windows: Ctrl-C still ends asyncio.run
+            pass
+    running = [asyncio.ensure_future(job) for job in jobs]
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (*running, stopper):
+            task.cancel()
+        await asyncio.gather(*running, stopper, return_exceptions=True)
+    for task in done:
+        if task is not stopper and not task.cancelled() and (exc := task.exception()) is not None:
+            raise exc
+
+
+@main.command("reindex")
+@click.argument("resource", required=False)
+@click.pass_context
+@run_async
+async def reindex_cmd(ctx: click.Context, resource: str | None) -> None:
+    """Embed RESOURCE's messages again (all resources when omitted), e.g. after a model change."""
+    memory = await open_memory(ctx)
+    try:
+        queued = await memory.reindex(resource_id=resource)
+        from rich.progress import Progress
+
+        with Progress(transient=True) as progress:
+            task = progress.add_task("embedding", total=queued)
+            while handled := await memory.indexer.run_once():
+                progress.advance(task, handled)
+        left = await memory.run(ops.CountPendingEmbeddings())
+    finally:
+        await memory.close()
+    if memory.indexer.unavailable:
+        fail(f"cannot embed: {memory.indexer.unavailable}")
+    click.echo(f"re-embedded {queued - left} message(s)" + (f"; {left} failed and will be retried" if left else ""))
+
+
+# -- notebook -------------------------------------------------------------------
+
+
+def _notebook(directory: Path | None) -> Any:
+    from ..core.files import caderno_home
+    from ..memory.notebook import Notebook
+
+    return Notebook(directory or caderno_home() / "notebook")
+
+
+_dir_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Notebook directory (default $CADERNO_HOME/notebook).",
+)
+_target_arg = click.argument("target", type=click.Choice(["memory", "user"]))
+
+
+@main.group()
+def notes() -> None:
+    """The notebook: MEMORY.md and USER.md."""
+
+
+@notes.command("show")
+@click.option("--target", type=click.Choice(["memory", "user"]), default=None, help="Only one of the two files.")
+@_dir_option
+@json_option
+def notes_show(target: str | None, directory: Path | None, as_json: bool) -> None:
+    """Show the notebook as the model sees it at the start of a session."""
+    try:
+        nb = _notebook(directory).load()
+        targets = [target] if target else ["memory", "user"]
+        if as_json:
+            emit_json({t: nb.entries(t) for t in targets})
+            return
+        for t in targets:
+            click.echo(nb.snapshot(t) or f"({t}: empty)")
+            click.echo()
+    except CadernoError as exc:
+        fail(str(exc))
+
+
+def _notes_run(action: str, target: str, directory: Path | None, content: str | None, old: str | None) -> None:
+    try:
+        outcome = _notebook(directory).apply(action, target, content, old)
+    except CadernoError as exc:
+        fail(str(exc).replace("\n", " | "))
+    click.echo(f"{outcome.message} {outcome.target}: {outcome.entry_count} entries, {outcome.usage}")
+
+
+@notes.command("add")
+@_target_arg
+@click.argument("content")
+@_dir_option
+def notes_add(target: str, content: str, directory: Path | None) -> None:
+    """Add CONTENT as a new entry of TARGET."""
+    _notes_run("add", target, directory, content, None)
+
+
+@notes.command("replace")
+@_target_arg
+@click.argument("old_text")
+@click.argument("content")
+@_dir_option
+def notes_replace(target: str, old_text: str, content: str, directory: Path | None) -> None:
+    """Replace the entry containing OLD_TEXT with CONTENT."""
+    _notes_run("replace", target, directory, content, old_text)
+
+
+@notes.command("remove")
+@_target_arg
+@click.argument("old_text")
+@_dir_option
+def notes_remove(target: str, old_text: str, directory: Path | None) -> None:
+    """Remove the entry containing OLD_TEXT."""
+    _notes_run("remove", target, directory, None, old_text)
+
+
+# -- journals ---------------------------------------------------------------------
+
+
+@main.group()
+@click.argument("store")
+@click.pass_context
+def journal(ctx: click.Context, store: str) -> None:
+    """Append-only JSONL journals: STORE is episodic, semantic, procedural, decision or transcript."""
+    from ..memory.journal import STORES
+
+    if store not in STORES:
+        fail(f"unknown journal store {store!r}; use one of: {', '.join(STORES)}")
+    ctx.obj = {**ctx.obj, "store": store}
+
+
+_journal_dir = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Journal directory (default $CADERNO_HOME/journal).",
+)
+
+
+@journal.command("add")
+@click.option("--record", default=None, help="The record, a JSON object.")
+@click.option("--agent", default="cli", show_default=True, help="Who writes it.")
+@_journal_dir
+@click.pass_context
+def journal_add(ctx: click.Context, record: str | None, agent: str, directory: Path | None) -> None:
+    """Append one record."""
+    from ..memory.journal import Journal
+
+    store = ctx.obj["store"]
+    if record is None:
+        fail("journal add requires --record <json>")
+    try:
+        data = loads_strict(record, "--record")
+    except CadernoError as exc:
+        fail(str(exc))
+    if not isinstance(data, dict):
+        fail(f"--record must be a JSON object, not {type(data).__name__}")
+    j = Journal(directory)
+    try:
+        entry_id = j.append(store, data, agent=agent)
+    except CadernoError as exc:
+        fail(str(exc))
+    click.echo(f"journal {store}: appended {entry_id} (agent {agent})")
+    click.echo(str(j.path(store)))
+
+
+@journal.command("list")
+@click.option("--agent", default=None, help="Only this agent's records.")
+@_journal_dir
+@json_option
+@click.pass_context
+def journal_list(ctx: click.Context, agent: str | None, directory: Path | None, as_json: bool) -> None:
+    """List records, newest first."""
+    from ..memory.journal import Journal
+
+    store = ctx.obj["store"]
+    j = Journal(directory)
+    entries = j.list(store, agent=agent)
+    if as_json:
+        emit_json(entries)
+        return
+    click.echo(f"journal {store}: {len(entries)} record(s) under {j.path(store)}")
+    for e in entries:
+        click.echo(f"{e['id']} [{e.get('agent')}] at {e.get('timestamp')}")
+
+
+@main.command("demo")
+@click.option(
+    "--day",
+    type=click.Choice(["monday", "wednesday"]),
+    default=None,
+    help="Play one day only (the demo runs each day in its own process).",
+)
+@click.pass_context
+def demo_cmd(ctx: click.Context, day: str | None) -> None:
+    """Monday and Wednesday as two processes on one SQLite file."""
+    from . import demo
+
+    db = ctx.obj["db"]
+    if day is not None:
+        fn = demo.monday if day == "monday" else demo.wednesday
+        run_async(fn)(db, click.echo)
+        return
+    import subprocess
+
+    click.echo(f"caderno demo — banco: {db} (SQLite, sem rede, sem chave de API)\n")
+    for d in ("monday", "wednesday"):
+        proc = subprocess.run([sys.executable, "-m", "caderno.cli", "--db", db, "demo", "--day", d])
+        if proc.returncode != 0:
+            sys.exit(proc.returncode)
+        click.echo()
+    click.echo(f"Veja o que ficou guardado: caderno --db {db} threads list {demo.RESOURCE}")
+
+
+for command in (*STATE_GROUPS, *IMPORT_GROUPS, *SERVER_COMMANDS, *MCP_COMMANDS):
+    main.add_command(command)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,219 @@
+"""The CLI's commands for the HTTP server: ``serve`` and ``keys``.
+
+Kept apart from ``caderno.cli.main`` for size; ``main`` registers them on
+``main``. FastAPI and uvicorn (extra ``server``) are imported only when
+``serve`` runs, so the rest of the CLI works without them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+from typing import Any
+
+import click
+
+from ..agent.config import MAX_REQUEST_BYTES, ServerSettings, load_config
+from ..core.errors import CadernoError, MissingExtra
+from ..core.records import ApiKey
+from .common import emit_json, fail, json_option, open_memory, rich_console, run_async
+
+__all__ = ["COMMANDS"]
+
+
+def _key_json(key: ApiKey) -> dict[str, Any]:
+    return dataclasses.asdict(key)
+
+
+# -- keys -------------------------------------------------------------------------------
+
+
+@click.group()
+def keys() -> None:
+    """API keys of the HTTP server: each scoped to resources (or admin), only a hash stored."""
+
+
+@keys.command("create")
+@click.option("--resource", "resources", multiple=True, help="A resource the key may reach (repeat for more).")
+@click.option("--admin", is_flag=True, help="Every resource, and the /v1/keys routes.")
+@click.option("--name", default="", help="A label to recognise the key by.")
+@json_option
+@click.pass_context
+@run_async
+async def keys_create(ctx: click.Context, resources: tuple[str, ...], admin: bool, name: str, as_json: bool) -> None:
+    """Create a key and print its token (shown this once: keep it)."""
+    memory = await open_memory(ctx)
+    try:
+        token, key = await memory.keys.create(resources=resources, admin=admin, name=name)
+    finally:
+        await memory.close()
+    if as_json:
+        emit_json({"token": token, "key": _key_json(key)})
+        return
+    scope = "admin (every resource)" if key.admin else ", ".join(key.resources)
+    click.echo(f"created key {key.id}{f' ({key.name})' if key.name else ''} for {scope}")
+    click.echo("token (shown once; only its hash is stored):", err=True)
+    click.echo(token)
+
+
+@keys.command("list")
+@json_option
+@click.pass_context
+@run_async
+async def keys_list(ctx: click.Context, as_json: bool) -> None:
+    """List keys, revoked ones included (never a token)."""
+    memory = await open_memory(ctx)
+    try:
+        items = await memory.keys.list()
+    finally:
+        await memory.close()
+    if as_json:
+        emit_json([_key_json(k) for k in items])
+        return
+    if not items:
+        click.echo("(no keys)")
+        return
+    from rich.table import Table
+
+    table = Table("id", "name", "resources", "created", "state", title="keys")
+    for k in items:
+        table.add_row(
+            k.id,
+            k.name or "—",
+            "admin" if k.admin else ", ".join(k.resources),
+            f"{k.created_at:%Y-%m-%d %H:%M}" if k.created_at else "—",
+            f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live",
+        )
+    rich_console().print(table)
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.pass_context
+@run_async
+async def keys_revoke(ctx: click.Context, key_id: str) -> None:
+    """Stop the key KEY_ID at once."""
+    memory = await open_memory(ctx)
+    try:
+        await memory.keys.revoke(key_id=key_id)
+    finally:
+        await memory.close()
+    click.echo(f"revoked key {key_id}")
+
+
+# -- serve ------------------------------------------------------------------------------
+
+
+@click.command("serve")
+@click.option("--config", "config_path", default=None, help="caderno.toml (overrides the group's --config).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
+@click.option("--docs", is_flag=True, default=None, help="Serve /docs and /redoc (off unless [server] docs = true).")
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Most bytes of any request body (default: [server] max_body_bytes, else {MAX_REQUEST_BYTES}).",
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    config_path: str | None,
+    host: str,
+    port: int,
+    log_level: str,
+    docs: bool | None,
+    max_body_bytes: int | None,
+) -> None:
+    """Run the HTTP API (and the memory proxy, the inspector, background work) until SIGTERM or Ctrl-C.
+
+    The edge's limits (body size, header and keep-alive timeouts, concurrency)
+    come from caderno.toml's [server] table; --docs and --max-body-bytes win over it.
+    """
+    for package in ("fastapi", "uvicorn"):
+        try:
+            __import__(package)
+        except ImportError:
+            fail(str(MissingExtra("server", package)))
+    config = ctx.obj["config"]
+    if config_path is not None:
+        try:
+            config = load_config(config_path)
+        except CadernoError as exc:
+            fail(str(exc))
+        if config.database_url and ctx.find_root().params.get("db") is None:
+            ctx.obj["db"] = config.database_url
+    try:
+        wanted = config.tasks() if config.path is not None else None
+        model = config.chat_model()
+    except CadernoError as exc:
+        fail(str(exc))
+    # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again
+    # so the handler installed before it runs: make that one a no-op, so a
+    # graceful stop ends the process with status 0 instead of death by signal.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    settings = config.server
+    if docs is not None:
+        settings = dataclasses.replace(settings, docs=docs)
+    if max_body_bytes is not None:
+        settings = dataclasses.replace(settings, max_body_bytes=max_body_bytes)
+    run_async(_serve)(ctx, host, port, log_level, wanted, model, settings)
+
+
+def _uvicorn_config(app: Any, host: str, port: int, log_level: str, settings: ServerSettings) -> Any:
+    """uvicorn's settings: our header deadline, keep-alive and concurrency limits, a token-free access log."""
+    import logging
+
+    import uvicorn
+
+    from ..server.connections import RedactQuery, header_timeout_protocol
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        http=header_timeout_protocol(settings.header_timeout),
+        timeout_keep_alive=settings.keep_alive_timeout,
+        limit_concurrency=settings.limit_concurrency,
+    )
+    # After uvicorn.Config: it configures its loggers when built.
+    logging.getLogger("uvicorn.access").addFilter(RedactQuery())
+    return config
+
+
+async def _serve(
+    ctx: click.Context, host: str, port: int, log_level: str, wanted: Any, model: Any, settings: ServerSettings
+) -> None:
+    import uvicorn
+
+    memory = await open_memory(ctx)
+    try:
+        if wanted is not None:
+            report = await memory.tasks.sync_config(wanted)
+            from .state_commands import sync_report_text
+
+            click.echo(f"config tasks: {sync_report_text(report)}", err=True)
+        from ..server import create_app
+        from ..server.routes import default_routers
+
+        app = create_app(
+            memory,
+            model=model,
+            routers=default_routers(),
+            max_body_bytes=settings.max_body_bytes,
+            docs=settings.docs,
+        )
+        server = uvicorn.Server(_uvicorn_config(app, host, port, log_level, settings))
+        await server.serve()
+    finally:
+        await memory.close()  # the lifespan closed it already unless startup failed
+        if model is not None:
+            await asyncio.shield(model.aclose())
+
+
+COMMANDS = (keys, serve)

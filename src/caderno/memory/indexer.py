@@ -1,0 +1,199 @@
+"""The background embedding worker.
+
+New messages are queued in the database by the append itself (same
+transaction), and so are the texts of LangGraph store items by their put, so
+pending work is durable: a process that exits early leaves it for the next
+one. The worker claims batches with a lease (any number of workers, in any
+number of processes, share the queue), embeds them off the event loop, and
+stores the vectors. A failed text is recorded on its queue row with the
+error and retried later with exponential backoff; it never blocks or fails
+an append or a put.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..core.clock import utcnow
+from ..core.errors import EmbeddingUnavailable
+from ..stores import ops
+from ..stores.base import EmbeddingJob, Runner
+from ..stores.ops import ItemEmbeddingJob
+
+log = logging.getLogger("caderno.memory.indexer")
+
+J = TypeVar("J", EmbeddingJob, ItemEmbeddingJob)
+
+__all__ = ["Indexer"]
+
+
+def backoff_seconds(attempts: int) -> float:
+    """1 s, 2 s, 4 s … capped at one hour."""
+    return float(min(3600, 2**attempts))
+
+
+class Indexer:
+    """Embeds queued messages (and items, with ``items``) in the background for one ``Memory``.
+
+    ``batch_size`` bounds each claim: one batch of messages and one of items
+    per round.
+    """
+
+    def __init__(
+        self,
+        run: Runner,
+        embedder: Any,
+        *,
+        items: bool = False,
+        batch_size: int = 256,
+        lease_seconds: float = 60.0,
+        idle_seconds: float = 30.0,
+    ) -> None:
+        self.run = run
+        self.embedder = embedder
+        self.items = items
+        self.batch_size = batch_size
+        self.lease_seconds = lease_seconds
+        self.idle_seconds = idle_seconds
+        self.unavailable: str | None = None
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._loaded = False
+
+    @property
+    def active(self) -> bool:
+        return self.embedder is not None and self.unavailable is None
+
+    def notify(self) -> None:
+        """New work may be queued: start the worker if needed and wake it."""
+        if not self.active or self._stopping:
+            return
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="caderno-indexer")
+        self._wake.set()
+
+    async def flush(self) -> None:
+        """Embed everything that is due now (work leased by others is theirs)."""
+        while await self.run_once():
+            pass
+
+    async def run_once(self) -> int:
+        """Claim, embed and store one batch of messages and one of items; returns how many jobs it handled."""
+        async with self._lock:
+            if not await self._ensure_loaded():
+                return 0
+            handled = await self._messages()
+            if self.items:
+                handled += await self._items()
+            return handled
+
+    async def _messages(self) -> int:
+        def embed(jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
+            done, failed = self._embed_jobs(jobs, lambda j: [j.content])
+            return (
+                [(j.resource_id, j.seq, block[0].tobytes()) for j, block in done],
+                [(j.resource_id, j.seq, error, wait) for j, error, wait in failed],
+            )
+
+        return await self._round(ops.ClaimEmbeddings, embed, ops.FinishEmbeddings)
+
+    async def _items(self) -> int:
+        def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:
+            done, failed = self._embed_jobs(jobs, lambda j: list(j.texts))
+            return [(j, block.tobytes()) for j, block in done], failed  # one row per text, in order
+
+        return await self._round(ops.ClaimItemEmbeddings, embed, ops.FinishItemEmbeddings)
+
+    async def _round(
+        self,
+        claim: Callable[..., ops.Op[Any]],
+        embed: Callable[[Any], tuple[list[Any], list[Any]]],
+        finish: Callable[..., ops.Op[None]],
+    ) -> int:
+        """Claim a batch, embed it off the event loop, store what came of it; how many jobs."""
+        jobs = await self.run(claim(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow()))
+        if not jobs:
+            return 0
+        done, failed = await asyncio.to_thread(embed, jobs)
+        await self.run(
+            finish(
+                model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
+            )
+        )
+        return len(jobs)
+
+    async def close(self) -> None:
+        """Let the batch in flight finish, then stop."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                handled = await self.run_once()
+            except Exception:  # the database went away, say; try again later
+                log.warning("embedding batch failed; retrying in %.0f s", self.idle_seconds, exc_info=True)
+                handled = 0
+            if handled or self._stopping or not self.active:
+                if not self.active:
+                    return
+                continue
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.idle_seconds)
+
+    async def _ensure_loaded(self) -> bool:
+        if not self.active:
+            return False
+        if not self._loaded and hasattr(self.embedder, "load"):
+            try:
+                await asyncio.to_thread(self.embedder.load)
+            except EmbeddingUnavailable as exc:
+                self.unavailable = str(exc)
+                log.warning("embeddings are off: %s; recall falls back to lexical and salient search", exc)
+                return False
+        self._loaded = True
+        return True
+
+    def _embed_jobs(
+        self, jobs: list[J], texts: Callable[[J], list[str]]
+    ) -> tuple[list[tuple[J, Any]], list[tuple[J, str, float]]]:
+        """Each job's texts as a float32 block, one row per text: all jobs in one call, or,
+        when that fails, job by job, so one bad text does not hold the others."""
+        import numpy as np
+
+        def block(batch: list[str]) -> Any:
+            if not batch:
+                return np.zeros((0, self.embedder.dim), dtype=np.float32)
+            return np.asarray(self.embedder.embed(batch), dtype=np.float32).reshape(len(batch), -1)
+
+        try:
+            every, start, done = block([t for j in jobs for t in texts(j)]), 0, []
+            for job in jobs:
+                n = len(texts(job))
+                done.append((job, every[start : start + n]))
+                start += n
+            return done, []
+        except Exception:
+            pass
+        done, failed = [], []
+        for job in jobs:
+            try:
+                done.append((job, block(texts(job))))
+            except Exception as exc:
+                failed.append((job, _error(exc), backoff_seconds(job.attempts)))
+        return done, failed
+
+
+def _error(exc: BaseException) -> str:
+    """What a queue row records of a failure (bounded)."""
+    return f"{type(exc).__name__}: {exc}"[:500]

@@ -1,0 +1,93 @@
+"""Append-only JSONL journals: hermetic, git-diffable logs.
+
+Five stores, one file each under the journal directory:
+``episodic`` (what happened), ``semantic`` (what is true), ``procedural``
+(how to do things), ``decision`` (what was decided and why) and
+``transcript`` (raw exchanges). Each line is one JSON object:
+``{"id", "timestamp", "agent", "record"}``.
+
+Appends from several processes never interleave: each line is written with
+one ``write`` under an exclusive lock. A torn last line (a crash mid-write)
+is skipped on read with a warning, and the next append starts on a fresh
+line, so the file stays valid JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ..core.clock import new_id, to_iso, utcnow
+from ..core.errors import UsageError
+from ..core.files import caderno_home, locked
+
+__all__ = ["STORES", "Journal"]
+
+log = logging.getLogger("caderno.memory.journal")
+
+STORES: tuple[str, ...] = ("episodic", "semantic", "procedural", "decision", "transcript")
+
+
+class Journal:
+    """The journals in one directory (default ``$CADERNO_HOME/journal``)."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else caderno_home() / "journal"
+
+    def path(self, store: str) -> Path:
+        if store not in STORES:
+            raise UsageError(f"unknown journal store {store!r}; use one of: {', '.join(STORES)}")
+        return self.directory / f"{store}.jsonl"
+
+    def append(self, store: str, record: dict[str, Any], agent: str = "cli") -> str:
+        """Append one record; returns its time-ordered id."""
+        path = self.path(store)
+        if not isinstance(record, dict):
+            raise UsageError(f"a journal record must be a JSON object, not {type(record).__name__}")
+        entry: dict[str, Any] = {"id": new_id(), "timestamp": to_iso(utcnow()), "agent": agent, "record": record}
+        try:
+            line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"journal record is not JSON-serialisable: {exc}") from None
+        data = line.encode("utf-8")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with locked(path):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size:
+                    with open(path, "rb") as fh:
+                        fh.seek(size - 1)
+                        if fh.read(1) != b"\n":
+                            data = b"\n" + data  # close a torn line left by a crash
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return entry["id"]
+
+    def list(self, store: str, agent: str | None = None) -> list[dict[str, Any]]:
+        """Every record of a store, newest first (optionally one agent's)."""
+        path = self.path(store)
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        out = []
+        for number, line in enumerate(raw.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                if not isinstance(entry, dict) or "id" not in entry:
+                    raise ValueError("not a journal entry")
+            except ValueError:
+                log.warning("%s line %d is not a complete JSON record (torn write?); skipped", path, number)
+                continue
+            if agent is None or entry.get("agent") == agent:
+                out.append(entry)
+        out.reverse()
+        return out

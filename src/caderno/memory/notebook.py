@@ -1,0 +1,478 @@
+"""The notebook: MEMORY.md (the agent's notes) and USER.md (the user's profile).
+
+Bounded in characters, edited by add / replace / remove on a short unique
+substring (no ids), and shown to the model as a **frozen snapshot** taken at
+``load()``. Writes reach the disk at once, but the snapshot does not move for
+the rest of the session: the prompt prefix stays cache-stable, and the next
+session's ``load()`` sees every note.
+
+Every mutation locks ``<file>.lock``, re-reads the file (so concurrent
+writers merge instead of overwriting), mutates, and writes atomically.
+
+Both files end up in the model's instructions, so they are treated as
+hostile input. Written content is screened (:func:`scan`: hidden characters,
+injection phrasings after folding look-alikes). ``MEMORY.md``, ``USER.md``
+and their ``.lock`` files are never followed when they are symbolic links:
+the notebook refuses them (a planted link could feed another file into the
+prompt, or make a write land elsewhere). The directory itself may be a link,
+because users point it at a synced folder and only they can place that
+link. Any OS failure (disk full, size limit, permissions) becomes a
+:class:`~caderno.core.errors.NotebookError`, which ``tool()`` hands the model as
+its failure JSON; the file is left as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..core.errors import NotebookError
+from ..core.files import atomic_write, locked, read_regular
+from ..core.messages import ToolSpec
+from ..core.text import first_invisible
+
+__all__ = ["DELIMITER", "MEMORY_TOOL_SPEC", "Notebook", "NotebookOutcome"]
+
+Target = Literal["memory", "user"]
+DELIMITER = "\n§\n"
+RULE = "═" * 46
+FILES = {"memory": "MEMORY.md", "user": "USER.md"}
+HEADERS = {"memory": "MEMORY (your personal notes)", "user": "USER PROFILE (who the user is)"}
+
+class _InvisibleFinder:
+    """``_INVISIBLE.search(text)``: truthy when ``text`` holds a hidden character.
+
+    The set of hidden characters is a Unicode category, not a short list, so
+    it is tested per character rather than with one regular expression.
+    """
+
+    @staticmethod
+    def search(text: str) -> tuple[int, str] | None:
+        return first_invisible(text)
+
+
+_INVISIBLE = _InvisibleFinder()
+
+#: Look-alike letters folded to Latin before matching, so "іgnоrе" written
+#: with Cyrillic і/о/е is read as "ignore". A small explicit table of the
+#: Cyrillic and Greek letters that are near-identical to Latin ones in common
+#: fonts (lowercase: matching runs after casefold).
+_LOOKALIKES = str.maketrans(
+    {
+        "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c",
+        "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i", "ј": "j", "ԁ": "d", "ԛ": "q", "ԝ": "w",
+        "һ": "h", "ɡ": "g", "ı": "i", "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v",
+        "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "γ": "y", "ω": "w", "ϲ": "c", "ϳ": "j",
+    }
+)  # fmt: skip
+
+
+def _fold(content: str) -> str:
+    """The text injection patterns are matched against.
+
+    NFKC folds full-width and styled letters ("ｉｇｎｏｒｅ", "𝐢𝐠𝐧𝐨𝐫𝐞"),
+    dropping combining marks folds "ïgnöre", casefold and the look-alike
+    table fold case and Cyrillic/Greek letters, and runs of spaces become one.
+    """
+    text = unicodedata.normalize("NFKC", content)
+    text = "".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
+    text = text.casefold().translate(_LOOKALIKES)
+    return re.sub(r"[^\S\n]+", " ", text)
+
+
+#: (pattern, name) pairs refused in written content, matched against
+#: :func:`_fold` of the content (so also case-insensitively).
+_BLOCKED: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(r"ignore\s+(all\s+)?(the\s+)?(previous|prior|above|earlier)\s+instructions", re.I),
+        "prompt injection ('ignore previous instructions')",
+    ),
+    (
+        re.compile(
+            r"\b(ignore|disregard|forget|override|bypass)\s+"
+            r"((all|any|every|each|of|the|your|my|these|those|its|their|that)\s+)*"
+            r"((previous|prior|above|earlier|preceding|former|original|initial|system|existing|current|old|given|safety)\s+)*"
+            r"(instructions?|rules|guidelines|directives|directions|prompts?|programming|constraints|guardrails|policies)\b",
+            re.I,
+        ),
+        "prompt injection ('ignore previous instructions' and variants)",
+    ),
+    (re.compile(r"\byou\s+are\s+now\b", re.I), "role hijack ('you are now …')"),
+    (re.compile(r"\bdo\s+not\s+tell\s+the\s+user\b", re.I), "concealment ('do not tell the user')"),
+    (re.compile(r"system\s+prompt\s+override", re.I), "prompt injection ('system prompt override')"),
+    (
+        re.compile(
+            r"(^|[\s/~])\.env\b|\.netrc\b|\bcredentials?\b[^\n]{0,20}\b(file|json|read|cat)\b|\b(cat|read|open|print|dump)\b[^\n]{0,40}\bcredentials?\b",
+            re.I,
+        ),
+        "secret file access (.env / .netrc / credentials)",
+    ),
+    (re.compile(r"authorized_keys|~/\.ssh|\.ssh/id_", re.I), "SSH key access (authorized_keys / ~/.ssh)"),
+    (
+        re.compile(
+            r"\b(curl|wget)\b[^\n]*(\$\{?\w*(key|token|secret|password|passwd)\w*|api[_-]?key|token|secret|password)",
+            re.I,
+        ),
+        "exfiltration (curl/wget with secrets)",
+    ),
+    (
+        # Uploading a local file: curl's "@file" data/form arguments and
+        # -T/--upload-file, wget's --post-file/--body-file. (Case is folded,
+        # so -F and -T appear as -f and -t.)
+        re.compile(
+            r"\bcurl\b[^\n]*\s(-[a-z]*[dft]|--data(-[a-z]+)?|--form(-string)?|--json)(\s+|=)?['\"]?[^\s'\"]*@"
+            r"|\bcurl\b[^\n]*\s(-t|--upload-file)\s+\S"
+            r"|\bwget\b[^\n]*--(post|body)-file\b",
+            re.I,
+        ),
+        "exfiltration (curl/wget uploading a file)",
+    ),
+]
+
+
+def scan(content: str) -> None:
+    """Refuse content with hidden characters or injection patterns.
+
+    Raises:
+        NotebookError: naming the character (``U+XXXX`` and its Unicode
+            name) or the pattern found.
+    """
+    found = first_invisible(content)
+    if found:
+        index, kind = found
+        ch = content[index]
+        name = unicodedata.name(ch, "") or ("control character" if ord(ch) < 0xA0 else "unnamed")
+        raise NotebookError(f"Blocked: {kind} U+{ord(ch):04X} ({name}) at position {index} in content.")
+    folded = _fold(content)
+    for pattern, name in _BLOCKED:
+        if pattern.search(folded):
+            raise NotebookError(f"Blocked: content matches {name}; notes must not carry instructions or secrets.")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NotebookOutcome:
+    """The result of a successful notebook operation."""
+
+    target: str
+    """``memory`` or ``user``."""
+    entries: list[str]
+    """The live entries after the operation."""
+    entry_count: int
+    """``len(entries)``."""
+    usage: str
+    """``P% — used/limit chars``."""
+    message: str
+    """What happened, for the model."""
+
+
+#: Most bytes read from a notebook file (at least; a larger char limit raises
+#: it to 4 bytes per allowed character). A hand-edited or planted file of
+#: gigabytes would otherwise be read whole into memory and into the prompt.
+MAX_FILE_BYTES = 1024 * 1024
+
+
+def _os_problem(exc: OSError, about: str) -> str:
+    """What the OS said, in one line for the model; names the file when it is not ``about``."""
+    name = Path(exc.filename).name if exc.filename else about
+    if exc.errno == errno.ELOOP:
+        return (
+            f"{name} is a symbolic link, and caderno never follows links inside a notebook directory "
+            f"(replace it with a regular file)"
+        )
+    code = errno.errorcode.get(exc.errno or 0)
+    reason = (exc.strerror or str(exc)) + (f" ({code})" if code else "")
+    return reason if name == about else f"{name}: {reason}"
+
+
+def _usage(used: int, limit: int) -> str:
+    return f"{min(100, used * 100 // limit)}% — {used:,}/{limit:,} chars"
+
+
+def _parse(text: str) -> list[str]:
+    text = text.removeprefix("\ufeff")
+    return [piece.strip() for piece in text.split(DELIMITER) if piece.strip()]
+
+
+def _dedupe(entries: list[str]) -> list[str]:
+    return list(dict.fromkeys(entries))
+
+
+def _preview(entry: str, width: int = 60) -> str:
+    flat = " ".join(entry.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class Notebook:
+    """MEMORY.md and USER.md in one directory, with a snapshot frozen at load.
+
+    Args:
+        directory: where the two files live (created on first write).
+        memory_char_limit: most characters of MEMORY.md, delimiters included.
+        user_char_limit: most characters of USER.md, delimiters included.
+    """
+
+    def __init__(self, directory: str | Path, *, memory_char_limit: int = 2200, user_char_limit: int = 1375) -> None:
+        self.directory = Path(directory)
+        self.limits = {"memory": memory_char_limit, "user": user_char_limit}
+        self._snapshot: dict[str, str | None] | None = None
+
+    @classmethod
+    def for_resource(cls, home: str | Path, resource_id: str, **limits: int) -> Notebook:
+        """A notebook per resource under ``home``; any id maps to a safe directory.
+
+        The directory name is a readable slug plus a hash of the id, so ids
+        such as ``../../etc``, absolute paths, NUL bytes or very long ids can
+        never leave ``home``, and two ids never share a directory.
+        """
+        slug = re.sub(r"[^A-Za-z0-9_-]", "_", resource_id)[:48] or "_"
+        digest = hashlib.sha256(resource_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return cls(Path(home) / "notebooks" / f"{slug}-{digest}", **limits)
+
+    def path(self, target: str) -> Path:
+        return self.directory / FILES[self._check_target(target)]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _read(self, target: str) -> list[str]:
+        path = self.path(target)
+        try:
+            raw = read_regular(path, max_bytes=max(MAX_FILE_BYTES, 4 * self.limits[target]))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise NotebookError(
+                f"Could not read {path.name}: {_os_problem(exc, path.name)}. It was not changed."
+            ) from None
+        try:
+            return _parse(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise NotebookError(
+                f"{path} is not valid UTF-8 (byte {exc.start}); refusing to read or overwrite it. Fix the file by hand."
+            ) from None
+
+    def load(self) -> Notebook:
+        """Read both files (duplicates dropped, first kept) and freeze the snapshot."""
+        self._snapshot = {}
+        for target in FILES:
+            entries = _dedupe(self._read(target))
+            self._snapshot[target] = self._render(target, entries) if entries else None
+        return self
+
+    def snapshot(self, target: str) -> str | None:
+        """The block frozen at ``load()``, or ``None`` when that file was empty.
+
+        Nothing done after ``load()`` changes it.
+        """
+        self._check_target(target)
+        if self._snapshot is None:
+            raise NotebookError("call load() before snapshot()")
+        return self._snapshot[target]
+
+    def entries(self, target: str) -> list[str]:
+        """The live entries, read from disk now."""
+        return _dedupe(self._read(target))
+
+    def _render(self, target: str, entries: list[str]) -> str:
+        used = len(DELIMITER.join(entries))
+        header = f"{HEADERS[target]} [{_usage(used, self.limits[target])}]"
+        return f"{RULE}\n{header}\n{RULE}\n{DELIMITER.join(entries)}"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def add(self, target: str, content: str, *, dry_run: bool = False) -> NotebookOutcome:
+        """Add an entry. Raises ``NotebookError`` with a message for the model."""
+        content = self._check_content(content, "Content")
+        with self._locked(target):
+            entries = self.entries(target)
+            if content in entries:
+                return self._outcome(target, entries, "Entry already exists (no duplicate added).")
+            new = entries + [content]
+            self._check_limit(target, entries, new, f"adding this entry ({len(content):,} chars)")
+            return self._commit(target, new, "Entry added.", dry_run)
+
+    def replace(self, target: str, old_text: str, content: str, *, dry_run: bool = False) -> NotebookOutcome:
+        """Replace the one entry containing ``old_text`` with ``content``."""
+        old_text = self._check_old_text(old_text)
+        if not (content or "").strip():
+            raise NotebookError("New content is empty. To delete an entry, use 'remove'.")
+        content = self._check_content(content, "New content")
+        with self._locked(target):
+            entries = self.entries(target)
+            index = self._match(target, entries, old_text)
+            new = entries[:index] + [content] + entries[index + 1 :]
+            new = _dedupe(new)
+            self._check_limit(target, entries, new, "this replacement")
+            return self._commit(target, new, "Entry replaced.", dry_run)
+
+    def remove(self, target: str, old_text: str, *, dry_run: bool = False) -> NotebookOutcome:
+        """Remove the one entry containing ``old_text``."""
+        old_text = self._check_old_text(old_text)
+        with self._locked(target):
+            entries = self.entries(target)
+            index = self._match(target, entries, old_text)
+            return self._commit(target, entries[:index] + entries[index + 1 :], "Entry removed.", dry_run)
+
+    @contextlib.contextmanager
+    def _locked(self, target: str) -> Iterator[None]:
+        """The file's lock, with a failure to take it reported as a ``NotebookError``."""
+        path = self.path(target)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(locked(path))
+            except OSError as exc:
+                raise NotebookError(
+                    f"Could not lock {path.name}: {_os_problem(exc, path.name)}. Nothing was changed."
+                ) from None
+            yield
+
+    def _commit(self, target: str, entries: list[str], message: str, dry_run: bool) -> NotebookOutcome:
+        if not dry_run:
+            path = self.path(target)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, DELIMITER.join(entries) + ("\n" if entries else ""))
+            except OSError as exc:
+                # The write is atomic, so a full disk or a size limit leaves
+                # the old file whole; the model gets a reason, not a crash.
+                raise NotebookError(
+                    f"Could not write {path.name}: {_os_problem(exc, path.name)}. {path.name} is unchanged; "
+                    f"this is a problem with the disk, not with the entry, so do not retry now."
+                ) from None
+        return self._outcome(target, entries, message)
+
+    def _outcome(self, target: str, entries: list[str], message: str) -> NotebookOutcome:
+        used = len(DELIMITER.join(entries))
+        return NotebookOutcome(
+            target=target,
+            entries=entries,
+            entry_count=len(entries),
+            usage=_usage(used, self.limits[target]),
+            message=message,
+        )
+
+    def _check_target(self, target: str) -> str:
+        if target not in FILES:
+            raise NotebookError(f"Invalid target {target!r}. Use 'memory' or 'user'.")
+        return target
+
+    @staticmethod
+    def _check_content(content: str | None, what: str) -> str:
+        content = (content or "").strip()
+        if not content:
+            raise NotebookError(f"{what} is empty; nothing to save.")
+        if re.search(r"(^|\n)§(\n|$)", content):
+            raise NotebookError(f"{what} may not contain a line holding only '§' (the entry separator).")
+        scan(content)
+        return content
+
+    @staticmethod
+    def _check_old_text(old_text: str | None) -> str:
+        if not (old_text or "").strip():
+            raise NotebookError("old_text is empty. Give a short, unique piece of the entry to change.")
+        return (old_text or "").strip()
+
+    def _match(self, target: str, entries: list[str], old_text: str) -> int:
+        hits = [i for i, e in enumerate(entries) if old_text in e]
+        if not hits:
+            raise NotebookError(f"No entry matched {old_text!r}. Current entries:\n{self._listing(entries)}")
+        if len({entries[i] for i in hits}) > 1:
+            previews = "\n".join(f"- {_preview(entries[i])}" for i in hits)
+            raise NotebookError(f"Multiple entries matched {old_text!r}. Be more specific. Matches:\n{previews}")
+        return hits[0]
+
+    def _check_limit(self, target: str, before: list[str], after: list[str], what: str) -> None:
+        limit = self.limits[target]
+        used, new_used = len(DELIMITER.join(before)), len(DELIMITER.join(after))
+        if new_used > limit:
+            raise NotebookError(
+                f"{FILES[target]} is at {used:,}/{limit:,} chars; {what} would make it {new_used:,}. "
+                f"Consolidate first: merge or shorten entries with 'replace', or drop stale ones with 'remove', "
+                f"then retry. Current entries:\n{self._listing(before)}"
+            )
+
+    @staticmethod
+    def _listing(entries: list[str]) -> str:
+        return "\n".join(f"- {_preview(e, 120)}" for e in entries) or "(none)"
+
+    # -- the model's tool ----------------------------------------------------------------------
+
+    def tool(
+        self,
+        action: str,
+        target: str,
+        content: str | None = None,
+        old_text: str | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> str:
+        """Run one ``memory`` tool call; returns the JSON the model reads."""
+        try:
+            outcome = self.apply(action, target, content, old_text, dry_run=dry_run)
+        except NotebookError as exc:
+            payload: dict[str, Any] = {"success": False, "error": str(exc)}
+            if isinstance(target, str) and target in FILES:
+                try:
+                    live = self.entries(target)
+                    payload["usage"] = _usage(len(DELIMITER.join(live)), self.limits[target])
+                except NotebookError:
+                    pass
+            return json.dumps(payload, ensure_ascii=False)
+        return json.dumps({"success": True, **asdict(outcome)}, ensure_ascii=False)
+
+    def apply(
+        self, action: str, target: str, content: str | None, old_text: str | None, *, dry_run: bool = False
+    ) -> NotebookOutcome:
+        """Dispatch one action; raises ``NotebookError`` with the model's message."""
+        # The arguments come from a model: a number or a list where text
+        # belongs must be an error it can read, not a TypeError in the agent.
+        for name, value in (("action", action), ("target", target), ("content", content), ("old_text", old_text)):
+            if value is not None and not isinstance(value, str):
+                raise NotebookError(f"'{name}' must be a string, not {type(value).__name__}.")
+        self._check_target(target)
+        if action == "add":
+            if content is None:
+                raise NotebookError("'add' needs content: the entry to save.")
+            return self.add(target, content, dry_run=dry_run)
+        if action == "replace":
+            if old_text is None:
+                raise NotebookError("'replace' needs old_text: a short unique piece of the entry to change.")
+            if content is None:
+                raise NotebookError("'replace' needs content: the new text of the entry.")
+            return self.replace(target, old_text, content, dry_run=dry_run)
+        if action == "remove":
+            if old_text is None:
+                raise NotebookError("'remove' needs old_text: a short unique piece of the entry to remove.")
+            return self.remove(target, old_text, dry_run=dry_run)
+        raise NotebookError(f"Unknown action {action!r}. Use: add, replace, remove.")
+
+
+MEMORY_TOOL_SPEC = ToolSpec(
+    name="memory",
+    description=(
+        "Your notebook, kept across sessions: 'memory' holds your own notes (MEMORY.md), 'user' what you know "
+        "about the user (USER.md). Save durable things: preferences, corrections they made, facts about them "
+        "and their world, lessons that will matter next time. Do not save task progress or temporary state. "
+        "Both stores are bounded in characters: when one is full, consolidate (merge with 'replace', drop "
+        "stale entries with 'remove') and retry. Entries are found by a short unique substring (old_text); "
+        "there are no ids. What you save appears in your instructions from the next session on."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["add", "replace", "remove"], "description": "What to do."},
+            "target": {"type": "string", "enum": ["memory", "user"], "description": "Which store."},
+            "content": {"type": "string", "description": "The entry text (add, replace)."},
+            "old_text": {"type": "string", "description": "A short unique piece of the entry (replace, remove)."},
+        },
+        "required": ["action", "target"],
+        "additionalProperties": False,
+    },
+)
