@@ -413,19 +413,35 @@ class Notebook:
         *,
         dry_run: bool = False,
     ) -> str:
-        """Run one ``memory`` tool call; returns the JSON the model reads."""
+        """Run one action and answer in the notebook's own JSON (``{"success": …}``), for direct callers.
+
+        A model reads the tool catalog's ``memory`` tool instead
+        (``caderno.tools.notebook``: the one result shape of every memory
+        tool); both show ``usage`` beside a refusal.
+        """
         try:
             outcome = self.apply(action, target, content, old_text, dry_run=dry_run)
         except NotebookError as exc:
             payload: dict[str, Any] = {"success": False, "error": str(exc)}
-            if isinstance(target, str) and target in FILES:
-                try:
-                    live = self.entries(target)
-                    payload["usage"] = _usage(len(DELIMITER.join(live)), self.limits[target])
-                except NotebookError:
-                    pass
+            usage = self.usage(target)
+            if usage is not None:
+                payload["usage"] = usage
             return json.dumps(payload, ensure_ascii=False)
         return json.dumps({"success": True, **asdict(outcome)}, ensure_ascii=False)
+
+    def usage(self, target: Any) -> str | None:
+        """How full ``target`` is now (``P% — used/limit chars``), read from disk; ``None`` when unknown.
+
+        A refused write shows it beside its error, so a model told the store
+        is full sees how full.
+        """
+        if not isinstance(target, str) or target not in FILES:
+            return None
+        try:
+            live = self.entries(target)
+        except NotebookError:
+            return None
+        return _usage(len(DELIMITER.join(live)), self.limits[target])
 
     def apply(
         self, action: str, target: str, content: str | None, old_text: str | None, *, dry_run: bool = False
