@@ -27,7 +27,7 @@ async def test_memory_tool_writes_now_but_the_prompt_stays_frozen(tmp_path: Path
     )
     chat = AgentChat(model=model, memory=memory, notebook=nb)
     result = await chat.ask(messages="Moramos em Curitiba.", resource_id="r", thread_id="t")
-    assert result.tool_calls[0].result["success"] is True
+    assert result.tool_calls[0].result["ok"] is True
     assert "Moram em Curitiba." in nb.entries("user")  # on disk at once
     first_prompt = model.requests[0]
     assert "memory" in {t.name for t in first_prompt.tools}
@@ -66,12 +66,14 @@ async def test_notebook_per_resource_and_bad_memory_calls(tmp_path: Path, memory
     factory = functools.partial(Notebook.for_resource, tmp_path)
     chat = AgentChat(model=model, memory=memory, notebook=factory)
     result = await chat.ask(messages="x", resource_id="casa-a", thread_id="t")
-    errors = [r.error for r in result.tool_calls]
-    assert errors[0] is None
-    assert "Use 'memory' or 'user'" in errors[1]
-    assert "action and target are required" in errors[2]
-    assert "not valid JSON" in errors[3]
-    assert json.loads(errors[4])["error"].startswith("Blocked:")
+    assert result.tool_calls[0].error is None
+    errors = [json.loads(r.error or "") for r in result.tool_calls[1:]]
+    assert all(e["ok"] is False for e in errors)
+    assert errors[0]["error"] == "'target' must be one of memory, user, not 'diary'"
+    assert errors[1]["error"].startswith("memory needs 'action'; call it as memory(action: string, target: string")
+    assert errors[2]["error"].startswith("the arguments are not valid JSON")
+    assert errors[3]["error"].startswith("Blocked:")
+    assert errors[3]["usage"] == "0% — 2/1,375 chars"  # a refused write still says how full the store is
     assert Notebook.for_resource(tmp_path, "casa-a").entries("user") == ["A."]
     assert Notebook.for_resource(tmp_path, "casa-b").entries("user") == []
     await chat.ask(messages="y", resource_id="casa-b", thread_id="t")

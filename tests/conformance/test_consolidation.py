@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -257,7 +258,7 @@ async def test_remember_fact_tool_and_facts_in_the_prompt(memory: caderno.Memory
     chat = AgentChat(model=model, memory=memory)
     first = await chat.ask(messages="Vamos para Amsterdam.", resource_id=R, thread_id="t")
     assert first.tool_calls[0].result == {"ok": True, "fact": "travel/next_trip"}
-    assert first.tool_calls[1].error.startswith("Error: remember_fact takes exactly")
+    assert json.loads(first.tool_calls[1].error)["error"].startswith("remember_fact needs 'key'")
     await chat.ask(messages="Para onde vamos?", resource_id=R, thread_id="other-thread")
     assert "KNOWN FACTS" in model.requests[2].text() and "travel/next_trip: Amsterdam" in model.requests[2].text()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import caderno
 from caderno import AgentChat, Message, RecallSettings, ScriptedModel, ToolCall
 from caderno.agent.chat import RECALL_HEADER
@@ -63,7 +65,7 @@ async def test_the_recall_tool(memory: caderno.Memory) -> None:
         ]
     )
     result = await AgentChat(model=model, memory=memory).ask(messages="e Lisboa?", resource_id=R, thread_id="t9")
-    found = result.tool_calls[0].result
-    assert found[0]["content"] == FACT and found[0]["thread"] == "thread-1" and "lexical" in found[0]["found_by"]
-    assert result.tool_calls[1].error.startswith("Error: recall takes one argument")
+    found = result.tool_calls[0].result["hits"]
+    assert found[0]["content"] == FACT and found[0]["thread_id"] == "thread-1" and "lexical" in found[0]["found_by"]
+    assert json.loads(result.tool_calls[1].error)["error"].startswith("recall has no argument 'q'")
     assert FACT in model.requests[1].messages[-1].content  # the tool result the model read

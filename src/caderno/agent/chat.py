@@ -39,21 +39,27 @@ from datetime import datetime
 from typing import Any
 
 from ..core.clock import utcnow
-from ..core.errors import CadernoError, InvalidPatch, InvalidToolArguments, ModelError, NotebookError, UsageError
+from ..core.errors import CadernoError, InvalidToolArguments, ModelError, NotebookError, UsageError
 from ..core.messages import Message, ToolCall, WorkingMemory
 from ..core.records import Macro, MacroKey
 from ..core.validate import storable_reply
 from ..memory import macros as macro_rules
 from ..memory.consolidation import summary_span
 from ..memory.context import TokenCounter, build_prompt, estimate_tokens
-from ..memory.facade import AgentMemory, Memory, TurnContext, fact_op
-from ..memory.notebook import MEMORY_TOOL_SPEC, Notebook
+from ..memory.facade import AgentMemory, Memory, TurnContext
+from ..memory.notebook import Notebook
 from ..stores import ops
+from ..tools.base import Scope, ToolDef, Turn, as_text
+from ..tools.catalog import offered
+from ..tools.facts import REMEMBER_FACT
+from ..tools.notebook import NOTEBOOK
+from ..tools.recall import RECALL, thread_titles
+from ..tools.working_memory import UPDATE_WORKING_MEMORY, WM_SOURCE
 from .approval import Approval, ApprovalRequest, Approver, command_of, decide, default_prefix
 from .function_tools import Tool, ToolSpec, collect_tools
 from .idempotency import check_key, check_same, find_turn, turn_ids
 from .models import Model
-from .task_tools import SCHEDULE_SPEC, schedule_call
+from .task_tools import SCHEDULE
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "RecallSettings", "ToolCallRecord"]
 
@@ -67,7 +73,6 @@ SNAPSHOT_CACHE = 1024
 #: minutes covers both, while a hung upstream holds the thread's lock for two
 #: minutes instead of 60 s x ``max_steps`` (eight minutes by default).
 TURN_TIMEOUT = 120.0
-WM_SOURCE = "tool:update_working_memory"
 
 DEFAULT_INSTRUCTIONS = (
     "You are a helpful assistant with durable memory. The working memory below is what you know about "
@@ -75,64 +80,7 @@ DEFAULT_INSTRUCTIONS = (
     "something lasting (names, income, goals, preferences)."
 )
 
-UPDATE_WM_SPEC = ToolSpec(
-    name="update_working_memory",
-    description=(
-        "Update the user's working memory (shown in your instructions) with a JSON merge patch. "
-        "Send only what changes: keys you omit are kept; objects merge key by key; arrays and "
-        "plain values replace the old value whole (send the full new array); null deletes a key."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "patch": {
-                "type": "object",
-                "description": "JSON merge patch (RFC 7396) applied to the working memory.",
-            }
-        },
-        "required": ["patch"],
-        "additionalProperties": False,
-    },
-)
-
-
-RECALL_SPEC = ToolSpec(
-    name="recall",
-    description=(
-        "Search everything said in earlier conversations with this user (all threads), by meaning and by "
-        "words. Use it when the user refers to something from before that is not in this conversation."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {"query": {"type": "string", "description": "What to look for, in a few words."}},
-        "required": ["query"],
-        "additionalProperties": False,
-    },
-)
-
 RECALL_HEADER = "Remembered from earlier conversations"
-#: Most hits the recall tool hands the model.
-RECALL_TOOL_TOP = 8
-
-REMEMBER_FACT_SPEC = ToolSpec(
-    name="remember_fact",
-    description=(
-        "Record a durable fact about the user (it is shown to you in later conversations). Use a short "
-        "lowercase category (finance, family, health, travel, preferences, work, home) and a key naming "
-        "what it is about; saving the same category and key again replaces the value (the old one is kept "
-        "in history)."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "category": {"type": "string", "description": "e.g. finance"},
-            "key": {"type": "string", "description": "e.g. monthly_income"},
-            "value": {"type": "string", "description": "e.g. R$ 14,000"},
-        },
-        "required": ["category", "key", "value"],
-        "additionalProperties": False,
-    },
-)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -308,15 +256,9 @@ class AgentChat:
         self.clock = clock
         self.macros = macros
         self.approve = approve
-        for reserved in (
-            UPDATE_WM_SPEC.name,
-            MEMORY_TOOL_SPEC.name,
-            RECALL_SPEC.name,
-            REMEMBER_FACT_SPEC.name,
-            SCHEDULE_SPEC.name,
-        ):
-            if reserved in self.tools:
-                raise UsageError(f"the tool name {reserved} is reserved")
+        for reserved in (*offered("agent"), SCHEDULE):
+            if reserved.name in self.tools:
+                raise UsageError(f"the tool name {reserved.name} is reserved")
         self.notebook = notebook
         self._notebooks: dict[str, Notebook] = {}
         self._notebook_owner: str | None = None
@@ -327,17 +269,20 @@ class AgentChat:
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     @property
+    def builtin_tools(self) -> dict[str, ToolDef[Any]]:
+        """The memory tools this chat offers (``caderno.tools``), by name: each one when its feature is on."""
+        on: list[tuple[ToolDef[Any], bool]] = [
+            (UPDATE_WORKING_MEMORY, True),
+            (NOTEBOOK, self.notebook is not None),
+            (RECALL, self.recall_tool),
+            (REMEMBER_FACT, bool(self.facts)),
+            (SCHEDULE, self.schedule_tool),
+        ]
+        return {t.name: t for t, wanted in on if wanted}
+
+    @property
     def tool_specs(self) -> list[ToolSpec]:
-        builtin = [UPDATE_WM_SPEC]
-        if self.notebook is not None:
-            builtin.append(MEMORY_TOOL_SPEC)
-        if self.recall_tool:
-            builtin.append(RECALL_SPEC)
-        if self.facts:
-            builtin.append(REMEMBER_FACT_SPEC)
-        if self.schedule_tool:
-            builtin.append(SCHEDULE_SPEC)
-        return [*builtin, *(t.spec for t in self.tools.values())]
+        return [*(t.spec for t in self.builtin_tools.values()), *(t.spec for t in self.tools.values())]
 
     def notebook_for(self, resource_id: str) -> Notebook | None:
         """The resource's notebook (``None`` when there is none).
@@ -526,12 +471,13 @@ class AgentChat:
         turn: list[Message] = list(new)
         records: list[ToolCallRecord] = []
         held = _Held(
-            working_memory=state.data if state else None,
+            turn=Turn(working_memory=state.data if state else None, version=state.version if state else 0),
             resource_id=resource_id,
             thread_id=thread_id,
             trusted=trusted,
             macros={m.key: m for m in ctx.macros},
         )
+        builtin = self.builtin_tools
         specs = self.tool_specs
         usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for _ in range(self.max_steps):
@@ -562,10 +508,10 @@ class AgentChat:
             if not reply.tool_calls:
                 break
             for call in reply.tool_calls:
-                record = await self._call(call, held, resource_id, thread_id, notebook, specs)
+                record = await self._call(call, held, notebook, builtin, specs)
                 record = self._after_call(record, held, records)
                 records.append(record)
-                content = record.error if record.error else _as_text(record.result)
+                content = record.error if record.error else as_text(record.result)
                 if record.hint:
                     content += "\n\n" + record.hint
                 turn.append(Message.tool(content, tool_call_id=call.id, name=call.name))
@@ -582,27 +528,26 @@ class AgentChat:
     ) -> tuple[list[Message], WorkingMemory | None]:
         """Store the turn: one transaction on a ``Memory`` (messages, patches, facts)."""
         if self.full is not None:
-            extra = list(held.writes)
+            extra = list(held.turn.writes)
             if self.macros and held.calls:
                 extra.append(self.full.macros.learn_op(resource_id, held.calls, held.used))
             stored, patched = await self.full.commit_turn(
                 resource_id=resource_id,
                 thread_id=thread_id,
                 messages=turn,
-                patches=[(p, WM_SOURCE) for p in held.patches],
-                facts=held.facts,
+                patches=[(p, WM_SOURCE) for p in held.turn.patches],
                 extra=extra,
             )
             return stored, patched or state
         # A four-method memory has no transaction spanning calls: append first,
         # so a failed append stores nothing; a patch that fails afterwards is logged.
         stored = await self.memory.append_messages(resource_id=resource_id, thread_id=thread_id, messages=turn)
-        for patch in held.patches:
+        for patch in held.turn.patches:
             try:
                 await self.memory.update_working_memory(resource_id=resource_id, patch=patch)
             except CadernoError as exc:
                 log.warning("working-memory patch for %s not applied after the turn: %s", resource_id, exc)
-        if held.patches:
+        if held.turn.patches:
             data = await self.memory.get_working_memory(resource_id=resource_id)
             state = None if data is None else WorkingMemory(resource_id=resource_id, data=data, version=0)
         return stored, state
@@ -618,26 +563,27 @@ class AgentChat:
         self,
         call: ToolCall,
         held: _Held,
-        resource_id: str,
-        thread_id: str,
         notebook: Notebook | None,
+        builtin: dict[str, ToolDef[Any]],
         specs: list[ToolSpec],
     ) -> ToolCallRecord:
         """Run one tool call; errors become text for the model, never exceptions."""
         args = call.arguments
-        if call.name == MEMORY_TOOL_SPEC.name and notebook is not None:
-            return await asyncio.to_thread(_notebook_call, notebook, call)
-        if call.name == RECALL_SPEC.name and self.recall_tool:
-            return await self._recall_call(call, resource_id, thread_id)
-        if call.name == REMEMBER_FACT_SPEC.name and self.facts:
-            return self._remember_fact_call(call, resource_id, held)
-        if call.name == UPDATE_WM_SPEC.name:
-            return self._patch_call(call, held, resource_id)
-        if call.name == SCHEDULE_SPEC.name and self.schedule_tool and self.full is not None:
-            result, error = await schedule_call(
-                self.full, call, resource_id, held.writes, now=self.clock(), timezone=self.timezone
+        memory_tool = builtin.get(call.name)
+        if memory_tool is not None:
+            scope = Scope(
+                memory=self.memory,
+                resource_id=held.resource_id,
+                thread_id=held.thread_id,
+                notebook=None if notebook is None else (lambda: notebook),
+                turn=held.turn,
+                now=self.clock(),
+                timezone=self.timezone,
             )
-            return ToolCallRecord(name=call.name, args=args, result=result, error=error)
+            outcome = await memory_tool.call(scope, args)
+            if outcome.ok:
+                return ToolCallRecord(name=call.name, args=args, result=outcome.payload)
+            return ToolCallRecord(name=call.name, args=args, result=None, error=outcome.text)
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(spec.name for spec in specs))
@@ -709,68 +655,6 @@ class AgentChat:
         )
         return ToolCallRecord(name=record.name, args=record.args, result=record.result, error=record.error, hint=hint)
 
-    def _patch_call(self, call: ToolCall, held: _Held, resource_id: str) -> ToolCallRecord:
-        """``update_working_memory``: validated now against the turn's pending state, written at commit."""
-        args = call.arguments
-        try:
-            if isinstance(args, str):
-                raise InvalidPatch(f"arguments are not valid JSON: {args[:200]!r}")
-            if set(args) != {"patch"}:
-                raise InvalidPatch("update_working_memory takes exactly one argument, 'patch' (a JSON object)")
-            patch = args["patch"]
-            if isinstance(patch, str):  # some models send the object as a JSON string
-                try:
-                    patch = json.loads(patch)
-                except json.JSONDecodeError:
-                    raise InvalidPatch("patch must be a JSON object, not text") from None
-            if self.full is not None:
-                merged = self.full.preview_working_memory(held.working_memory, patch, resource_id=resource_id)
-            else:
-                from ..memory.working_memory import check_patch, merge_patch
-
-                merged = merge_patch(held.working_memory or {}, check_patch(patch, resource_id))
-        except CadernoError as exc:
-            return ToolCallRecord(name=call.name, args=call.arguments, result=None, error=f"Error: {exc}")
-        held.working_memory = merged
-        held.patches.append(patch)
-        return ToolCallRecord(name=call.name, args={"patch": patch}, result={"ok": True, "working_memory": merged})
-
-    def _remember_fact_call(self, call: ToolCall, resource_id: str, held: _Held) -> ToolCallRecord:
-        """``remember_fact``: validated now, stored with the turn (a failed turn keeps no fact)."""
-        args = call.arguments
-        if not isinstance(args, dict) or set(args) != {"category", "key", "value"}:
-            error = "Error: remember_fact takes exactly category, key and value (text)"
-            return ToolCallRecord(name=call.name, args=args, result=None, error=error)
-        try:
-            op = fact_op(resource_id, str(args["category"]), str(args["key"]), str(args["value"]), "agent")
-        except CadernoError as exc:
-            return ToolCallRecord(name=call.name, args=args, result=None, error=f"Error: {exc}")
-        held.facts.append(op)
-        return ToolCallRecord(name=call.name, args=args, result={"ok": True, "fact": f"{op.category}/{op.key}"})
-
-    async def _recall_call(self, call: ToolCall, resource_id: str, thread_id: str) -> ToolCallRecord:
-        args = call.arguments
-        query = args.get("query") if isinstance(args, dict) else None
-        if not isinstance(query, str) or not query.strip() or set(args) != {"query"}:
-            error = "Error: recall takes one argument, 'query' (non-empty text)"
-            return ToolCallRecord(name=call.name, args=args, result=None, error=error)
-        assert self.full is not None  # the recall tool is offered only on a Memory
-        hits = await self.full.recall(
-            resource_id=resource_id, query=query, thread_id=thread_id, recent=0, top=RECALL_TOOL_TOP
-        )
-        titles = await self._titles(resource_id, hits)
-        result = [
-            {
-                "thread": titles.get(h.thread_id, h.thread_id),
-                "date": f"{h.message.created_at:%Y-%m-%d}" if h.message.created_at else None,
-                "role": h.message.role,
-                "content": h.message.content,
-                "found_by": sorted(h.reasons),
-            }
-            for h in hits
-        ]
-        return ToolCallRecord(name=call.name, args=args, result=result or "Nothing found.")
-
     async def _auto_recall(
         self, new: list[Message], history: list[Message], resource_id: str, thread_id: str
     ) -> Message | None:
@@ -797,20 +681,14 @@ class AgentChat:
         hits = [h for h in hits if h.message.id not in shown][: settings.top]
         if not hits:
             return None
-        titles = await self._titles(resource_id, hits)
+        titles = await thread_titles(self.full, resource_id, hits)
         lines = [f"{RECALL_HEADER} (not in the messages below; use them if they help):"]
         for h in hits:
             when = f"{h.message.created_at:%Y-%m-%d}" if h.message.created_at else "?"
-            title = titles.get(h.thread_id, h.thread_id)
+            title = titles.get(h.thread_id) or h.thread_id
             text = " ".join(h.message.content.split())
             lines.append(f"- [{when}, thread {title!r}] {h.message.role}: {text[:500]}")
         return Message.system("\n".join(lines))
-
-    async def _titles(self, resource_id: str, hits: list[Any]) -> dict[str, str]:
-        if not hits:
-            return {}
-        assert self.full is not None
-        return {t.id: t.title or t.id for t in await self.full.list_threads(resource_id=resource_id)}
 
     def blocks(self, state: WorkingMemory | None) -> dict[str, Any]:
         """The fixed prompt blocks that do not depend on the query or the conversation."""
@@ -820,28 +698,6 @@ class AgentChat:
             "working_memory": working_memory_block(state, schema),
             "notebook": [],
         }
-
-
-def _notebook_call(notebook: Notebook, call: ToolCall) -> ToolCallRecord:
-    """The ``memory`` tool: written to the notebook files at once.
-
-    Notebook writes are file writes, outside the database transaction: they
-    stay even if the rest of the turn fails, like a note taken on paper.
-    """
-    args = call.arguments
-    if not isinstance(args, dict):
-        error = f"Error: arguments are not valid JSON: {str(args)[:200]!r}"
-        return ToolCallRecord(name=call.name, args=args, result=None, error=error)
-    unknown = set(args) - {"action", "target", "content", "old_text"}
-    if unknown or "action" not in args or "target" not in args:
-        error = "Error: the memory tool takes action, target, content and old_text" + (
-            f" (unknown: {', '.join(sorted(unknown))})" if unknown else " (action and target are required)"
-        )
-        return ToolCallRecord(name=call.name, args=args, result=None, error=error)
-    result = json.loads(notebook.tool(**args))
-    if result.get("success"):
-        return ToolCallRecord(name=call.name, args=args, result=result)
-    return ToolCallRecord(name=call.name, args=args, result=None, error=json.dumps(result, ensure_ascii=False))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -860,14 +716,11 @@ class _Turn:
 class _Held:
     """What a turn's tools decided, held until the turn commits."""
 
-    working_memory: dict[str, Any] | None
+    turn: Turn
+    """The memory tools' transaction: patches, facts and tasks, written at commit."""
     resource_id: str = ""
     thread_id: str = ""
     trusted: bool = False
-    patches: list[dict[str, Any]] = field(default_factory=list)
-    facts: list[ops.UpsertFact] = field(default_factory=list)
-    writes: list[ops.Op[Any]] = field(default_factory=list)
-    """Other writes the tools held (scheduled tasks)."""
     macros: dict[MacroKey, Macro] = field(default_factory=dict)
     calls: list[macro_rules.ObservedCall] = field(default_factory=list)
     suggested: tuple[MacroKey, str, Any] | None = None
@@ -912,9 +765,3 @@ def _summary_block(summaries: list[Message]) -> str | None:
         where = f"messages {span[0]}–{span[1]}, " if span else ""
         parts.append(f"({where}{how} summary)\n{m.content}")
     return "SUMMARY OF EARLIER TURNS in this conversation (the originals are stored):\n" + "\n\n".join(parts)
-
-
-def _as_text(result: Any) -> str:
-    if isinstance(result, str):
-        return result
-    return json.dumps(result, ensure_ascii=False, default=str)

@@ -1,5 +1,8 @@
 """The ``schedule`` tool: the model creates, lists, pauses, resumes and deletes scheduled tasks.
 
+A tool of the catalog's kind (``caderno.tools.base.ToolDef``: one schema, one
+validator, one result shape), offered by AgentChat alone and so kept beside
+it: every run of a task is an AgentChat turn (``caderno.agent.scheduler``).
 Reads happen at once; writes are held and committed with the turn, like
 working-memory patches and facts, so a failed turn schedules nothing.
 
@@ -14,19 +17,19 @@ the model created. People
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
+from ..core.clock import utcnow
 from ..core.cron import shortest_gap
-from ..core.errors import CadernoError
-from ..core.messages import ToolCall, ToolSpec
+from ..core.errors import UsageError
 from ..core.records import ScheduledTask
-from ..memory.facade import Memory
 from ..memory.state import advance, build_task
 from ..stores import ops
+from ..tools.base import Scope, ToolDef, done
 
-__all__ = ["MODEL_MAX_TASKS", "MODEL_MIN_INTERVAL", "SCHEDULE_SPEC", "schedule_call"]
+__all__ = ["MODEL_MAX_TASKS", "MODEL_MIN_INTERVAL", "SCHEDULE"]
 
 #: Shortest interval of a recurring task the model creates. Reminders and
 #: digests people ask an assistant for are hourly at most ("check the price
@@ -39,7 +42,89 @@ MODEL_MIN_INTERVAL = timedelta(minutes=15)
 #: what a model can pile up (20 x 96 runs a day at worst).
 MODEL_MAX_TASKS = 20
 
-SCHEDULE_SPEC = ToolSpec(
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Action:
+    """A ``schedule`` call."""
+
+    action: str
+    name: str | None
+    schedule: str | None
+    prompt: str | None
+
+
+def _describe(t: ScheduledTask) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "schedule": t.original_schedule,
+        "cron": t.cron_expr,
+        "once": t.is_oneshot,
+        "paused": t.is_paused,
+        "next_run_at": f"{t.next_run_at:%Y-%m-%d %H:%M} UTC" if t.next_run_at else None,
+        "prompt": t.prompt,
+    }
+
+
+async def _schedule(scope: Scope, request: Action) -> dict[str, Any]:
+    """One ``schedule`` call; its writes join the open turn (AgentChat always has one)."""
+    memory, resource_id, action = scope.full, scope.resource_id, request.action
+    now = scope.now or utcnow()
+    current = await memory.tasks.list(resource_id=resource_id)
+    held = scope.turn.writes if scope.turn is not None else []
+    pending = {op.task.name: op.task for op in held if isinstance(op, ops.PutTask)}
+    known = {t.name: t for t in current} | pending
+    if action == "list":
+        return done(tasks=[_describe(t) for t in known.values()])
+    name = request.name
+    if name is None or not name.strip():
+        raise UsageError(f"schedule {action} needs the task's name")
+    if action == "create":
+        if name.strip() in known:
+            raise UsageError(f"a task named {name!r} exists already; pick another name or delete it first")
+        made = sum(1 for t in known.values() if t.source == "tool")
+        if made >= MODEL_MAX_TASKS:
+            raise UsageError(
+                f"this user already has {made} tasks you created (the most is {MODEL_MAX_TASKS}); delete one first"
+            )
+        task = build_task(
+            resource_id=resource_id,
+            name=name,
+            schedule=request.schedule or "",
+            prompt=request.prompt or "",
+            timezone=scope.timezone,
+            now=now,
+        )
+        minutes = int(MODEL_MIN_INTERVAL.total_seconds() // 60)
+        if task.cron_expr is not None and shortest_gap(
+            task.cron_expr, at_least=MODEL_MIN_INTERVAL, after=now, tz=scope.timezone
+        ):
+            raise UsageError(
+                f"{task.original_schedule!r} runs more often than every {minutes} minutes, "
+                f"the shortest interval you may schedule; pick a longer one"
+            )
+        # A one-shot that runs sooner could schedule the next one from its
+        # own run: a chain of "in 1 minute" tasks is "every minute" again.
+        if task.is_oneshot and task.next_run_at is not None and task.next_run_at - now < MODEL_MIN_INTERVAL:
+            raise UsageError(
+                f"{task.original_schedule!r} runs in less than {minutes} minutes, "
+                f"the soonest you may schedule; pick a later time"
+            )
+        await scope.write(ops.PutTask(task=task, create=True))
+        return done(task=_describe(task))
+    found = known.get(name)
+    if found is None:
+        raise UsageError(f"there is no task named {name!r}")
+    if action == "delete":
+        await scope.write(ops.DeleteTask(resource_id=resource_id, name=name))
+        return done(deleted=name)
+    paused = action == "pause"
+    following = found.next_run_at if paused or found.is_oneshot else advance(found, now)
+    changed = replace(found, is_paused=paused, next_run_at=following, updated_at=now)
+    await scope.write(ops.PutTask(task=changed, create=name not in {t.name for t in current}))
+    return done(task=_describe(changed))
+
+
+SCHEDULE: ToolDef[Action] = ToolDef(
     name="schedule",
     description=(
         "Schedule a prompt for yourself to run later, once or repeatedly, in its own conversation; or list, "
@@ -58,85 +143,11 @@ SCHEDULE_SPEC = ToolSpec(
         "required": ["action"],
         "additionalProperties": False,
     },
+    request=Action,
+    handler=_schedule,
+    result=("task", "tasks", "deleted"),
+    effect="write",
+    offered=frozenset({"agent"}),
+    why="Every run of a task is an AgentChat turn (caderno.agent.scheduler), so the tool is offered where an "
+    "AgentChat runs: AgentChat itself and the memory proxy.",
 )
-
-
-def _describe(t: ScheduledTask) -> dict[str, Any]:
-    return {
-        "name": t.name,
-        "schedule": t.original_schedule,
-        "cron": t.cron_expr,
-        "once": t.is_oneshot,
-        "paused": t.is_paused,
-        "next_run_at": f"{t.next_run_at:%Y-%m-%d %H:%M} UTC" if t.next_run_at else None,
-        "prompt": t.prompt,
-    }
-
-
-async def schedule_call(
-    memory: Memory, call: ToolCall, resource_id: str, held: list[ops.Op[Any]], *, now: datetime, timezone: str
-) -> tuple[Any, str | None]:
-    """Run one ``schedule`` call: ``(result, None)`` or ``(None, error text for the model)``."""
-    args = call.arguments
-    if not isinstance(args, dict) or not set(args) <= {"action", "name", "schedule", "prompt"}:
-        return None, "Error: schedule takes action, name, schedule and prompt"
-    action = args.get("action")
-    try:
-        current = await memory.tasks.list(resource_id=resource_id)
-        pending = {op.task.name: op.task for op in held if isinstance(op, ops.PutTask)}
-        known = {t.name: t for t in current} | pending
-        if action == "list":
-            return [_describe(t) for t in known.values()] or "No scheduled tasks.", None
-        name = args.get("name")
-        if not isinstance(name, str) or not name.strip():
-            return None, f"Error: schedule {action} needs the task's name"
-        if action == "create":
-            if name.strip() in known:
-                return None, f"Error: a task named {name!r} exists already; pick another name or delete it first"
-            made = sum(1 for t in known.values() if t.source == "tool")
-            if made >= MODEL_MAX_TASKS:
-                return None, (
-                    f"Error: this user already has {made} tasks you created (the most is {MODEL_MAX_TASKS}); "
-                    "delete one first"
-                )
-            task = build_task(
-                resource_id=resource_id,
-                name=name,
-                schedule=str(args.get("schedule", "")),
-                prompt=str(args.get("prompt", "")),
-                timezone=timezone,
-                now=now,
-            )
-            minutes = int(MODEL_MIN_INTERVAL.total_seconds() // 60)
-            if task.cron_expr is not None and shortest_gap(
-                task.cron_expr, at_least=MODEL_MIN_INTERVAL, after=now, tz=timezone
-            ):
-                return None, (
-                    f"Error: {task.original_schedule!r} runs more often than every {minutes} minutes, "
-                    f"the shortest interval you may schedule; pick a longer one"
-                )
-            # A one-shot that runs sooner could schedule the next one from its
-            # own run: a chain of "in 1 minute" tasks is "every minute" again.
-            if task.is_oneshot and task.next_run_at is not None and task.next_run_at - now < MODEL_MIN_INTERVAL:
-                return None, (
-                    f"Error: {task.original_schedule!r} runs in less than {minutes} minutes, "
-                    f"the soonest you may schedule; pick a later time"
-                )
-            held.append(ops.PutTask(task=task, create=True))
-            return {"ok": True, "task": _describe(task)}, None
-        found = known.get(name)
-        if found is None:
-            return None, f"Error: there is no task named {name!r}"
-        task = found
-        if action == "delete":
-            held.append(ops.DeleteTask(resource_id=resource_id, name=name))
-            return {"ok": True, "deleted": name}, None
-        if action in ("pause", "resume"):
-            paused = action == "pause"
-            following = task.next_run_at if paused or task.is_oneshot else advance(task, now)
-            changed = replace(task, is_paused=paused, next_run_at=following, updated_at=now)
-            held.append(ops.PutTask(task=changed, create=name not in {t.name for t in current}))
-            return {"ok": True, "task": _describe(changed)}, None
-        return None, "Error: action must be create, list, pause, resume or delete"
-    except CadernoError as exc:  # the parser's message already lists the accepted forms
-        return None, f"Error: {exc}"
