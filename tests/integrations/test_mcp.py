@@ -24,7 +24,7 @@ TOOLS = {
     "recall",
     "get_working_memory",
     "update_working_memory",
-    "notebook",
+    "memory",
     "remember_fact",
     "get_facts",
     "forget_fact",
@@ -49,10 +49,13 @@ async def _ok(session: ClientSession, tool: str, **arguments: Any) -> Any:
 
 
 async def _error(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """The sentence of a refusal, which comes in the catalog's one shape."""
     result = await session.call_tool(tool, arguments)
     assert result.is_error, _text(result)
-    assert "Traceback" not in _text(result)
-    return _text(result)
+    refusal = json.loads(_text(result))
+    assert refusal["ok"] is False and "Traceback" not in refusal["error"]
+    error: str = refusal["error"]
+    return error
 
 
 def _seed(db: Path) -> None:
@@ -93,25 +96,32 @@ async def test_stdio_server_serves_every_tool_and_resource(tmp_path: Path) -> No
         hits = (await _ok(session, "recall", query="xadrez"))["hits"]
         assert hits and {h["thread_id"] for h in hits} == {"jantar"}  # never the other resource's thread
 
-        assert await _ok(session, "get_working_memory") == {"data": None, "version": 0, "updated_at": None}
+        empty = {"ok": True, "working_memory": None, "version": 0, "updated_at": None}
+        assert await _ok(session, "get_working_memory") == empty
         state = await _ok(session, "update_working_memory", patch={"plano": {"jantar": "sexta"}})
-        assert state["data"] == {"plano": {"jantar": "sexta"}} and state["version"] == 1
+        assert state == {"ok": True, "working_memory": {"plano": {"jantar": "sexta"}}, "version": 1}
         state = await _ok(session, "update_working_memory", patch={"plano": {"hora": "20h"}}, expected_version=1)
-        assert state["data"] == {"plano": {"jantar": "sexta", "hora": "20h"}} and state["version"] == 2
+        assert state["working_memory"] == {"plano": {"jantar": "sexta", "hora": "20h"}} and state["version"] == 2
         stale = await _error(session, "update_working_memory", patch={"x": 1}, expected_version=1)
-        assert "version" in stale
-        assert await _error(session, "update_working_memory", patch=["not", "an", "object"])
+        assert stale == "working memory of 'casa' is at version 2, not 1"
+        # caderno's sentences, not the MCP SDK's pydantic text; an unknown argument is refused, not ignored.
+        listed_patch = await _error(session, "update_working_memory", patch=["not", "an", "object"])
+        assert listed_patch == "'patch' must be an object, not an array"
+        extra = await _error(session, "update_working_memory", patch={"x": 1}, colour="red")
+        assert extra.startswith("update_working_memory has no argument 'colour'")
+        assert "empty" in await _error(session, "recall", query="  ")
+        assert (await _ok(session, "get_working_memory"))["version"] == 2  # none of them wrote
 
         fact = await _ok(session, "remember_fact", category="Family", key="filha", value="Ana, adora xadrez")
-        assert (fact["category"], fact["key"], fact["resource_id"]) == ("family", "filha", "casa")
+        assert fact == {"ok": True, "fact": "family/filha"}
         assert [f["key"] for f in (await _ok(session, "get_facts", category="family"))["facts"]] == ["filha"]
         assert await _ok(session, "forget_fact", category="family", key="filha")
         assert (await _ok(session, "get_facts"))["facts"] == []
         assert "no fact" in await _error(session, "forget_fact", category="family", key="filha")
 
-        added = await _ok(session, "notebook", action="add", target="user", content="Prefere respostas curtas.")
-        assert added["success"] and added["entries"] == ["Prefere respostas curtas."]
-        assert await _error(session, "notebook", action="remove", target="user", old_text="nada disto")
+        added = await _ok(session, "memory", action="add", target="user", content="Prefere respostas curtas.")
+        assert added["ok"] and added["entries"] == ["Prefere respostas curtas."]
+        assert await _error(session, "memory", action="remove", target="user", old_text="nada disto")
         assert "not found" in await _error(session, "list_threads", resource="outra")
 
         listed = {str(r.uri) for r in (await session.list_resources()).resources}
@@ -130,7 +140,7 @@ async def test_stdio_server_serves_every_tool_and_resource(tmp_path: Path) -> No
         await session.initialize()
         user = (await session.read_resource("caderno://casa/notebook/user")).contents[0]
         assert "Prefere respostas curtas." in user.text  # type: ignore[union-attr]
-        await _ok(session, "notebook", action="add", target="memory", content="O jantar de sexta ficou marcado.")
+        await _ok(session, "memory", action="add", target="memory", content="O jantar de sexta ficou marcado.")
         memory_block = (await session.read_resource("caderno://casa/notebook/memory")).contents[0]
         assert memory_block.text == ""  # type: ignore[union-attr]
         with pytest.raises(Exception, match="not found"):
@@ -181,7 +191,7 @@ async def test_http_mount_inside_serve_scopes_tools_to_the_key(tmp_path: Path) -
                     hits = (await _ok(session, "recall", query="xadrez"))["hits"]
                     assert {h["thread_id"] for h in hits} == {"jantar"}
                     state = await _ok(session, "update_working_memory", patch={"humor": "bom"})
-                    assert state == {**state, "data": {"humor": "bom"}, "version": 1}
+                    assert state == {"ok": True, "working_memory": {"humor": "bom"}, "version": 1}
                 else:
                     # A key for another resource cannot reach this one: the same words as a missing one.
                     for tool, args in (("get_working_memory", {}), ("list_threads", {}), ("recall", {"query": "x"})):
@@ -190,7 +200,7 @@ async def test_http_mount_inside_serve_scopes_tools_to_the_key(tmp_path: Path) -
                         await session.read_resource("caderno://casa/working-memory")
                     hits = (await _ok(session, "recall", query="xadrez"))["hits"]
                     assert {h["thread_id"] for h in hits} == {"segredo"}
-                    assert (await _ok(session, "get_working_memory"))["data"] is None
+                    assert (await _ok(session, "get_working_memory"))["working_memory"] is None
 
         async with (
             create_mcp_http_client(headers={"Authorization": f"Bearer {both}"}) as client,
@@ -199,9 +209,9 @@ async def test_http_mount_inside_serve_scopes_tools_to_the_key(tmp_path: Path) -
         ):
             await session.initialize()
             assert "pass 'resource'" in await _error(session, "get_working_memory")
-            assert (await _ok(session, "get_working_memory", resource="casa"))["data"] == {"humor": "bom"}
+            assert (await _ok(session, "get_working_memory", resource="casa"))["working_memory"] == {"humor": "bom"}
             wm = (await session.read_resource("caderno://casa/working-memory")).contents[0]
-            assert json.loads(wm.text)["data"] == {"humor": "bom"}  # type: ignore[union-attr]
+            assert json.loads(wm.text)["working_memory"] == {"humor": "bom"}  # type: ignore[union-attr]
             assert "not found" in await _error(session, "list_threads", resource="terceira")
     finally:
         server.terminate()

@@ -1,78 +1,83 @@
-"""caderno as an MCP server: a model's tools and resources over one ``Memory``.
+"""caderno as an MCP server: the catalog's tools and two resources over one ``Memory``.
 
 ``build_server(memory, pick)`` returns an ``MCPServer`` (the official SDK,
-extra ``mcp``) whose tools read and change one resource's memory. The
-resource is never the model's choice alone: ``pick`` turns the call's
-context and the optional ``resource`` argument into the resource it may
-reach — over stdio the one named by ``caderno mcp --resource``, over HTTP
+extra ``mcp``) that binds every tool ``caderno.tools.catalog`` offers to MCP.
+Each tool keeps the catalog's schema, validator and result text, so a call
+reads the same here as through AgentChat or the Agents SDK adapter: unknown
+or wrong-typed arguments are refused with caderno's sentences, never the
+SDK's pydantic text. MCP adds two things of its own: each tool's
+annotations (read-only, or destructive) and the optional ``resource``
+argument.
+
+The resource is never the model's choice alone: ``pick`` turns the call's
+context and that ``resource`` argument into the resource it may reach —
+over stdio the one named by ``caderno mcp --resource``, over HTTP
 (``caderno.server.mcp_http``) one of the bearer key's resources. A resource
 out of reach reads as ``resource '…' not found``, the same words a missing
 one gets from the HTTP API.
 
-Tools answer JSON text. A refusal (bad id, invalid patch, version conflict,
-a full notebook) comes back as an MCP tool error carrying caderno's own
-message, never a traceback.
+A tool answers the catalog's JSON text; a refusal (bad argument, invalid
+patch, version conflict, a full notebook) is an MCP tool error whose text is
+``{"ok": false, "error": …}``, never a traceback.
 
-Resources: ``caderno://{resource}/working-memory`` (JSON) and
-``caderno://{resource}/notebook/{memory|user}`` — the notebook block as the
-model sees it in its instructions, frozen at this server's first read
-(see ``caderno.memory.notebook``: the snapshot stays put while writes reach disk).
+Resources: ``caderno://{resource}/working-memory`` (JSON, as
+``get_working_memory`` answers) and ``caderno://{resource}/notebook/{memory|user}``
+— the notebook block as the model sees it in its instructions, frozen at
+this server's first use of the notebook (see ``caderno.memory.notebook``: the
+snapshot stays put while writes reach disk).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import json
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from ..core.clock import to_iso
 from ..core.errors import CadernoError, MissingExtra
 from ..core.files import caderno_home
-from ..core.messages import WorkingMemory
 from ..memory.facade import Memory
 from ..memory.notebook import Notebook
+from ..tools.base import Effect, Outcome, Scope, ToolDef, check_value, refused
+from ..tools.catalog import offered
+from ..tools.working_memory import state_payload
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-    from mcp.types import ToolAnnotations
+    from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+    from mcp.server.mcpserver.tools.base import Tool
+    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
 except ImportError:  # pragma: no cover - exercised without the extra
     raise MissingExtra("mcp", "mcp") from None
-from pydantic import Field
 
-__all__ = ["Pick", "build_server", "stdio_pick"]
+__all__ = ["ANNOTATIONS", "INSTRUCTIONS", "RESOURCE_ARGUMENT", "Pick", "build_server", "stdio_pick"]
 
 #: Turns a call's context and its ``resource`` argument (``None``: not given)
 #: into the resource the call may reach; raises ``NotFound`` or ``UsageError``.
 Pick = Callable[[Context, "str | None"], Awaitable[str]]
 
-#: Messages ``get_messages`` returns when the model asks for no limit: enough
-#: for a thread's recent turns, small enough for a model's context window.
-DEFAULT_MESSAGE_LIMIT = 50
-
-#: Hits ``recall`` keeps by default (fused score); the model can ask for more.
-DEFAULT_RECALL_TOP = 10
-
 INSTRUCTIONS = (
     "caderno is your durable memory of one user (a 'resource'), kept across conversations. "
     "Read the notebook resources and get_working_memory at the start of a conversation; "
-    "use recall to find what was said before; save durable knowledge with notebook or remember_fact, "
-    "and keep the current state of ongoing work in working memory."
+    "use recall to find what was said before; save durable knowledge with the memory tool (your notebook) "
+    "or remember_fact, and keep the current state of ongoing work in working memory."
 )
 
-ResourceArg = Annotated[
-    str | None,
-    Field(
-        description=(
-            "Whose memory. Leave it out when you reach a single resource; "
-            "pass it when the server says you reach several."
-        )
+#: The argument MCP adds to every catalog tool.
+RESOURCE_ARGUMENT: dict[str, Any] = {
+    "type": "string",
+    "description": (
+        "Whose memory. Leave it out when you reach a single resource; pass it when the server says you reach several."
     ),
-]
+}
+
+#: MCP's annotations for each kind of tool.
+ANNOTATIONS: dict[Effect, ToolAnnotations] = {
+    "read": ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
+    "write": ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    "delete": ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
+}
 
 
 def stdio_pick(resource: str) -> Pick:
@@ -88,33 +93,6 @@ def stdio_pick(resource: str) -> Pick:
         return resource
 
     return pick
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return to_iso(value)
-    if isinstance(value, frozenset | set | tuple):
-        return sorted(value) if isinstance(value, frozenset | set) else list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=_default)
-
-
-def _wm(state: WorkingMemory | None) -> dict[str, Any]:
-    if state is None:
-        return {"data": None, "version": 0, "updated_at": None}
-    return {"data": state.data, "version": state.version, "updated_at": state.updated_at}
-
-
-@contextlib.contextmanager
-def _tool_errors() -> Iterator[None]:
-    """caderno's refusals as MCP tool errors: the model reads the message, no traceback."""
-    try:
-        yield
-    except CadernoError as exc:
-        raise ToolError(str(exc)) from None
 
 
 @contextlib.contextmanager
@@ -146,7 +124,6 @@ def build_server(
     """
     from ..core.version import __version__
 
-    server: MCPServer[Any] = MCPServer(name="caderno", version=__version__, instructions=INSTRUCTIONS)
     books: dict[str, Notebook] = {} if notebooks is None else notebooks
 
     def notebook_of(rid: str) -> Notebook:
@@ -156,199 +133,12 @@ def build_server(
             books.setdefault(rid, Notebook.for_resource(caderno_home(), rid).load())
         return books[rid]
 
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-    deletes = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
-
-    @server.tool(annotations=read_only, structured_output=False)
-    async def recall(
-        query: Annotated[str, Field(description="What to look for, in the user's words: a topic, a name, a phrase.")],
-        ctx: Context,
-        thread_id: Annotated[
-            str | None, Field(description="The current conversation's thread id, if you know it.")
-        ] = None,
-        scope: Annotated[
-            Literal["resource", "thread"],
-            Field(description="'resource': every conversation of the user (default); 'thread': only thread_id."),
-        ] = "resource",
-        top: Annotated[
-            int, Field(ge=1, le=100, description="Most messages to return, best first.")
-        ] = DEFAULT_RECALL_TOP,
-        resource: ResourceArg = None,
-    ) -> str:
-        """Search past conversations for messages that matter to the current one.
-
-        Combines meaning (embeddings), words (full-text), recency and importance.
-        Returns the messages in conversation order, each with its thread, why it
-        was found and a score. Use it before answering anything that may have
-        come up before ("what did I say about…", names, plans, preferences).
-        """
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-            hits = await memory.recall(resource_id=rid, query=query, thread_id=thread_id, scope=scope, top=top)
-            return _json(
-                {
-                    "hits": [
-                        {
-                            "thread_id": h.thread_id,
-                            "message": h.message.to_dict(),
-                            "reasons": h.reasons,
-                            "score": h.score,
-                        }
-                        for h in hits
-                    ]
-                }
-            )
-
-    @server.tool(annotations=read_only, structured_output=False)
-    async def get_working_memory(ctx: Context, resource: ResourceArg = None) -> str:
-        """Read the user's working memory: one JSON object with the current state of things.
-
-        Returns {"data": {...} or null, "version": N, "updated_at": ...}. Pass the
-        version as expected_version to update_working_memory so that a change made
-        meanwhile is not overwritten.
-        """
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-            return _json(_wm(await memory.get_working_memory_state(resource_id=rid)))
-
-    @server.tool(annotations=writes, structured_output=False)
-    async def update_working_memory(
-        patch: Annotated[
-            dict[str, Any],
-            Field(
-                description=(
-                    "A JSON Merge Patch (RFC 7396): objects merge key by key, any other value replaces, "
-                    "null deletes the key. Send only what changes."
-                )
-            ),
-        ],
-        ctx: Context,
-        expected_version: Annotated[
-            int | None,
-            Field(description="The version you read; the update is refused if it changed since. Omit to force."),
-        ] = None,
-        resource: ResourceArg = None,
-    ) -> str:
-        """Change the user's working memory with a merge patch, atomically.
-
-        Keep here the current, changing state (tasks in progress, the plan, open
-        questions), not long-term knowledge (use notebook or remember_fact). A
-        version conflict means someone else changed it: read it again and retry.
-        Returns the new {"data", "version", "updated_at"}.
-        """
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-            state = await memory.update_working_memory(
-                resource_id=rid, patch=patch, expected_version=expected_version, source="mcp"
-            )
-            return _json(_wm(state))
-
-    @server.tool(annotations=writes, structured_output=False)
-    async def notebook(
-        action: Annotated[Literal["add", "replace", "remove"], Field(description="What to do.")],
-        target: Annotated[
-            Literal["memory", "user"],
-            Field(description="'memory': your own notes (MEMORY.md); 'user': what you know about the user (USER.md)."),
-        ],
-        ctx: Context,
-        content: Annotated[str | None, Field(description="The entry text (add, replace).")] = None,
-        old_text: Annotated[
-            str | None, Field(description="A short unique piece of the entry to change (replace, remove).")
-        ] = None,
-        resource: ResourceArg = None,
-    ) -> str:
-        """Your notebook, kept across sessions and shown in your instructions from the next one on.
-
-        Save durable things: preferences, corrections the user made, facts about
-        them and their world, lessons that will matter next time. Not task
-        progress or temporary state. Each store is bounded in characters: when one
-        is full, merge entries with 'replace' or drop stale ones with 'remove' and
-        retry. Entries are found by a short unique substring (old_text); there are
-        no ids.
-        """
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-
-            def apply() -> dict[str, Any]:
-                outcome = notebook_of(rid).apply(action, target, content, old_text)
-                return {"success": True, **dataclasses.asdict(outcome)}
-
-            return _json(await asyncio.to_thread(apply))
-
-    @server.tool(annotations=writes, structured_output=False)
-    async def remember_fact(
-        category: Annotated[str, Field(description="A short grouping: family, work, health, finance, home…")],
-        key: Annotated[str, Field(description="What the fact is about, unique within the category: 'daughter'.")],
-        value: Annotated[str, Field(description="The fact itself, one sentence: 'Ana, born 2015, likes chess'.")],
-        ctx: Context,
-        resource: ResourceArg = None,
-    ) -> str:
-        """Record a durable fact about the user, keyed by (category, key).
-
-        Saving the same category and key again replaces the value (the old one is
-        kept in its history). Use it for stable facts the user told you.
-        """
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-            fact = await memory.remember_fact(resource_id=rid, category=category, key=key, value=value, source="agent")
-            return _json(dataclasses.asdict(fact))
-
-    @server.tool(annotations=read_only, structured_output=False)
-    async def get_facts(
-        ctx: Context,
-        category: Annotated[str | None, Field(description="Only this category; omit for all.")] = None,
-        resource: ResourceArg = None,
-    ) -> str:
-        """List the facts recorded about the user, most recently updated first."""
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-            facts = await memory.get_facts(resource_id=rid, category=category)
-            return _json({"facts": [dataclasses.asdict(f) for f in facts]})
-
-    @server.tool(annotations=deletes, structured_output=False)
-    async def forget_fact(
-        category: Annotated[str, Field(description="The fact's category.")],
-        key: Annotated[str, Field(description="The fact's key.")],
-        ctx: Context,
-        resource: ResourceArg = None,
-    ) -> str:
-        """Delete a fact that is wrong or no longer true (only when the user asks, or it is clearly outdated)."""
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-            await memory.forget_fact(resource_id=rid, category=category, key=key)
-            return _json({"forgotten": {"category": category.strip().lower(), "key": key}})
-
-    @server.tool(annotations=read_only, structured_output=False)
-    async def list_threads(ctx: Context, resource: ResourceArg = None) -> str:
-        """List the user's conversations (threads): id, title, message count, first and last activity."""
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-            threads = await memory.list_threads(resource_id=rid)
-            return _json({"threads": [dataclasses.asdict(t) for t in threads]})
-
-    @server.tool(annotations=read_only, structured_output=False)
-    async def get_messages(
-        thread_id: Annotated[str, Field(description="The conversation, as list_threads names it.")],
-        ctx: Context,
-        limit: Annotated[
-            int, Field(ge=1, le=500, description="Keep only the newest N messages.")
-        ] = DEFAULT_MESSAGE_LIMIT,
-        before: Annotated[int | None, Field(description="Page backwards: only messages before this position in the thread.")] = None,
-        resource: ResourceArg = None,
-    ) -> str:
-        """Read a conversation's messages, oldest first (the newest `limit` of them).
-
-        A thread that does not exist reads as no messages.
-        """
-        with _tool_errors():
-            rid = await pick(ctx, resource)
-            messages = await memory.get_messages(resource_id=rid, thread_id=thread_id, limit=limit, before=before)
-            return _json({"messages": [m.to_dict() for m in messages]})
+    tools: list[Tool] = [_CatalogTool.bind(tool, memory, pick, notebook_of) for tool in offered("mcp")]
+    server: MCPServer[Any] = MCPServer(name="caderno", version=__version__, instructions=INSTRUCTIONS, tools=tools)
 
     async def read_working_memory(rid: str) -> str:
         with _resource_errors():
-            return _json(_wm(await memory.get_working_memory_state(resource_id=rid)))
+            return Outcome(state_payload(await memory.get_working_memory_state(resource_id=rid))).text
 
     async def read_notebook(rid: str, target: str) -> str:
         if target not in ("memory", "user"):
@@ -359,7 +149,7 @@ def build_server(
     @server.resource(
         "caderno://{resource}/working-memory",
         name="working-memory",
-        description="The resource's working memory: {data, version, updated_at}.",
+        description="The resource's working memory, as get_working_memory answers it.",
         mime_type="application/json",
     )
     async def working_memory_template(resource: str, ctx: Context) -> str:
@@ -414,3 +204,46 @@ def _reader(read: Callable[[str, str], Awaitable[str]], rid: str, target: str) -
         return await read(rid, target)
 
     return block
+
+
+class _CatalogTool(Tool):
+    """A catalog tool served by ``MCPServer``: the raw arguments go to the catalog's validator.
+
+    The SDK's own tools validate with a pydantic model built from a Python
+    signature, which accepts unknown arguments and answers with pydantic's
+    text; this one hands the call's arguments, as sent, to
+    ``ToolDef.call`` and answers its text (an error result when refused).
+    """
+
+    @classmethod
+    def bind(
+        cls, tool: ToolDef[Any], memory: Memory, pick: Pick, notebook_of: Callable[[str], Notebook]
+    ) -> _CatalogTool:
+        schema = {**tool.parameters, "properties": {**tool.parameters["properties"], "resource": RESOURCE_ARGUMENT}}
+
+        async def invoke(arguments: dict[str, Any], ctx: Context) -> CallToolResult:
+            args = dict(arguments)
+            given = args.pop("resource", None)
+            try:
+                rid = await pick(ctx, None if given is None else check_value("resource", RESOURCE_ARGUMENT, given))
+            except CadernoError as exc:
+                outcome = Outcome(refused(str(exc)))
+            else:
+                scope = Scope(memory=memory, resource_id=rid, notebook=lambda: notebook_of(rid))
+                outcome = await tool.call(scope, args)
+            return CallToolResult(content=[TextContent(type="text", text=outcome.text)], is_error=not outcome.ok)
+
+        return cls(
+            fn=invoke,
+            name=tool.name,
+            title=None,
+            description=tool.description,
+            parameters=schema,
+            fn_metadata=FuncMetadata(arg_model=ArgModelBase),
+            is_async=True,
+            context_kwarg=None,
+            annotations=ANNOTATIONS[tool.effect],
+        )
+
+    async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
+        return await self.fn(arguments, context)
