@@ -433,7 +433,7 @@ async def test_memory_tools_and_instructions_under_the_runner(mem: caderno.Memor
         resource_id=RID, thread_id="old", messages=[caderno.Message.user("the boat is called Gaivota")]
     )
     home = tmp_path / "nb"
-    tools = memory_tools(mem, RID, notebook=home, thread_id="chat")
+    tools = memory_tools(mem, RID, notebook=home)
     assert [t.name for t in tools] == ["update_working_memory", "recall", "memory"]
     instructions = memory_instructions(mem, RID, "Be kind.", notebook=home)
     model = ScriptedModel(
@@ -455,10 +455,11 @@ async def test_memory_tools_and_instructions_under_the_runner(mem: caderno.Memor
     assert '"city": "Lisboa"' in second.system_instructions  # working memory is read at every call
     assert "USER PROFILE" not in second.system_instructions  # the notebook is frozen for the session
     outputs = {i["call_id"]: i["output"] for i in second.input if i.get("type") == "function_call_output"}
-    assert json.loads(outputs["w1"]) == {"ok": True, "working_memory": {"city": "Lisboa"}}
-    assert "Gaivota" in outputs["r1"]
-    assert json.loads(outputs["n1"])["success"] is True
-    assert outputs["w2"].startswith("Error:")
+    assert json.loads(outputs["w1"]) == {"ok": True, "working_memory": {"city": "Lisboa"}, "version": 1}
+    assert [h["content"] for h in json.loads(outputs["r1"])["hits"]] == ["the boat is called Gaivota"]
+    assert json.loads(outputs["n1"])["ok"] is True
+    refusal = json.loads(outputs["w2"])
+    assert refusal["ok"] is False and refusal["error"].startswith("update_working_memory has no argument 'wrong'")
     assert await mem.get_working_memory(resource_id=RID) == {"city": "Lisboa"}
     # The next session's instructions show the note.
     fresh = memory_instructions(mem, RID, notebook=home)

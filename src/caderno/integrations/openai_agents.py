@@ -4,8 +4,8 @@ Three pieces:
 
 - ``CadernoSession``: the SDK's ``Session`` protocol over one caderno thread,
   ``(resource_id, session_id)``. Pass it as ``Runner.run(..., session=...)``.
-- ``memory_tools``: ``update_working_memory``, ``recall`` and the notebook's
-  ``memory`` tool as SDK function tools.
+- ``memory_tools``: the catalog's ``update_working_memory``, ``recall`` and
+  the notebook's ``memory`` tool as SDK function tools (``caderno.tools``).
 - ``memory_instructions``: dynamic instructions that show the working memory
   (read again at every model call) and the notebook (frozen at the first call,
   so the prompt prefix stays cache-stable).
@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..core.errors import CadernoError, MissingExtra, NotFound
+from ..core.errors import MissingExtra, NotFound
 from ..core.messages import Message, ToolCall
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from ..memory.facade import Memory
     from ..memory.notebook import Notebook
+    from ..tools.base import Scope, ToolDef
 
 __all__ = [
     "METADATA_KEY",
@@ -70,9 +71,6 @@ __all__ = [
 METADATA_KEY = "openai_agents"
 #: Joins the text parts of one item into the message text (slices make it reversible).
 _PART_SEPARATOR = "\n"
-#: Where the recall tool's hits stop (the same cut as caderno's own agent).
-RECALL_TOOL_TOP = 8
-_WM_SOURCE = "tool:update_working_memory"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 T = TypeVar("T")
@@ -349,108 +347,54 @@ def _notebook(resource_id: str, notebook: Notebook | str | Path | None) -> Noteb
     return Notebook.for_resource(notebook if notebook is not None else caderno_home(), resource_id)
 
 
-def _arguments(raw: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        raise CadernoError(f"arguments are not valid JSON: {raw[:200]!r}") from None
-    if not isinstance(parsed, dict):
-        raise CadernoError("arguments must be a JSON object")
-    return parsed
-
-
 def memory_tools(
     memory: Memory,
     resource_id: str,
     *,
     notebook: Notebook | str | Path | None = None,
-    thread_id: str | None = None,
 ) -> list[FunctionTool]:
-    """``update_working_memory``, ``recall`` and the notebook's ``memory`` tool, as SDK function tools.
+    """The catalog's tools for the SDK (``caderno.tools.catalog``): ``update_working_memory``, ``recall``, ``memory``.
 
-    Each tool writes at once (the SDK has no turn transaction to join). A
-    failure reaches the model as an ``Error: …`` result it can act on.
+    Each catalog tool becomes a ``FunctionTool`` with the catalog's schema,
+    validator and result text, so the model reads what AgentChat and MCP
+    would answer. Each write is its own transaction, at once (the SDK has no
+    turn transaction to join). A refusal reaches the model as
+    ``{"ok": false, "error": …}``, which it can act on.
 
     Args:
         memory: an open ``caderno.Memory``.
         resource_id: whose memory the tools read and change.
         notebook: a ``Notebook``, or the home directory under which the
             resource's notebook lives (default ``$CADERNO_HOME``).
-        thread_id: the current thread, so recall can skip what the
-            conversation already shows (optional).
 
     Raises:
         MissingExtra: the SDK is not installed.
     """
     sdk = _sdk()
-    from ..agent.chat import RECALL_SPEC, UPDATE_WM_SPEC
-    from ..memory.notebook import MEMORY_TOOL_SPEC
+    from ..tools.base import Scope
+    from ..tools.catalog import offered
 
     book = _notebook(resource_id, notebook)
+    scope = Scope(memory=memory, resource_id=resource_id, notebook=lambda: book)
+    return [_function_tool(sdk, tool, scope) for tool in offered("openai-agents")]
 
-    async def update_working_memory(ctx: Any, raw: str) -> str:
-        try:
-            args = _arguments(raw)
-            if set(args) != {"patch"}:
-                raise CadernoError("update_working_memory takes exactly one argument, 'patch' (a JSON object)")
-            patch = args["patch"]
-            if isinstance(patch, str):  # some models send the object as a JSON string
-                patch = _arguments(patch)
-            state = await memory.update_working_memory(resource_id=resource_id, patch=patch, source=_WM_SOURCE)
-        except CadernoError as exc:
-            return f"Error: {exc}"
-        return json.dumps({"ok": True, "working_memory": state.data}, ensure_ascii=False)
 
-    async def recall(ctx: Any, raw: str) -> str:
-        try:
-            query = _arguments(raw).get("query")
-            if not isinstance(query, str) or not query.strip():
-                raise CadernoError("recall takes one argument, 'query' (non-empty text)")
-            hits = await memory.recall(
-                resource_id=resource_id, query=query, thread_id=thread_id, recent=0, top=RECALL_TOOL_TOP
-            )
-        except CadernoError as exc:
-            return f"Error: {exc}"
-        found = [
-            {
-                "thread": h.thread_id,
-                "date": f"{h.message.created_at:%Y-%m-%d}" if h.message.created_at else None,
-                "role": h.message.role,
-                "content": h.message.content,
-                "found_by": sorted(h.reasons),
-            }
-            for h in hits
-            if h.thread_id != thread_id or thread_id is None
-        ]
-        return json.dumps(found, ensure_ascii=False) if found else "Nothing found."
+def _function_tool(sdk: Any, tool: ToolDef[Any], scope: Scope) -> FunctionTool:
+    """One catalog tool as the SDK's ``FunctionTool``: the raw argument text goes to the catalog's validator."""
 
-    async def notebook_tool(ctx: Any, raw: str) -> str:
-        try:
-            args = _arguments(raw)
-        except CadernoError as exc:
-            return json.dumps({"success": False, "error": str(exc)}, ensure_ascii=False)
-        return await asyncio.to_thread(
-            book.tool, args.get("action", ""), args.get("target", ""), args.get("content"), args.get("old_text")
-        )
+    async def invoke(ctx: Any, raw: str) -> str:
+        return (await tool.call(scope, raw)).text
 
-    tools = []
-    for spec, invoke in (
-        (UPDATE_WM_SPEC, update_working_memory),
-        (RECALL_SPEC, recall),
-        (MEMORY_TOOL_SPEC, notebook_tool),
-    ):
-        tools.append(
-            sdk.FunctionTool(
-                name=spec.name,
-                description=spec.description,
-                params_json_schema=copy.deepcopy(spec.parameters),
-                on_invoke_tool=invoke,
-                # caderno's schemas have optional fields and free-form objects (the patch),
-                # which strict mode refuses.
-                strict_json_schema=False,
-            )
-        )
-    return tools
+    function_tool: FunctionTool = sdk.FunctionTool(
+        name=tool.name,
+        description=tool.description,
+        params_json_schema=copy.deepcopy(tool.parameters),
+        on_invoke_tool=invoke,
+        # Strict mode makes every property required and refuses free-form objects (the patch):
+        # only a schema it takes as it is asks for it.
+        strict_json_schema=tool.strict,
+    )
+    return function_tool
 
 
 def memory_instructions(
