@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -59,6 +60,21 @@ async def test_resources_are_the_keys_own_or_all_for_admin(api: Api) -> None:
         await admin.post("/v1/resources/outra/threads", json={"thread_id": "t"})
         assert (await c.get("/v1/resources")).json() == ["casa", "escritorio"]
         assert (await admin.get("/v1/resources")).json() == ["outra"]
+
+
+async def test_another_resource_is_its_404_before_the_body_or_parameters_are_read(api: Api) -> None:
+    """The resource is checked first (``auth.OwnResource``): what else was sent to B's path says nothing."""
+    async with api.client(await api.key("casa-a")) as a:
+        missing = assert_problem(await a.get("/v1/resources/casa-b/threads"), 404, "not-found")
+        for base, status in (("/v1/resources/casa-b", 404), ("/v1/resources/casa-a", 422)):
+            for r in (
+                await a.post(f"{base}/threads/t/messages", json={"unexpected": 1}),
+                await a.get(f"{base}/threads/t/messages", params={"limit": -1}),
+                await a.post(f"{base}/notebook/neither", json={"action": "add", "content": "x"}),
+            ):
+                got = assert_problem(r, status, "not-found" if status == 404 else "invalid-request")
+                if status == 404:
+                    assert got == missing
 
 
 async def test_threads_crud(api: Api) -> None:
@@ -336,6 +352,15 @@ async def test_every_route_has_an_operation_id_tags_and_documented_problems(api:
     assert {"409", "412", "413", "415"} <= set(wm["responses"])
     assert "application/merge-patch+json" in wm["requestBody"]["content"]
     assert "Problem" in doc["components"]["schemas"]
+
+
+def test_path_parameters_are_documented_once_in_the_order_of_the_path() -> None:
+    """``{resource}`` comes from a dependency, yet generated clients still take (resource, thread, …) in that order."""
+    app, _ = build("memory://")
+    for path, methods in app.openapi()["paths"].items():
+        for method, op in methods.items():
+            named = [p["name"] for p in op.get("parameters", []) if p["in"] == "path"]
+            assert named == re.findall(r"{(\w+)}", path), (method, path, named)
 
 
 def test_build_alone_imports_without_a_running_loop(tmp_path: Any) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -88,6 +89,7 @@ def create_app(
     )
     app.state.memory = memory
     app.state.model = model
+    app.openapi = _in_path_order(app.openapi)  # type: ignore[method-assign]  # FastAPI's documented override
     problems.install(app)
     for install in routers or []:
         install(app)
@@ -98,6 +100,29 @@ def create_app(
     # Added last, so it wraps every other middleware (``BodyLimit`` included).
     app.add_middleware(Edge, max_body_bytes=max_body_bytes)
     return app
+
+
+def _in_path_order(build: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """``app.openapi`` with each operation's path parameters in the order its path names them.
+
+    FastAPI lists a route's own parameters before its dependencies', so
+    ``{resource}``, which routes take through ``auth.OwnResource``, would come
+    after ``{thread}``; generated clients take path parameters positionally,
+    in document order, so ``get_thread("casa", "t1")`` must keep meaning
+    resource, then thread. The sort is stable: other parameters keep their place.
+    """
+
+    def openapi() -> dict[str, Any]:
+        doc = build()
+        for path, operations in doc.get("paths", {}).items():
+            named = re.findall(r"{([^}]+)}", path)
+            for operation in operations.values():
+                operation.get("parameters", []).sort(
+                    key=lambda p: named.index(p["name"]) if p.get("in") == "path" and p["name"] in named else len(named)
+                )
+        return doc
+
+    return openapi
 
 
 def _version() -> str:

@@ -2,9 +2,10 @@
 
 Every request carries ``Authorization: Bearer cad_…``. The key is looked up
 by the hash of its token on every request (revocation works at once). A
-route that names a resource checks the key against it with ``require``: a
-key for resource A gets, for B's data, the same 404 as for data that does
-not exist — a resource id is never confirmed to a key that may not see it.
+route that names a resource takes it as ``OwnResource`` (``require`` where
+the id is not a path parameter): a key for resource A gets, for B's data,
+the same 404 as for data that does not exist — a resource id is never
+confirmed to a key that may not see it.
 
 The key is checked before the request's body is read: ``edge.Edge`` calls
 ``current_key`` from the headers alone and leaves the key in the ASGI scope
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 
 from ..core.errors import NotFound
 from ..core.records import ApiKey
@@ -24,9 +25,11 @@ __all__ = [
     "SCOPE_KEY",
     "AdminKey",
     "CurrentKey",
+    "OwnResource",
     "Unauthorized",
     "allowed",
     "current_key",
+    "own_resource",
     "require",
     "require_admin",
 ]
@@ -86,3 +89,24 @@ async def require_admin(key: CurrentKey) -> ApiKey:
 
 
 AdminKey = Annotated[ApiKey, Depends(require_admin)]
+
+
+async def own_resource(
+    key: CurrentKey,
+    resource: Annotated[str, Path(description="The resource (user, household, tenant…) whose data this is.")],
+) -> str:
+    """The path's ``{resource}``, once the request's key may reach it (a FastAPI dependency).
+
+    It runs before the route's body and other parameters are validated, so a
+    key for another resource gets the same 404 whatever else it sent.
+
+    The id's form is left to the ``Memory`` call that uses it (``check_id``
+    for reads and deletes, ``check_name`` for writes), so a database written
+    before the name rule still reads and its odd ids can be removed; one
+    check here would either refuse those reads or let writes through.
+    """
+    return require(key, resource)
+
+
+#: A route's resource id: declare ``rid: OwnResource`` instead of a ``resource`` path parameter.
+OwnResource = Annotated[str, Depends(own_resource)]

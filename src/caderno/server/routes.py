@@ -1,9 +1,11 @@
 """The REST API under ``/v1``: one resource per path, checked against the key on every route.
 
-Every route that names a resource calls ``require(auth, resource)`` before
-anything else, so a key for resource A gets, for B's data, the same 404 as
-for a resource that does not exist. Errors are ``application/problem+json``
-(see ``problems``); a route adds only the statuses HTTP itself defines:
+Every route that names a resource takes it as ``rid: OwnResource``
+(``auth.own_resource``), checked before anything else, so a key for resource
+A gets, for B's data, the same 404 as for a resource that does not exist; the
+app's ``Memory`` comes in as ``memory: Mem``. Errors are
+``application/problem+json`` (see ``problems``); a route adds only the
+statuses HTTP itself defines:
 
 - ``412``: ``If-Match`` on a working-memory ``PATCH`` names another version,
   or is a weak tag (``W/"3"``: RFC 9110 compares ``If-Match`` strongly);
@@ -32,7 +34,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -47,6 +49,7 @@ from ..agent.idempotency import (
 )
 from ..core import messages as m
 from ..core.errors import Conflict, NotFound, UsageError
+from ..core.files import caderno_home
 from ..core.jsonvalue import MAX_PATCH_BYTES, loads_strict
 from ..core.records import ApiKey
 from ..core.validate import DUMP_DEPTH
@@ -54,7 +57,7 @@ from ..memory.facade import Memory
 from ..memory.notebook import Notebook
 from ..stores import ops
 from . import schemas as s
-from .auth import AdminKey, CurrentKey, Forbidden, require
+from .auth import AdminKey, CurrentKey, Forbidden, OwnResource
 from .problems import problem
 
 __all__ = ["BodyLimit", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "default_routers", "install_routes"]
@@ -69,8 +72,8 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 MERGE_PATCH = "application/merge-patch+json"
 
 
-def _doc(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the problem responses a route may give."""
+def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for problem responses: the router's for every route, a route's own on top."""
     what = {
         400: "Invalid request (the library refused it)",
         401: "Missing, unknown or revoked key",
@@ -86,17 +89,20 @@ def _doc(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
     return {
         code: {"model": s.Problem, "description": what[code], "content": {"application/problem+json": {}}}
-        for code in (400, 401, 404, 422, *statuses)
+        for code in statuses
     }
 
 
-Res = Annotated[str, Path(description="The resource (user, household, tenant…) whose data this is.")]
 Thread = Annotated[str, Path(description="A thread of the resource.")]
 
 
 def _memory(request: Request) -> Memory:
     memory: Memory = request.app.state.memory
     return memory
+
+
+#: The ``Memory`` this app serves (``create_app`` leaves it in ``app.state``).
+Mem = Annotated[Memory, Depends(_memory)]
 
 
 def _message(msg: m.Message) -> dict[str, Any]:
@@ -228,9 +234,9 @@ async def healthz() -> dict[str, str]:
     summary="The database is reachable and migrated",
     responses={503: {"model": s.Problem, "content": {"application/problem+json": {}}}},
 )
-async def readyz(request: Request) -> Any:
+async def readyz(memory: Mem) -> Any:
     try:
-        await _memory(request).run(ops.ListResources())
+        await memory.run(ops.ListResources())
     except Exception as exc:  # noqa: BLE001 - any failure means not ready
         return problem(503, "not-ready", "Not ready", f"the database is not ready: {type(exc).__name__}")
     return {"status": "ok"}
@@ -238,25 +244,23 @@ async def readyz(request: Request) -> Any:
 
 # -- resources and threads ---------------------------------------------------------------
 
-v1 = APIRouter(prefix="/v1")
+#: Every /v1 route may answer these; a route documents only its further statuses.
+v1 = APIRouter(prefix="/v1", responses=_problems(400, 401, 404, 422))
 RP = "/resources/{resource}"
 
 
-@v1.get("/resources", operation_id="list_resources", tags=["resources"], response_model=list[str], responses=_doc())
-async def list_resources(request: Request, auth: CurrentKey) -> list[str]:
+@v1.get("/resources", operation_id="list_resources", tags=["resources"], response_model=list[str])
+async def list_resources(auth: CurrentKey, memory: Mem) -> list[str]:
     """The resources this key may reach (an admin key: every resource that holds anything)."""
     if auth.admin:
-        return await _memory(request).list_resources()
+        return await memory.list_resources()
     return list(auth.resources)
 
 
-@v1.get(
-    RP + "/threads", operation_id="list_threads", tags=["threads"], response_model=list[s.ThreadOut], responses=_doc()
-)
-async def list_threads(request: Request, auth: CurrentKey, resource: Res) -> list[dict[str, Any]]:
+@v1.get(RP + "/threads", operation_id="list_threads", tags=["threads"], response_model=list[s.ThreadOut])
+async def list_threads(memory: Mem, rid: OwnResource) -> list[dict[str, Any]]:
     """The resource's threads, most recently active first."""
-    rid = require(auth, resource)
-    return [_thread(t) for t in await _memory(request).list_threads(resource_id=rid)]
+    return [_thread(t) for t in await memory.list_threads(resource_id=rid)]
 
 
 @v1.post(
@@ -265,12 +269,10 @@ async def list_threads(request: Request, auth: CurrentKey, resource: Res) -> lis
     tags=["threads"],
     status_code=201,
     response_model=s.ThreadOut,
-    responses=_doc(409),
+    responses=_problems(409),
 )
-async def create_thread(request: Request, auth: CurrentKey, resource: Res, body: s.ThreadIn) -> Any:
+async def create_thread(memory: Mem, rid: OwnResource, body: s.ThreadIn) -> Any:
     """Create an empty thread (409 when the resource already has that id)."""
-    rid = require(auth, resource)
-    memory = _memory(request)
     try:
         thread = await memory.create_thread(
             resource_id=rid, thread_id=body.thread_id, title=body.title, metadata=body.metadata
@@ -292,12 +294,9 @@ async def _thread_exists(memory: Memory, rid: str, tid: str) -> bool:
     return True
 
 
-@v1.get(
-    RP + "/threads/{thread}", operation_id="get_thread", tags=["threads"], response_model=s.ThreadOut, responses=_doc()
-)
-async def get_thread(request: Request, auth: CurrentKey, resource: Res, thread: Thread) -> dict[str, Any]:
-    rid = require(auth, resource)
-    return _thread(await _memory(request).get_thread(resource_id=rid, thread_id=thread))
+@v1.get(RP + "/threads/{thread}", operation_id="get_thread", tags=["threads"], response_model=s.ThreadOut)
+async def get_thread(memory: Mem, rid: OwnResource, thread: Thread) -> dict[str, Any]:
+    return _thread(await memory.get_thread(resource_id=rid, thread_id=thread))
 
 
 @v1.patch(
@@ -305,15 +304,11 @@ async def get_thread(request: Request, auth: CurrentKey, resource: Res, thread: 
     operation_id="update_thread",
     tags=["threads"],
     response_model=s.ThreadOut,
-    responses=_doc(),
 )
-async def update_thread(
-    request: Request, auth: CurrentKey, resource: Res, thread: Thread, body: s.ThreadPatch
-) -> dict[str, Any]:
+async def update_thread(memory: Mem, rid: OwnResource, thread: Thread, body: s.ThreadPatch) -> dict[str, Any]:
     """Change the title and/or metadata: a field left out is kept, ``null`` clears it."""
-    rid = require(auth, resource)
     given = body.model_fields_set
-    updated = await _memory(request).update_thread(
+    updated = await memory.update_thread(
         resource_id=rid,
         thread_id=thread,
         title=body.title if "title" in given else ops.UNSET,
@@ -322,11 +317,10 @@ async def update_thread(
     return _thread(updated)
 
 
-@v1.delete(RP + "/threads/{thread}", operation_id="delete_thread", tags=["threads"], status_code=204, responses=_doc())
-async def delete_thread(request: Request, auth: CurrentKey, resource: Res, thread: Thread) -> Response:
+@v1.delete(RP + "/threads/{thread}", operation_id="delete_thread", tags=["threads"], status_code=204)
+async def delete_thread(memory: Mem, rid: OwnResource, thread: Thread) -> Response:
     """Delete the thread, its messages, their vectors and their edit log."""
-    rid = require(auth, resource)
-    await _memory(request).delete_thread(resource_id=rid, thread_id=thread)
+    await memory.delete_thread(resource_id=rid, thread_id=thread)
     return Response(status_code=204)
 
 
@@ -338,22 +332,23 @@ async def delete_thread(request: Request, auth: CurrentKey, resource: Res, threa
     operation_id="list_messages",
     tags=["messages"],
     response_model=list[s.MessageOut],
-    responses=_doc(),
 )
 async def list_messages(
-    request: Request,
-    auth: CurrentKey,
-    resource: Res,
+    memory: Mem,
+    rid: OwnResource,
     thread: Thread,
     limit: Annotated[int | None, Query(ge=0, le=s.MAX_INT64, description="Only the newest N.")] = None,
     before: Annotated[
         int | None,
-        Query(ge=-s.MAX_INT64 - 1, le=s.MAX_INT64, description="Only messages before this position in the thread (paging back)."),
+        Query(
+            ge=-s.MAX_INT64 - 1,
+            le=s.MAX_INT64,
+            description="Only messages before this position in the thread (paging back).",
+        ),
     ] = None,
 ) -> list[dict[str, Any]]:
     """The thread's messages, oldest first (a thread that does not exist reads as ``[]``)."""
-    rid = require(auth, resource)
-    found = await _memory(request).get_messages(resource_id=rid, thread_id=thread, limit=limit, before=before)
+    found = await memory.get_messages(resource_id=rid, thread_id=thread, limit=limit, before=before)
     return [_message(x) for x in found]
 
 
@@ -363,7 +358,7 @@ async def list_messages(
     tags=["messages"],
     status_code=201,
     response_model=list[s.MessageOut],
-    responses=_doc(409, 413),
+    responses=_problems(409, 413),
     openapi_extra={
         "parameters": [
             {
@@ -376,16 +371,13 @@ async def list_messages(
         ]
     },
 )
-async def append_messages(
-    request: Request, auth: CurrentKey, resource: Res, thread: Thread, body: s.MessagesIn
-) -> Any:
+async def append_messages(request: Request, memory: Mem, rid: OwnResource, thread: Thread, body: s.MessagesIn) -> Any:
     """Append a turn in one transaction (all or nothing); returns the stored messages.
 
     With an ``Idempotency-Key`` header a retry returns the messages the first
     request stored (201 again, nothing appended); other messages under the
     same key are a 422.
     """
-    rid = require(auth, resource)
     built = [
         m.Message(
             role=x.role,
@@ -401,7 +393,6 @@ async def append_messages(
         for x in body.messages
     ]
     key = request.headers.get(IDEMPOTENCY_HEADER)
-    memory = _memory(request)
     try:
         if key is None:
             stored = await memory.append_messages(resource_id=rid, thread_id=thread, messages=built)
@@ -434,18 +425,15 @@ async def _append_once(memory: Memory, rid: str, thread: str, key: str, built: l
     operation_id="pop_message",
     tags=["messages"],
     response_model=s.MessageOut,
-    responses=_doc(),
 )
 async def pop_message(
-    request: Request,
-    auth: CurrentKey,
-    resource: Res,
+    memory: Mem,
+    rid: OwnResource,
     thread: Thread,
     reason: Annotated[str | None, Query(description="Kept in the message log.")] = None,
 ) -> dict[str, Any]:
     """Remove and return the thread's newest message (404 when it has none): undo a turn."""
-    rid = require(auth, resource)
-    popped = await _memory(request).pop_message(resource_id=rid, thread_id=thread, actor="api", reason=reason)
+    popped = await memory.pop_message(resource_id=rid, thread_id=thread, actor="api", reason=reason)
     if popped is None:
         raise NotFound(f"thread {thread!r} of {rid!r} has no message to pop", resource_id=rid, thread_id=thread)
     return _message(popped)
@@ -456,14 +444,10 @@ async def pop_message(
     operation_id="edit_message",
     tags=["messages"],
     response_model=s.MessageOut,
-    responses=_doc(),
 )
-async def edit_message(
-    request: Request, auth: CurrentKey, resource: Res, message_id: str, body: s.MessageEdit
-) -> dict[str, Any]:
+async def edit_message(memory: Mem, rid: OwnResource, message_id: str, body: s.MessageEdit) -> dict[str, Any]:
     """Replace a message's text; the old text goes to the message log."""
-    rid = require(auth, resource)
-    edited = await _memory(request).edit_message(
+    edited = await memory.edit_message(
         resource_id=rid, message_id=message_id, content=body.content, actor="api", reason=body.reason
     )
     return _message(edited)
@@ -474,18 +458,15 @@ async def edit_message(
     operation_id="delete_message",
     tags=["messages"],
     response_model=s.MessageOut,
-    responses=_doc(),
 )
 async def delete_message(
-    request: Request,
-    auth: CurrentKey,
-    resource: Res,
+    memory: Mem,
+    rid: OwnResource,
     message_id: str,
     reason: Annotated[str | None, Query(description="Kept in the message log.")] = None,
 ) -> dict[str, Any]:
     """Delete one message and return it; the log keeps who, when and why (not the text)."""
-    rid = require(auth, resource)
-    deleted = await _memory(request).delete_message(resource_id=rid, message_id=message_id, actor="api", reason=reason)
+    deleted = await memory.delete_message(resource_id=rid, message_id=message_id, actor="api", reason=reason)
     return _message(deleted)
 
 
@@ -494,14 +475,10 @@ async def delete_message(
     operation_id="message_log",
     tags=["messages"],
     response_model=list[s.MessageLogEntry],
-    responses=_doc(),
 )
-async def message_log(
-    request: Request, auth: CurrentKey, resource: Res, message_id: str | None = None
-) -> list[dict[str, Any]]:
+async def message_log(memory: Mem, rid: OwnResource, message_id: str | None = None) -> list[dict[str, Any]]:
     """Edits, pops and deletions of the resource's messages, oldest first."""
-    rid = require(auth, resource)
-    return await _memory(request).message_log(resource_id=rid, message_id=message_id)
+    return await memory.message_log(resource_id=rid, message_id=message_id)
 
 
 @v1.get(
@@ -509,16 +486,15 @@ async def message_log(
     operation_id="list_summaries",
     tags=["messages"],
     response_model=list[s.SummaryOut],
-    responses=_doc(501),
+    responses=_problems(501),
 )
-async def list_summaries(request: Request, auth: CurrentKey, resource: Res, thread: Thread) -> list[dict[str, Any]]:
+async def list_summaries(memory: Mem, rid: OwnResource, thread: Thread) -> list[dict[str, Any]]:
     """The thread's summaries, oldest first, each with ``merged``.
 
     A summary's ``metadata.span`` is the ``[first, last]`` positions in this
     thread of the messages it covers; a summary has no position of its own.
     """
-    rid = require(auth, resource)
-    found = await _memory(request).summaries(resource_id=rid, thread_id=thread)
+    found = await memory.summaries(resource_id=rid, thread_id=thread)
     return [{"message": _message(x), "merged": merged} for x, merged in found]
 
 
@@ -530,12 +506,10 @@ async def list_summaries(request: Request, auth: CurrentKey, resource: Res, thre
     operation_id="get_working_memory",
     tags=["working-memory"],
     response_model=s.WorkingMemoryOut,
-    responses=_doc(),
 )
-async def get_working_memory(request: Request, response: Response, auth: CurrentKey, resource: Res) -> dict[str, Any]:
+async def get_working_memory(response: Response, memory: Mem, rid: OwnResource) -> dict[str, Any]:
     """The working memory and its version (also as ``ETag``); never set: ``data`` null, version 0."""
-    rid = require(auth, resource)
-    body, etag = _wm(await _memory(request).get_working_memory_state(resource_id=rid))
+    body, etag = _wm(await memory.get_working_memory_state(resource_id=rid))
     response.headers["ETag"] = etag
     return body
 
@@ -545,7 +519,7 @@ async def get_working_memory(request: Request, response: Response, auth: Current
     operation_id="patch_working_memory",
     tags=["working-memory"],
     response_model=s.WorkingMemoryOut,
-    responses=_doc(409, 412, 413, 415),
+    responses=_problems(409, 412, 413, 415),
     openapi_extra={
         "parameters": [
             {
@@ -563,9 +537,8 @@ async def get_working_memory(request: Request, response: Response, auth: Current
         },
     },
 )
-async def patch_working_memory(request: Request, response: Response, auth: CurrentKey, resource: Res) -> Any:
+async def patch_working_memory(request: Request, response: Response, memory: Mem, rid: OwnResource) -> Any:
     """Apply a JSON Merge Patch atomically; the new version comes back as ``ETag``."""
-    rid = require(auth, resource)
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if kind != MERGE_PATCH:
         return problem(415, "unsupported-media-type", "Unsupported media type", f"send the patch as {MERGE_PATCH}")
@@ -576,7 +549,7 @@ async def patch_working_memory(request: Request, response: Response, auth: Curre
         return problem(412, "precondition-failed", "Precondition failed", detail)
     patch = loads_strict(await request.body(), "working-memory patch", max_bytes=MAX_PATCH_BYTES)
     try:
-        state = await _memory(request).update_working_memory(
+        state = await memory.update_working_memory(
             resource_id=rid, patch=patch, expected_version=expected, source="api"
         )
     except Conflict as exc:
@@ -600,12 +573,10 @@ async def patch_working_memory(request: Request, response: Response, auth: Curre
     operation_id="working_memory_log",
     tags=["working-memory"],
     response_model=list[s.WorkingMemoryLogEntry],
-    responses=_doc(),
 )
-async def working_memory_log(request: Request, auth: CurrentKey, resource: Res) -> list[dict[str, Any]]:
+async def working_memory_log(memory: Mem, rid: OwnResource) -> list[dict[str, Any]]:
     """Every applied patch, oldest first."""
-    rid = require(auth, resource)
-    return await _memory(request).working_memory_log(resource_id=rid)
+    return await memory.working_memory_log(resource_id=rid)
 
 
 # -- notebook ---------------------------------------------------------------------------
@@ -613,8 +584,6 @@ async def working_memory_log(request: Request, auth: CurrentKey, resource: Res) 
 
 def _notebook(request: Request, rid: str) -> Notebook:
     """The resource's notebook, its snapshot frozen at this process's first use (kept for its lifetime)."""
-    from ..core.files import caderno_home
-
     books: dict[str, Notebook] = request.app.state.notebooks
     if rid not in books:
         books.setdefault(rid, Notebook.for_resource(caderno_home(), rid).load())
@@ -624,12 +593,9 @@ def _notebook(request: Request, rid: str) -> Notebook:
 Target = Annotated[str, Path(pattern="^(memory|user)$", description="memory (MEMORY.md) or user (USER.md).")]
 
 
-@v1.get(
-    RP + "/notebook", operation_id="get_notebook", tags=["notebook"], response_model=s.NotebookOut, responses=_doc()
-)
-async def get_notebook(request: Request, auth: CurrentKey, resource: Res) -> dict[str, Any]:
+@v1.get(RP + "/notebook", operation_id="get_notebook", tags=["notebook"], response_model=s.NotebookOut)
+async def get_notebook(request: Request, rid: OwnResource) -> dict[str, Any]:
     """The frozen snapshot the model sees, and the live entries."""
-    rid = require(auth, resource)
 
     def read() -> dict[str, Any]:
         book = _notebook(request, rid)
@@ -646,13 +612,9 @@ async def get_notebook(request: Request, auth: CurrentKey, resource: Res) -> dic
     operation_id="edit_notebook",
     tags=["notebook"],
     response_model=s.NotebookResult,
-    responses=_doc(),
 )
-async def edit_notebook(
-    request: Request, auth: CurrentKey, resource: Res, target: Target, body: s.NotebookIn
-) -> dict[str, Any]:
+async def edit_notebook(request: Request, rid: OwnResource, target: Target, body: s.NotebookIn) -> dict[str, Any]:
     """add / replace / remove an entry (as the model's ``memory`` tool); a refusal is a 422 with its message."""
-    rid = require(auth, resource)
 
     def apply() -> dict[str, Any]:
         outcome = _notebook(request, rid).apply(body.action, target, body.content, body.old_text)
@@ -664,11 +626,10 @@ async def edit_notebook(
 # -- recall and facts --------------------------------------------------------------------
 
 
-@v1.post(RP + "/recall", operation_id="recall", tags=["recall"], response_model=list[s.RecallHit], responses=_doc())
-async def recall(request: Request, auth: CurrentKey, resource: Res, body: s.RecallIn) -> list[dict[str, Any]]:
+@v1.post(RP + "/recall", operation_id="recall", tags=["recall"], response_model=list[s.RecallHit])
+async def recall(memory: Mem, rid: OwnResource, body: s.RecallIn) -> list[dict[str, Any]]:
     """Past messages: recent + salient + relevant + lexical, fused; in conversation order."""
-    rid = require(auth, resource)
-    hits = await _memory(request).recall(
+    hits = await memory.recall(
         resource_id=rid,
         query=body.query,
         thread_id=body.thread_id,
@@ -692,34 +653,23 @@ async def recall(request: Request, auth: CurrentKey, resource: Res, body: s.Reca
     ]
 
 
-@v1.get(RP + "/facts", operation_id="list_facts", tags=["facts"], response_model=list[s.FactOut], responses=_doc())
-async def list_facts(request: Request, auth: CurrentKey, resource: Res, category: str | None = None) -> list[Any]:
+@v1.get(RP + "/facts", operation_id="list_facts", tags=["facts"], response_model=list[s.FactOut])
+async def list_facts(memory: Mem, rid: OwnResource, category: str | None = None) -> list[Any]:
     """The resource's facts, most recently updated first."""
-    rid = require(auth, resource)
-    return [dataclasses.asdict(f) for f in await _memory(request).get_facts(resource_id=rid, category=category)]
+    return [dataclasses.asdict(f) for f in await memory.get_facts(resource_id=rid, category=category)]
 
 
-@v1.put(
-    RP + "/facts/{category}/{key}", operation_id="put_fact", tags=["facts"], response_model=s.FactOut, responses=_doc()
-)
-async def put_fact(
-    request: Request, auth: CurrentKey, resource: Res, category: str, key: str, body: s.FactIn
-) -> dict[str, Any]:
+@v1.put(RP + "/facts/{category}/{key}", operation_id="put_fact", tags=["facts"], response_model=s.FactOut)
+async def put_fact(memory: Mem, rid: OwnResource, category: str, key: str, body: s.FactIn) -> dict[str, Any]:
     """Set a fact (source ``user``); the previous value goes to its history."""
-    rid = require(auth, resource)
-    fact = await _memory(request).remember_fact(
-        resource_id=rid, category=category, key=key, value=body.value, source="user"
-    )
+    fact = await memory.remember_fact(resource_id=rid, category=category, key=key, value=body.value, source="user")
     return dataclasses.asdict(fact)
 
 
-@v1.delete(
-    RP + "/facts/{category}/{key}", operation_id="delete_fact", tags=["facts"], status_code=204, responses=_doc()
-)
-async def delete_fact(request: Request, auth: CurrentKey, resource: Res, category: str, key: str) -> Response:
+@v1.delete(RP + "/facts/{category}/{key}", operation_id="delete_fact", tags=["facts"], status_code=204)
+async def delete_fact(memory: Mem, rid: OwnResource, category: str, key: str) -> Response:
     """Forget a fact (its history stays)."""
-    rid = require(auth, resource)
-    await _memory(request).forget_fact(resource_id=rid, category=category, key=key)
+    await memory.forget_fact(resource_id=rid, category=category, key=key)
     return Response(status_code=204)
 
 
@@ -728,21 +678,18 @@ async def delete_fact(request: Request, auth: CurrentKey, resource: Res, categor
     operation_id="fact_history",
     tags=["facts"],
     response_model=list[s.FactHistoryEntry],
-    responses=_doc(),
 )
-async def fact_history(request: Request, auth: CurrentKey, resource: Res, category: str, key: str) -> list[Any]:
+async def fact_history(memory: Mem, rid: OwnResource, category: str, key: str) -> list[Any]:
     """Earlier values of one fact, oldest first."""
-    rid = require(auth, resource)
-    return await _memory(request).fact_history(resource_id=rid, category=category, key=key)
+    return await memory.fact_history(resource_id=rid, category=category, key=key)
 
 
 # -- tasks ------------------------------------------------------------------------------
 
 
-@v1.get(RP + "/tasks", operation_id="list_tasks", tags=["tasks"], response_model=list[s.TaskOut], responses=_doc())
-async def list_tasks(request: Request, auth: CurrentKey, resource: Res) -> list[Any]:
-    rid = require(auth, resource)
-    return [dataclasses.asdict(t) for t in await _memory(request).tasks.list(resource_id=rid)]
+@v1.get(RP + "/tasks", operation_id="list_tasks", tags=["tasks"], response_model=list[s.TaskOut])
+async def list_tasks(memory: Mem, rid: OwnResource) -> list[Any]:
+    return [dataclasses.asdict(t) for t in await memory.tasks.list(resource_id=rid)]
 
 
 @v1.post(
@@ -751,14 +698,12 @@ async def list_tasks(request: Request, auth: CurrentKey, resource: Res) -> list[
     tags=["tasks"],
     status_code=201,
     response_model=s.TaskOut,
-    responses=_doc(403, 409),
+    responses=_problems(403, 409),
 )
-async def create_task(request: Request, auth: CurrentKey, resource: Res, body: s.TaskIn) -> Any:
+async def create_task(auth: CurrentKey, memory: Mem, rid: OwnResource, body: s.TaskIn) -> Any:
     """Schedule a prompt (409 when the resource already has a task of that name; ``trusted`` needs an admin key)."""
-    rid = require(auth, resource)
     if body.trusted:
         _admin_only(auth, "a trusted task (it runs tools that need approval without asking)")
-    memory = _memory(request)
     try:
         task = await memory.tasks.add(resource_id=rid, **body.model_dump())
     except UsageError:
@@ -770,39 +715,29 @@ async def create_task(request: Request, auth: CurrentKey, resource: Res, body: s
     return dataclasses.asdict(task)
 
 
-@v1.post(
-    RP + "/tasks/{name}/pause", operation_id="pause_task", tags=["tasks"], response_model=s.TaskOut, responses=_doc()
-)
-async def pause_task(request: Request, auth: CurrentKey, resource: Res, name: str) -> dict[str, Any]:
-    rid = require(auth, resource)
-    return dataclasses.asdict(await _memory(request).tasks.pause(resource_id=rid, name=name))
+@v1.post(RP + "/tasks/{name}/pause", operation_id="pause_task", tags=["tasks"], response_model=s.TaskOut)
+async def pause_task(memory: Mem, rid: OwnResource, name: str) -> dict[str, Any]:
+    return dataclasses.asdict(await memory.tasks.pause(resource_id=rid, name=name))
 
 
-@v1.post(
-    RP + "/tasks/{name}/resume", operation_id="resume_task", tags=["tasks"], response_model=s.TaskOut, responses=_doc()
-)
-async def resume_task(request: Request, auth: CurrentKey, resource: Res, name: str) -> dict[str, Any]:
-    rid = require(auth, resource)
-    return dataclasses.asdict(await _memory(request).tasks.resume(resource_id=rid, name=name))
+@v1.post(RP + "/tasks/{name}/resume", operation_id="resume_task", tags=["tasks"], response_model=s.TaskOut)
+async def resume_task(memory: Mem, rid: OwnResource, name: str) -> dict[str, Any]:
+    return dataclasses.asdict(await memory.tasks.resume(resource_id=rid, name=name))
 
 
-@v1.delete(RP + "/tasks/{name}", operation_id="delete_task", tags=["tasks"], status_code=204, responses=_doc())
-async def delete_task(request: Request, auth: CurrentKey, resource: Res, name: str) -> Response:
-    rid = require(auth, resource)
-    await _memory(request).tasks.delete(resource_id=rid, name=name)
+@v1.delete(RP + "/tasks/{name}", operation_id="delete_task", tags=["tasks"], status_code=204)
+async def delete_task(memory: Mem, rid: OwnResource, name: str) -> Response:
+    await memory.tasks.delete(resource_id=rid, name=name)
     return Response(status_code=204)
 
 
 # -- whole resources ---------------------------------------------------------------------
 
 
-@v1.get(
-    RP + "/export", operation_id="export_resource", tags=["resources"], response_model=dict[str, Any], responses=_doc()
-)
-async def export_resource(request: Request, auth: CurrentKey, resource: Res) -> JSONResponse:
+@v1.get(RP + "/export", operation_id="export_resource", tags=["resources"], response_model=dict[str, Any])
+async def export_resource(memory: Mem, rid: OwnResource) -> JSONResponse:
     """Everything of the resource, as ``caderno export`` writes it."""
-    rid = require(auth, resource)
-    return JSONResponse(await _memory(request).export_resource(resource_id=rid))
+    return JSONResponse(await memory.export_resource(resource_id=rid))
 
 
 @v1.post(
@@ -810,7 +745,7 @@ async def export_resource(request: Request, auth: CurrentKey, resource: Res) -> 
     operation_id="import_resource",
     tags=["resources"],
     status_code=204,
-    responses=_doc(403, 413),
+    responses=_problems(403, 413),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -819,23 +754,21 @@ async def export_resource(request: Request, auth: CurrentKey, resource: Res) -> 
         }
     },
 )
-async def import_resource(request: Request, auth: CurrentKey, resource: Res) -> Response:
+async def import_resource(request: Request, auth: CurrentKey, memory: Mem, rid: OwnResource) -> Response:
     """Restore an export into an empty resource (ids and order intact)."""
-    rid = require(auth, resource)
     dump = loads_strict(await request.body(), "export", max_bytes=MAX_IMPORT_BYTES, max_depth=DUMP_DEPTH)
     if not isinstance(dump, dict) or dump.get("resource_id") != rid:
         raise UsageError(f"the export's resource_id must be {rid!r}, the resource in the path")
     if _grants_approval(dump):
         _admin_only(auth, "an export with approved command prefixes or trusted tasks")
-    await _memory(request).import_resource(dump)
+    await memory.import_resource(dump)
     return Response(status_code=204)
 
 
-@v1.delete(RP, operation_id="erase_resource", tags=["resources"], status_code=204, responses=_doc())
-async def erase_resource(request: Request, auth: CurrentKey, resource: Res) -> Response:
+@v1.delete(RP, operation_id="erase_resource", tags=["resources"], status_code=204)
+async def erase_resource(memory: Mem, rid: OwnResource) -> Response:
     """Delete everything of the resource, in one transaction (its notebook files stay on disk)."""
-    rid = require(auth, resource)
-    await _memory(request).erase_resource(resource_id=rid)
+    await memory.erase_resource(resource_id=rid)
     return Response(status_code=204)
 
 
@@ -859,25 +792,30 @@ def _grants_approval(dump: dict[str, Any]) -> bool:
 # -- keys -------------------------------------------------------------------------------
 
 
-@v1.get("/keys", operation_id="list_keys", tags=["keys"], response_model=list[s.ApiKeyOut], responses=_doc(403))
-async def list_keys(request: Request, auth: AdminKey) -> list[Any]:
+@v1.get("/keys", operation_id="list_keys", tags=["keys"], response_model=list[s.ApiKeyOut], responses=_problems(403))
+async def list_keys(auth: AdminKey, memory: Mem) -> list[Any]:
     """Every key, revoked ones included (never a token)."""
-    return [dataclasses.asdict(k) for k in await _memory(request).keys.list()]
+    return [dataclasses.asdict(k) for k in await memory.keys.list()]
 
 
 @v1.post(
-    "/keys", operation_id="create_key", tags=["keys"], status_code=201, response_model=s.KeyCreated, responses=_doc(403)
+    "/keys",
+    operation_id="create_key",
+    tags=["keys"],
+    status_code=201,
+    response_model=s.KeyCreated,
+    responses=_problems(403),
 )
-async def create_key(request: Request, auth: AdminKey, body: s.KeyIn) -> dict[str, Any]:
+async def create_key(auth: AdminKey, memory: Mem, body: s.KeyIn) -> dict[str, Any]:
     """A new key; its token is in this response only."""
-    token, key = await _memory(request).keys.create(resources=body.resources, admin=body.admin, name=body.name)
+    token, key = await memory.keys.create(resources=body.resources, admin=body.admin, name=body.name)
     return {"token": token, "key": dataclasses.asdict(key)}
 
 
-@v1.delete("/keys/{key_id}", operation_id="revoke_key", tags=["keys"], status_code=204, responses=_doc(403))
-async def revoke_key(request: Request, auth: AdminKey, key_id: str) -> Response:
+@v1.delete("/keys/{key_id}", operation_id="revoke_key", tags=["keys"], status_code=204, responses=_problems(403))
+async def revoke_key(auth: AdminKey, memory: Mem, key_id: str) -> Response:
     """Stop a key at once."""
-    await _memory(request).keys.revoke(key_id=key_id)
+    await memory.keys.revoke(key_id=key_id)
     return Response(status_code=204)
 
 
