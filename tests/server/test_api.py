@@ -62,7 +62,7 @@ async def test_resources_are_the_keys_own_or_all_for_admin(api: Api) -> None:
         assert (await admin.get("/v1/resources")).json() == ["outra"]
 
 
-async def test_another_resource_is_its_404_before_the_body_or_parameters_are_read(api: Api) -> None:
+async def test_another_resource_is_its_404_before_the_body_or_parameters_are_validated(api: Api) -> None:
     """The resource is checked first (``auth.OwnResource``): what else was sent to B's path says nothing."""
     async with api.client(await api.key("casa-a")) as a:
         missing = assert_problem(await a.get("/v1/resources/casa-b/threads"), 404, "not-found")

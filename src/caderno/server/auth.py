@@ -97,8 +97,10 @@ async def own_resource(
 ) -> str:
     """The path's ``{resource}``, once the request's key may reach it (a FastAPI dependency).
 
-    It runs before the route's body and other parameters are validated, so a
-    key for another resource gets the same 404 whatever else it sent.
+    It runs before the route's other parameters and body fields are
+    validated, so a key for another resource gets its 404 whatever they hold
+    (only a body that is not JSON at all is refused first: FastAPI parses it
+    before any dependency runs).
 
     The id's form is left to the ``Memory`` call that uses it (``check_id``
     for reads and deletes, ``check_name`` for writes), so a database written
