@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -245,6 +246,20 @@ async def test_notebook_snapshot_is_frozen_and_refusals_are_422(api: Api) -> Non
             await c.post(f"{R}/notebook/diario", json={"action": "add", "content": "x"}), 422, "invalid-request"
         )
         assert_problem(await c.post(f"{R}/notebook/memory", json={"action": "add"}), 422, "notebook")
+
+
+async def test_notebook_routes_refuse_ids_that_are_paths_and_write_nothing(
+    api: Api, caderno_home: Path
+) -> None:
+    # The notebook routes keep files, not rows: the id rules apply to them too.
+    before = sorted(p.relative_to(caderno_home) for p in caderno_home.rglob("*"))
+    async with api.client(api.admin) as c:
+        for bad in ("%2E%2E", "a%01b", "%E2%80%AEevil"):
+            refused = await c.post(f"/v1/resources/{bad}/notebook/memory", json={"action": "add", "content": "x"})
+            assert "resource id" in assert_problem(refused, 400, "invalid-request")["detail"]
+        assert_problem(await c.get("/v1/resources/a%00b/notebook"), 400, "invalid-request")
+        assert (await c.get("/v1/resources/casa/notebook")).status_code == 200
+    assert sorted(p.relative_to(caderno_home) for p in caderno_home.rglob("*") if "casa" not in str(p)) == before
 
 
 async def test_recall_finds_past_messages(api: Api) -> None:

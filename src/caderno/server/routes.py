@@ -52,7 +52,7 @@ from ..core.errors import Conflict, NotFound, UsageError
 from ..core.files import caderno_home
 from ..core.jsonvalue import MAX_PATCH_BYTES, loads_strict
 from ..core.records import ApiKey
-from ..core.validate import DUMP_DEPTH
+from ..core.validate import DUMP_DEPTH, check_id, check_name
 from ..memory.facade import Memory
 from ..memory.notebook import Notebook
 from ..stores import ops
@@ -582,8 +582,14 @@ async def working_memory_log(memory: Mem, rid: OwnResource) -> list[dict[str, An
 # -- notebook ---------------------------------------------------------------------------
 
 
-def _notebook(request: Request, rid: str) -> Notebook:
-    """The resource's notebook, its snapshot frozen at this process's first use (kept for its lifetime)."""
+def _notebook(request: Request, rid: str, *, write: bool) -> Notebook:
+    """The resource's notebook, its snapshot frozen at this process's first use (kept for its lifetime).
+
+    The notebook routes never reach ``Memory``, so the id rules are applied
+    here as ``Memory`` applies them: a name to write (``check_name``: never
+    ``..``, no ``/`` or control characters), an id to read (``check_id``).
+    """
+    (check_name if write else check_id)(rid, "resource id")
     books: dict[str, Notebook] = request.app.state.notebooks
     if rid not in books:
         books.setdefault(rid, Notebook.for_resource(caderno_home(), rid).load())
@@ -598,7 +604,7 @@ async def get_notebook(request: Request, rid: OwnResource) -> dict[str, Any]:
     """The frozen snapshot the model sees, and the live entries."""
 
     def read() -> dict[str, Any]:
-        book = _notebook(request, rid)
+        book = _notebook(request, rid, write=False)
         return {
             "snapshot": {t: book.snapshot(t) for t in ("memory", "user")},
             "entries": {t: book.entries(t) for t in ("memory", "user")},
@@ -617,7 +623,7 @@ async def edit_notebook(request: Request, rid: OwnResource, target: Target, body
     """add / replace / remove an entry (as the model's ``memory`` tool); a refusal is a 422 with its message."""
 
     def apply() -> dict[str, Any]:
-        outcome = _notebook(request, rid).apply(body.action, target, body.content, body.old_text)
+        outcome = _notebook(request, rid, write=True).apply(body.action, target, body.content, body.old_text)
         return {"success": True, **dataclasses.asdict(outcome)}
 
     return await asyncio.to_thread(apply)
