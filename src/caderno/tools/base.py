@@ -154,7 +154,9 @@ def refused(error: str, **fields: Any) -> dict[str, Any]:
 
 
 def as_text(value: Any) -> str:
-    """The JSON text a model reads for a tool's result (non-ASCII kept as is)."""
+    """What a model reads for a tool's result: text as it is, anything else as JSON (non-ASCII kept)."""
+    if isinstance(value, str):
+        return value
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
