@@ -8,10 +8,8 @@ the proxy in front of it (``OpenAIChatModel(base_url=upstream)``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,65 +19,12 @@ pytest.importorskip("fastapi")
 openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
 
-from _serving import serving_app  # noqa: E402
-from fastapi import FastAPI, Request  # noqa: E402
+from _upstream import Upstream, call, serving, text  # noqa: E402
 
 import caderno  # noqa: E402
 from caderno.agent.models import OpenAIChatModel  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.proxy import RESOURCE_HEADER, THREAD_HEADER, install_proxy  # noqa: E402
-
-Reply = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def text(content: str) -> Reply:
-    return lambda body: {"role": "assistant", "content": content}
-
-
-def call(name: str, arguments: dict[str, Any]) -> Reply:
-    fn = {"name": name, "arguments": json.dumps(arguments)}
-    return lambda body: {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": "call_1", "type": "function", "function": fn}],
-    }
-
-
-@dataclass
-class Upstream:
-    """A scripted chat-completions endpoint: answers from ``script`` in order, records every request."""
-
-    script: list[Reply] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-    def app(self) -> FastAPI:
-        app = FastAPI()
-
-        @app.post("/v1/chat/completions")
-        async def complete(request: Request) -> dict[str, Any]:
-            body = await request.json()
-            self.requests.append(body)
-            message = self.script.pop(0)(body)
-            return {
-                "id": f"up-{len(self.requests)}",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-            }
-
-        return app
-
-    def prompt(self, i: int = -1) -> str:
-        """Every message's text of request ``i``."""
-        return "\n".join(m.get("content") or "" for m in self.requests[i]["messages"])
-
-
-@contextlib.asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    """Serve ``app`` on a free loopback port, in this event loop; yield its base URL."""
-    async with serving_app(app) as (host, port):
-        yield f"http://{host}:{port}"
 
 
 @dataclass

@@ -42,7 +42,7 @@ from ..core.clock import utcnow
 from ..core.errors import CadernoError, InvalidToolArguments, ModelError, NotebookError, UsageError
 from ..core.messages import Message, ToolCall, WorkingMemory
 from ..core.records import Macro, MacroKey
-from ..core.validate import storable_reply
+from ..core.validate import check_message, storable_reply
 from ..memory import macros as macro_rules
 from ..memory.consolidation import summary_span
 from ..memory.context import TokenCounter, build_prompt, estimate_tokens
@@ -271,14 +271,15 @@ class AgentChat:
     @property
     def builtin_tools(self) -> dict[str, ToolDef[Any]]:
         """The memory tools this chat offers (``caderno.tools``), by name: each one when its feature is on."""
-        on: list[tuple[ToolDef[Any], bool]] = [
-            (UPDATE_WORKING_MEMORY, True),
-            (NOTEBOOK, self.notebook is not None),
-            (RECALL, self.recall_tool),
-            (REMEMBER_FACT, bool(self.facts)),
-            (SCHEDULE, self.schedule_tool),
-        ]
-        return {t.name: t for t, wanted in on if wanted}
+        on = {
+            UPDATE_WORKING_MEMORY.name: True,
+            RECALL.name: self.recall_tool,
+            REMEMBER_FACT.name: bool(self.facts),
+            NOTEBOOK.name: self.notebook is not None,
+            SCHEDULE.name: self.schedule_tool,
+        }
+        # In the catalog's order; a tool the catalog adds for AgentChat needs its switch here.
+        return {t.name: t for t in (*offered("agent"), SCHEDULE) if on[t.name]}
 
     @property
     def tool_specs(self) -> list[ToolSpec]:
@@ -361,8 +362,9 @@ class AgentChat:
         one transaction).
 
         Raises:
-            ModelError: the model failed, returned an empty message, or the
-                loop passed ``max_steps``; nothing is stored.
+            ModelError: the model failed, returned an empty message or a tool
+                call whose id or name cannot be stored, or the loop passed
+                ``max_steps``; nothing is stored.
         """
         if isinstance(messages, str):
             messages = [Message.user(messages)]
@@ -503,6 +505,12 @@ class AgentChat:
             # tools still get, and refuse, what it sent): the model's output
             # never costs the turn.
             kept = storable_reply(reply)
+            try:
+                # What cannot be kept even as text (a tool call's id or name that is
+                # empty, too long or holds a NUL) is the model's failure, never the caller's.
+                check_message(kept)
+            except UsageError as exc:
+                raise ModelError(f"the model's reply cannot be stored ({exc}); nothing was stored") from None
             _add_usage(usage, kept, prompt.messages, self.token_counter)
             turn.append(kept)
             if not reply.tool_calls:
@@ -514,7 +522,8 @@ class AgentChat:
                 content = record.error if record.error else as_text(record.result)
                 if record.hint:
                     content += "\n\n" + record.hint
-                turn.append(Message.tool(content, tool_call_id=call.id, name=call.name))
+                # A tool's output is no one's fault either: kept cleaned and cut, like the reply.
+                turn.append(storable_reply(Message.tool(content, tool_call_id=call.id, name=call.name)))
         else:
             raise ModelError(
                 f"the turn did not finish within max_steps={self.max_steps} model calls; nothing was stored"
