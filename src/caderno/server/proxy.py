@@ -44,6 +44,13 @@ same key gets it. Without a key, a retry is a new turn.
 One turn may take at most ``AgentChat``'s ``TURN_TIMEOUT`` (a 502
 ``model-error`` after it, nothing stored).
 
+What the model sends is never the client's fault: tool arguments caderno
+cannot store are kept as text and the turn is answered and stored; a reply
+it cannot keep at all (a tool call without a usable id or name, one the
+model adapter cannot read) is a 502 ``model-error``, never a 400. The
+memory tools answer the model in the catalog's one shape
+(``caderno.tools``), as they do through AgentChat, MCP and the Agents SDK.
+
 Not supported yet (each a clear 400): client-declared ``tools`` (a turn
 cannot pause to hand a tool call back to the client), tool messages, ``n``
 other than 1, and content parts other than text. Sampling parameters
