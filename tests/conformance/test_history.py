@@ -11,6 +11,7 @@ from caderno import Message, ToolCall
 from caderno.core.errors import NotFound, UsageError
 
 R, T = "casa-gabriel", "thread-1"
+pytestmark = pytest.mark.core  # history is CORE: every test here runs on the dict store too
 
 
 async def test_append_returns_ids_times_and_order(memory: caderno.Memory) -> None:

@@ -44,6 +44,7 @@ async def test_every_backend_claims_every_operation(memory: caderno.Memory) -> N
     assert memory.store.supports - ops.ALL <= ops.VECTOR_SEARCH
 
 
+@pytest.mark.core
 async def test_history_and_thread_records(memory: caderno.Memory) -> None:
     now = utcnow()
     created, stored = await run(

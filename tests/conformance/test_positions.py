@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import caderno
 from caderno import Message
 
 R, T = "casa-gabriel", "thread-1"
+pytestmark = pytest.mark.core  # positions are CORE: every test here runs on the dict store too
 
 
 async def positions(memory: caderno.Memory, resource_id: str, thread_id: str) -> list[int | None]:

@@ -72,6 +72,7 @@ async def test_export_import_restores_ids_and_order(memory: caderno.Memory, tmp_
     assert (await memory.export_resource(resource_id=R))["fact_history"] == dump["fact_history"]
 
 
+@pytest.mark.core
 async def test_import_rejects_what_is_not_an_export(memory: caderno.Memory) -> None:
     for bad in (
         {},
@@ -93,6 +94,7 @@ async def test_import_rejects_what_is_not_an_export(memory: caderno.Memory) -> N
         ({"resource_id": None, "thread_id": "t"}, "resource_id"),
     ],
 )
+@pytest.mark.core
 async def test_bad_ids_are_refused_and_nothing_is_written(memory: caderno.Memory, kwargs: dict, match: str) -> None:
     await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("kept")])
     with pytest.raises(UsageError, match=match):
@@ -100,6 +102,7 @@ async def test_bad_ids_are_refused_and_nothing_is_written(memory: caderno.Memory
     assert [m.content for m in await memory.get_messages(resource_id="r", thread_id="t")] == ["kept"]
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("content,match", [("nul \x00 byte", "NUL"), ("lone \ud800 surrogate", "lone surrogate")])
 async def test_unstorable_text_is_refused_clearly(memory: caderno.Memory, content: str, match: str) -> None:
     await memory.append_messages(resource_id=R, thread_id="t", messages=[Message.user("kept")])

@@ -13,6 +13,7 @@ from caderno.core.errors import Conflict, InvalidPatch
 R = "casa-gabriel"
 
 
+@pytest.mark.core
 async def test_merge_patch_semantics(memory: caderno.Memory) -> None:
     assert await memory.get_working_memory(resource_id=R) is None
     s1 = await memory.update_working_memory(
@@ -28,6 +29,7 @@ async def test_merge_patch_semantics(memory: caderno.Memory) -> None:
     }
 
 
+@pytest.mark.core
 async def test_compare_and_swap(memory: caderno.Memory) -> None:
     await memory.update_working_memory(resource_id=R, patch={"a": 1}, expected_version=0)
     with pytest.raises(Conflict) as exc:
@@ -38,6 +40,7 @@ async def test_compare_and_swap(memory: caderno.Memory) -> None:
     assert state.version == 2 and state.data == {"a": 3}
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("bad", [[1, 2], "not json", "[]", 42, None, {"x": {1, 2}}])
 async def test_patch_that_is_not_an_object_is_refused(memory: caderno.Memory, bad: object) -> None:
     await memory.update_working_memory(resource_id=R, patch={"keep": True})
@@ -48,6 +51,7 @@ async def test_patch_that_is_not_an_object_is_refused(memory: caderno.Memory, ba
     assert state and state.data == {"keep": True} and state.version == 1
 
 
+@pytest.mark.core
 async def test_concurrent_patches_of_different_keys_all_land(memory: caderno.Memory) -> None:
     await asyncio.gather(*(memory.update_working_memory(resource_id=R, patch={f"k{i}": i}) for i in range(30)))
     state = await memory.get_working_memory_state(resource_id=R)
@@ -73,6 +77,7 @@ async def test_schema_validation_writes_nothing_on_failure(db_url: str) -> None:
             assert len(dump["working_memory_log"]) == 1
 
 
+@pytest.mark.core
 async def test_every_patch_is_logged(memory: caderno.Memory) -> None:
     await memory.update_working_memory(resource_id=R, patch={"a": 1}, source="tool")
     await memory.update_working_memory(resource_id=R, patch={"a": None, "b": [1]}, source="cli")
@@ -84,6 +89,7 @@ async def test_every_patch_is_logged(memory: caderno.Memory) -> None:
     assert all(e["created_at"] for e in log)
 
 
+@pytest.mark.core
 async def test_working_memory_is_per_resource(memory: caderno.Memory) -> None:
     await memory.update_working_memory(resource_id="a", patch={"who": "a"})
     assert await memory.get_working_memory(resource_id="b") is None
