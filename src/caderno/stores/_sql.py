@@ -161,7 +161,7 @@ def enqueue_embeddings(resource_id: str, seqs: Sequence[int]) -> Q:
     )
 
 
-def run_sync(plan: Plan[T], execute: Callable[[Q], Any]) -> T:
+def run_plan_sync(plan: Plan[T], execute: Callable[[Q], Any]) -> T:
     """Drive a plan with a synchronous ``execute`` (SQLite's).
 
     ``execute`` raises ``UniqueViolation`` / ``ForeignKeyViolation`` for
@@ -181,8 +181,8 @@ def run_sync(plan: Plan[T], execute: Callable[[Q], Any]) -> T:
         return stop.value
 
 
-async def run_async(plan: Plan[T], execute: Callable[[Q], Awaitable[Any]]) -> T:
-    """Drive a plan with an asynchronous ``execute`` (psycopg's); as ``run_sync``."""
+async def run_plan(plan: Plan[T], execute: Callable[[Q], Awaitable[Any]]) -> T:
+    """Drive a plan with an asynchronous ``execute`` (psycopg's); as ``run_plan_sync``."""
     try:
         q = next(plan)
         while True:

@@ -31,7 +31,7 @@ from ..core.errors import MissingExtra, SchemaTooNew, StorageError, UsageError
 from ..core.redact import redact_url, scrub, secrets_of, split_url
 from . import _plans, _postgres_plans, ops
 from ._postgres_schema import HNSW_MAX_DIM, MIGRATION_LOCK, MIGRATIONS, VECTOR_COLUMN, hnsw_index
-from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_async, to_pyformat
+from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan, to_pyformat
 
 T = TypeVar("T")
 
@@ -64,6 +64,7 @@ _VECTOR: dict[type[Any], Handler] = {
     ops.FinishEmbeddings: functools.partial(_plans.finish_embeddings, vec=True),
     ops.SearchVectors: _postgres_plans.search_vectors,
 }
+
 
 async def _still_open(conn: Any) -> None:
     """The pool's check on checkout, without a round trip: has the server closed this connection?
@@ -444,7 +445,7 @@ class PostgresStore:
             if not writes and len(batch) > 1:
                 await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             execute = functools.partial(_execute, conn)
-            return [await run_async(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
+            return [await run_plan(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
 
         # A single one-statement operation is atomic on its own: no BEGIN/COMMIT round trips.
         alone = len(batch) == 1 and type(batch[0]) in _ONE_STATEMENT

@@ -38,7 +38,7 @@ from ..core.errors import StorageError, UsageError
 from ..core.files import create_private
 from . import _plans, _sqlite_plans, _sqlite_schema, ops
 from ._cache import RecentCache
-from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_sync
+from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan_sync
 from ._sqlite_fts import catch_up_fts
 from ._sqlite_writer import GroupWriter, Job
 
@@ -385,7 +385,7 @@ class SQLiteStore:
 
         def run(conn: sqlite3.Connection) -> list[Any]:
             execute = functools.partial(_execute, conn)
-            return [run_sync(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
+            return [run_plan_sync(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
 
         if any(isinstance(op, ops.LexicalSearch) for op in batch):
             # Full text is indexed in batches after appends; a search first
@@ -432,7 +432,9 @@ class SQLiteStore:
         """A thread's newest messages, from the recent-message cache when it is fresh."""
         key, limit = (op.resource_id, op.thread_id), op.limit
         if op.before is not None or not self.cache.enabled:
-            return await self._read(lambda conn: run_sync(_plans.read_thread(DIALECT, op), functools.partial(_execute, conn)))
+            return await self._read(
+                lambda conn: run_plan_sync(_plans.read_thread(DIALECT, op), functools.partial(_execute, conn))
+            )
         if self._cache_is_fresh():
             hit = self.cache.get(key, limit)
             if hit is not None:
@@ -440,7 +442,9 @@ class SQLiteStore:
         epoch = self.cache.epoch()
         want = None if limit is None else max(limit, self.cache.per_thread)
         wide = ops.ReadThread(resource_id=op.resource_id, thread_id=op.thread_id, limit=want)
-        newest = await self._read(lambda conn: run_sync(_plans.read_thread(DIALECT, wide), functools.partial(_execute, conn)))
+        newest = await self._read(
+            lambda conn: run_plan_sync(_plans.read_thread(DIALECT, wide), functools.partial(_execute, conn))
+        )
         if want is None or want > 0:
             self.cache.fill(key, newest, want is None or len(newest) < want, epoch)
         return newest if limit is None else newest[-limit:] if limit else []
