@@ -19,7 +19,9 @@ TASK_FIELDS = (
     "timezone, thread_id, next_run_at, last_run_at, created_at, updated_at"
 )
 _TASK_NAMES = TASK_FIELDS.split(", ")
-MACRO_FIELDS = "trigger_tool, trigger_pattern, next_tool, next_args, confidence, used_count, success_count, failure_count"
+MACRO_FIELDS = (
+    "trigger_tool, trigger_pattern, next_tool, next_args, confidence, used_count, success_count, failure_count"
+)
 
 
 def task_from_row(row: Any) -> ScheduledTask:
@@ -90,12 +92,16 @@ def list_tasks(d: Dialect, op: ops.ListTasks) -> Plan[list[ScheduledTask]]:
     if op.resource_id is None:
         rows = yield Q(f"SELECT {TASK_FIELDS} FROM scheduled_tasks ORDER BY resource_id, name")
     else:
-        rows = yield Q(f"SELECT {TASK_FIELDS} FROM scheduled_tasks WHERE resource_id = ? ORDER BY name", (op.resource_id,))
+        rows = yield Q(
+            f"SELECT {TASK_FIELDS} FROM scheduled_tasks WHERE resource_id = ? ORDER BY name", (op.resource_id,)
+        )
     return [task_from_row(r) for r in rows]
 
 
 def delete_task(d: Dialect, op: ops.DeleteTask) -> Plan[bool]:
-    done = yield Q("DELETE FROM scheduled_tasks WHERE resource_id = ? AND name = ?", (op.resource_id, op.name), "rowcount")
+    done = yield Q(
+        "DELETE FROM scheduled_tasks WHERE resource_id = ? AND name = ?", (op.resource_id, op.name), "rowcount"
+    )
     return bool(done)
 
 
@@ -142,7 +148,15 @@ def sync_config_tasks(d: Dialect, op: ops.SyncConfigTasks) -> Plan[dict[str, int
             report["added"] += 1
         elif old.source != "config":
             report["skipped"] += 1  # a tool-made task holds the name: never touched
-        elif (old.cron_expr, old.original_schedule, old.prompt, old.is_oneshot, old.is_trusted, old.timezone, old.thread_id) != (
+        elif (
+            old.cron_expr,
+            old.original_schedule,
+            old.prompt,
+            old.is_oneshot,
+            old.is_trusted,
+            old.timezone,
+            old.thread_id,
+        ) != (
             t.cron_expr,
             t.original_schedule,
             t.prompt,
@@ -273,7 +287,8 @@ def export_state(d: Dialect, resource_id: str) -> Plan[dict[str, Any]]:
     texts = {(tuple(ns.split(".")), key): loads(t) for ns, key, t in jobs}
     return {
         "items": [
-            item_dict(it, texts.get((it.namespace, it.key))) for it in sorted(items, key=lambda it: (it.namespace, it.key))
+            item_dict(it, texts.get((it.namespace, it.key)))
+            for it in sorted(items, key=lambda it: (it.namespace, it.key))
         ],
         "scheduled_tasks": [
             {name: iso(getattr(t, name)) for name in _TASK_NAMES if name != "resource_id"} for t in tasks

@@ -409,9 +409,13 @@ MIGRATIONS: list[tuple[str, str]] = [
                            AND o.seq = n.seq WHERE n.content IS DISTINCT FROM o.content) THEN
                 RETURN NULL;
             END IF;
-            {REINDEX.format(changed="SELECT n.resource_id, n.thread_id, n.seq FROM changed_rows n JOIN old_rows o "
-                            "ON o.resource_id = n.resource_id AND o.seq = n.seq "
-                            "WHERE n.kind = 'message' AND n.content IS DISTINCT FROM o.content")}
+            {
+            REINDEX.format(
+                changed="SELECT n.resource_id, n.thread_id, n.seq FROM changed_rows n JOIN old_rows o "
+                "ON o.resource_id = n.resource_id AND o.seq = n.seq "
+                "WHERE n.kind = 'message' AND n.content IS DISTINCT FROM o.content"
+            )
+        }
             RETURN NULL;
         END $$;
         CREATE FUNCTION caderno_context_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
