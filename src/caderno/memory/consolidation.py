@@ -24,7 +24,11 @@ Every write is one transaction, and a thread is summarised by one worker at
 a time (a lease on the thread row; PostgreSQL takes it with
 ``FOR UPDATE SKIP LOCKED``), so two workers never summarise the same range
 and a crash never leaves half a summary. A failing model (error, timeout,
-garbage) is recorded in ``consolidation_log``; nothing changes.
+garbage) is recorded in the consolidation log; nothing changes.
+
+``Consolidation`` is the part a ``Memory`` offers as ``memory.consolidation``
+(a pass, the summaries, the log, a background run after a turn, and the
+settings); ``Consolidator`` applies the rules to one thread or resource.
 """
 
 from __future__ import annotations
@@ -33,18 +37,20 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.clock import new_id, utcnow
 from ..core.errors import UsageError
 from ..core.messages import Message
+from ..core.records import Fact
+from ..core.validate import check_id
 from ..stores import ops
 from ..stores.base import Runner
 from .context import TokenCounter, estimate_tokens, message_tokens
 
-log = logging.getLogger("caderno.memory.consolidation")
+logger = logging.getLogger("caderno.memory.consolidation")
 
 #: Most user messages sent to the fast model in one fact-extraction call.
 FACT_BATCH = 50
@@ -52,6 +58,7 @@ FACT_BATCH = 50
 __all__ = [
     "FACTS_PROMPT",
     "SUMMARY_PROMPT",
+    "Consolidation",
     "ConsolidationSettings",
     "Consolidator",
     "extractive_summary",
@@ -256,13 +263,17 @@ async def ask_model(model: Any, system: str, user: str, timeout: float) -> str:
     return reply.content.strip()
 
 
-class Consolidator:
-    """Runs the consolidation rules over a store (used by ``Memory``)."""
+#: Upserts one fact (``memory.facts.remember``): what extraction writes through, so the fact rules are one.
+Remember = Callable[..., Awaitable[Fact]]
 
-    def __init__(self, run: Runner, settings: ConsolidationSettings, remember_fact: Any) -> None:
+
+class Consolidator:
+    """Runs the consolidation rules over a store (used by ``Consolidation``)."""
+
+    def __init__(self, run: Runner, settings: ConsolidationSettings, remember: Remember) -> None:
         self.run = run
         self.settings = settings
-        self.remember_fact = remember_fact
+        self.remember = remember
 
     async def thread(self, resource_id: str, thread_id: str, report: dict[str, int]) -> None:
         """Summarise (and merge summaries of) one thread, if it needs it; failures are logged."""
@@ -285,7 +296,11 @@ class Consolidator:
                     summary = summary_message(text, positions_of(old), how, covered=len(old))
                     if await self._write_summary(resource_id, thread_id, summary, [m.seq for m in old]):
                         report["summaries"] += 1
-            open_summaries = [m for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id)) if not merged]
+            open_summaries = [
+                m
+                for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
+                if not merged
+            ]
             if (
                 len(open_summaries) > 1
                 and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
@@ -304,7 +319,7 @@ class Consolidator:
         except Exception as exc:  # noqa: BLE001 - recorded; the next pass retries
             report["failures"] += 1
             await self._log(resource_id, thread_id, "summary", f"{type(exc).__name__}: {exc}")
-            log.warning("summary of %s/%s failed: %s", resource_id, thread_id, exc)
+            logger.warning("summary of %s/%s failed: %s", resource_id, thread_id, exc)
         finally:
             await self.run(ops.ReleaseConsolidation(resource_id=resource_id, thread_id=thread_id))
 
@@ -315,7 +330,11 @@ class Consolidator:
         free = await self.run(ops.ReadUnconsolidated(resource_id=resource_id, thread_id=thread_id))
         if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
             return True
-        open_summaries = [m for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id)) if not merged]
+        open_summaries = [
+            m
+            for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
+            if not merged
+        ]
         return (
             len(open_summaries) > 1
             and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
@@ -363,10 +382,10 @@ class Consolidator:
                 continue
             for fact in facts:
                 try:
-                    await self.remember_fact(resource_id=rid, source="consolidation", **fact)
+                    await self.remember(resource_id=rid, source="consolidation", **fact)
                     report["facts"] += 1
                 except UsageError as exc:
-                    log.info("skipped an extracted fact: %s", exc)
+                    logger.info("skipped an extracted fact: %s", exc)
             await self.run(ops.MarkFactsExtracted(resource_id=rid, seqs=tuple(m.seq or 0 for m in msgs), now=utcnow()))
 
     async def _write_summary(self, resource_id: str, thread_id: str, summary: Message, seqs: list[Any]) -> bool:
@@ -380,3 +399,85 @@ class Consolidator:
             resource_id=resource_id, thread_id=thread_id, step=step, outcome="failed", detail=detail, now=utcnow()
         )
         await self.run(op)
+
+
+def _empty_report() -> dict[str, int]:
+    return {"summaries": 0, "merges": 0, "facts": 0, "failures": 0}
+
+
+class Consolidation:
+    """Summaries and fact extraction for every resource (``memory.consolidation``).
+
+    Args:
+        run: the memory's runner (one operation, one transaction).
+        settings: thresholds, the fast model, the interval (``self.settings``).
+        remember: upserts one extracted fact (``memory.facts.remember``).
+        background: the memory's set of background tasks; a scheduled run
+            joins it, so ``Memory.flush`` waits for it and ``Memory.close``
+            cancels it.
+    """
+
+    def __init__(
+        self,
+        run: Runner,
+        settings: ConsolidationSettings,
+        remember: Remember,
+        background: set[asyncio.Task[Any]],
+    ) -> None:
+        self._run = run
+        self.settings = settings
+        """How and when consolidation runs (``ConsolidationSettings``)."""
+        self._consolidator = Consolidator(run, settings, remember)
+        self._background = background
+        self._scheduled: set[tuple[str, str]] = set()
+
+    async def run(self, *, resource_id: str | None = None) -> dict[str, int]:
+        """One consolidation pass: summarise long threads, merge summaries, extract facts.
+
+        Returns counts: ``summaries``, ``merges``, ``facts``, ``failures``.
+        Failures are recorded in ``log`` and retried next pass.
+        """
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        report = _empty_report()
+        settings = self.settings
+        # Characters are a cheap upper bound to find candidates (>= 2 chars a token).
+        find = ops.FindConsolidationCandidates(resource_id=resource_id, min_chars=settings.summarize_after_tokens * 2)
+        for rid, tid in await self._run(find):
+            await self._consolidator.thread(rid, tid, report)
+        if settings.fast_model is not None:
+            await self._consolidator.extract_facts(resource_id, report)
+        return report
+
+    async def summaries(self, *, resource_id: str, thread_id: str) -> list[tuple[Message, bool]]:
+        """The thread's summary events, oldest first, each with ``merged`` (folded into a later one)."""
+        check_id(resource_id, "resource_id")
+        check_id(thread_id, "thread_id")
+        return await self._run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
+
+    async def log(self, *, resource_id: str) -> list[dict[str, Any]]:
+        """Consolidation outcomes recorded for the resource (failures, mostly), oldest first."""
+        check_id(resource_id, "resource_id")
+        return await self._run(ops.ReadConsolidationLog(resource_id=resource_id))
+
+    def schedule(self, *, resource_id: str, thread_id: str) -> None:
+        """Consolidate one thread in the background (after a turn); never delays the caller."""
+        key = (resource_id, thread_id)
+        if key in self._scheduled:
+            return
+        self._scheduled.add(key)
+
+        async def run() -> None:
+            try:
+                report = _empty_report()
+                await self._consolidator.thread(resource_id, thread_id, report)
+                if self.settings.fast_model is not None:
+                    await self._consolidator.extract_facts(resource_id, report)
+            except Exception:  # the store failed; the next pass will retry
+                logger.warning("background consolidation of %s/%s failed", resource_id, thread_id, exc_info=True)
+            finally:
+                self._scheduled.discard(key)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

@@ -1,53 +1,112 @@
-"""The ``Memory`` facade: every policy above the storage port.
+"""The ``Memory`` facade: one object over one store, flat where the contract names it, parts for the rest.
 
-Ids, validation, merge-patch rules and ownership live here once, so every
-backend behaves the same. ``connect(url)`` picks the backend.
+Ids, validation, merge-patch rules and ownership live in the memory layer
+once, so every backend behaves the same. ``caderno.connect(url)`` picks the
+backend (``caderno.memory.connect``).
+
+The rule for where a method lives:
+
+- **Flat on ``Memory``**: what DESIGN.md §4 and the seed port name, which
+  callers cannot be asked to rename — the household four
+  (``get_messages``, ``append_messages``, ``get_working_memory``,
+  ``update_working_memory``), the contract's thread and resource verbs
+  (``list_threads``, ``delete_thread``, ``list_resources``,
+  ``erase_resource``, ``export_resource``, ``import_resource``), ``recall``,
+  ``get_context``, ``reindex``, and the lifecycle and the port (``open``,
+  ``close``, ``flush``, ``supports``, ``batch``, ``run``,
+  ``run_background``).
+- **Everything else in a part**, an attribute holding a small class from
+  its own module that is given what it needs (the runner, the vector cache,
+  the indexer…), never the ``Memory``: ``memory.threads``
+  (``caderno.memory.threads``), ``memory.messages``, ``memory.working_memory``,
+  ``memory.facts``, ``memory.consolidation``, ``memory.tasks``,
+  ``memory.macros``, ``memory.prefixes``, ``memory.keys``
+  (``caderno.memory.state``), and ``memory.turns``: the seam ``AgentChat``
+  runs a turn on, internal to caderno (not a stable API).
+
+Transition (issue 23 item 4): phase 1 moved the implementations into the
+parts and keeps each old flat name below as a delegation marked
+``# moved:``, because call sites in files other engineers were editing still
+use them. Phase 2 rewrites those call sites with this table and deletes the
+delegations, ``_Moved`` and the re-exports marked ``moved``:
+
+====================================================  ======================================================
+old                                                   new
+====================================================  ======================================================
+``memory.get_thread(...)``                            ``memory.threads.get(...)``
+``memory.create_thread(...)``                         ``memory.threads.create(...)``
+``memory.update_thread(...)``                         ``memory.threads.update(...)``
+``memory.pop_message(...)``                           ``memory.messages.pop(...)``
+``memory.edit_message(...)``                          ``memory.messages.edit(...)``
+``memory.delete_message(...)``                        ``memory.messages.delete(...)``
+``memory.message_log(...)``                           ``memory.messages.log(...)``
+``memory.set_importance(...)``                        ``memory.messages.set_importance(...)``
+``memory.get_working_memory_state(...)``              ``memory.working_memory.state(...)``
+``memory.working_memory_log(...)``                    ``memory.working_memory.log(...)``
+``memory.preview_working_memory(...)``                ``memory.working_memory.preview(...)``
+``memory.working_memory_json_schema``                 ``memory.working_memory.json_schema``
+``memory._patch_op(...)``                             ``memory.working_memory.patch_op(...)``
+``memory.remember_fact(...)``                         ``memory.facts.remember(...)``
+``memory.get_facts(...)``                             ``memory.facts.list(...)``
+``memory.fact_history(...)``                          ``memory.facts.history(...)``
+``memory.forget_fact(...)``                           ``memory.facts.forget(...)``
+``memory.relevant_facts(...)``                        ``memory.facts.relevant(...)``
+``memory.rank_facts(...)``                            ``memory.facts.rank(...)``
+``memory.consolidate(...)``                           ``memory.consolidation.run(...)``
+``memory.summaries(...)``                             ``memory.consolidation.summaries(...)``
+``memory.consolidation_log(...)``                     ``memory.consolidation.log(...)``
+``memory.schedule_consolidation(...)``                ``memory.consolidation.schedule(...)``
+``memory.consolidation.<setting>`` (settings)         ``memory.consolidation.settings.<setting>``
+``memory.load_turn(...)``                             ``memory.turns.load(...)``
+``memory.commit_turn(...)``                           ``memory.turns.commit(...)``
+``memory.prepare_messages(...)``                      ``memory.turns.prepare_messages(...)``
+``memory.append_op(...)``                             ``memory.turns.append_op(...)``
+``from caderno.memory.facade import TurnContext``     ``from caderno.memory.turns import TurnContext``
+``from caderno.memory.facade import fact_op``         ``from caderno.memory.facts import fact_op``
+====================================================  ======================================================
+
+``list_threads`` and ``delete_thread`` stay flat for good: they are the
+contract's spelling of ``memory.threads.list`` and ``memory.threads.delete``.
+Arguments and results are unchanged everywhere. Gone without a delegation
+(no reader anywhere): ``memory.consolidator``, ``memory.working_memory_schema``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import logging
-from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast, overload, runtime_checkable
 
-from ..core.clock import new_id, utcnow
-from ..core.errors import NotFound, Unsupported, UsageError
-from ..core.jsonvalue import MAX_MESSAGES_PER_APPEND
+from ..core.clock import utcnow
+from ..core.errors import Unsupported, UsageError
 from ..core.messages import Message, Thread, WorkingMemory, check_text
-from ..core.records import Fact, Macro
-from ..core.validate import (
-    MAX_ID_LENGTH,
-    check_actor,
-    check_fact,
-    check_id,
-    check_message,
-    check_metadata,
-    check_name,
-    check_title,
-)
+from ..core.validate import MAX_ID_LENGTH, check_id, check_name
 from ..stores import ops
 from ..stores.base import ResourceDump, Store
 from . import dump as _dump
-from .consolidation import ConsolidationSettings, Consolidator
-from .importance import EMBEDDED_ROLES, embeddable
-from .importance import score as importance_score
+from .consolidation import Consolidation, ConsolidationSettings
+from .facts import Facts
+from .facts import fact_op as fact_op  # moved: caderno.memory.facts.fact_op
+from .importance import EMBEDDED_ROLES
 from .indexer import Indexer
+from .messages import Messages, detached
 from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Recalled, Retriever, VectorIndex
 from .state import Keys, Macros, Prefixes, Tasks
+from .threads import Threads
 from .tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, ContextParts, gather_context
-from .working_memory import check_patch, make_validator, merge_patch, schema_of
+from .turns import TurnContext, Turns
+from .working_memory import WorkingMemoryPart
 
 __all__ = ["DEFAULT", "MAX_ID_LENGTH", "AgentMemory", "Memory", "TurnContext"]
 
 log = logging.getLogger("caderno.memory")
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class _Default:
@@ -57,28 +116,6 @@ class _Default:
 
 #: "Not given": use caderno's default (for ``embedder``, the local MiniLM).
 DEFAULT: Any = _Default()
-
-#: Fact texts whose vectors are kept for ranking facts per turn (least recently used go first).
-FACT_VECTOR_CACHE = 4096
-
-
-def fact_op(resource_id: str, category: str, key: str, value: str, source: str) -> ops.UpsertFact:
-    """Validate a fact and build its upsert (policy once, for the tool, the API and consolidation)."""
-    check_name(resource_id, "resource_id")
-    check_fact(category, key, value, source)
-    return ops.UpsertFact(
-        resource_id=resource_id,
-        category=category.strip().lower(),
-        key=key.strip(),
-        value=value.strip(),
-        source=source,
-        now=utcnow(),
-    )
-
-
-def detached(messages: list[Message]) -> list[Message]:
-    """Copies whose metadata the caller may change without touching what stores and caches hold."""
-    return [m._stamped(metadata=copy.deepcopy(m.metadata)) if m.metadata else m for m in messages]
 
 
 @runtime_checkable
@@ -109,22 +146,6 @@ class AgentMemory(Protocol):
         ...
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnContext:
-    """What a turn reads before the model runs, in one snapshot (``Memory.load_turn``)."""
-
-    history: list[Message]
-    """The newest messages of the thread (up to the limit asked), oldest first."""
-    summaries: list[tuple[Message, bool]]
-    """The thread's summaries, oldest first, each with ``merged``."""
-    working_memory: WorkingMemory | None
-    """The resource's working memory."""
-    facts: list[Fact]
-    """The resource's facts, most recently updated first (empty when not asked)."""
-    macros: list[Macro] = field(default_factory=list)
-    """The resource's learned tool macros (empty when not asked)."""
-
-
 def _check_before(before: Any) -> None:
     """Refuse a ``before`` that is not a position a store can compare (a 64-bit integer)."""
     if not isinstance(before, int) or isinstance(before, bool):
@@ -134,13 +155,36 @@ def _check_before(before: Any) -> None:
         raise UsageError("before must be a message position within ±(2**63-1): this integer is larger")
 
 
+class _Moved(Generic[P, R]):
+    """An old flat name of ``Memory`` that is now a part's method (the transition above).
+
+    Reading ``memory.<old name>`` gives the part's bound method itself, so a
+    call behaves exactly as the new spelling; ``method`` (the part's
+    function) carries the signature for type checkers.
+    """
+
+    def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
+        self._part = part
+        self._name = method.__name__
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Moved[P, R]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> Callable[P, R]: ...
+    def __get__(self, obj: object | None, owner: type) -> _Moved[P, R] | Callable[P, R]:
+        if obj is None:
+            return self
+        return cast(Callable[P, R], getattr(getattr(obj, self._part), self._name))
+
+
 class Memory:
     """Durable memory for agents over one store.
 
     Every method is a thin wrapper over one batch of the store port
-    (``caderno.stores.ops``): validation and policy here, then one
-    transaction. A store that does not handle an operation a method needs
-    makes that method raise ``Unsupported``; the others work.
+    (``caderno.stores.ops``): validation and policy in the memory layer,
+    then one transaction. A store that does not handle an operation a method
+    needs makes that method raise ``Unsupported``; the others work. The
+    module docstring says which methods are flat and which live in a part.
 
     Args:
         store: the backend (see ``connect`` to build one from a URL).
@@ -166,8 +210,6 @@ class Memory:
         if not isinstance(store, Store):
             raise UsageError(f"store must implement caderno.Store (supports, open, close, batch), got {store!r}")
         self.store = store
-        self.working_memory_schema = working_memory_schema
-        self._validate = make_validator(working_memory_schema)
         if embedder is DEFAULT:
             from ..embeddings import default_embedder
 
@@ -178,11 +220,21 @@ class Memory:
         self.indexer = Indexer(self.run, embedder, items=store.supports >= ops.ITEM_VECTORS)
         self.vectors = VectorIndex(vector_cache_bytes)
         self.retriever = Retriever(self.run, self.indexer, self.vectors)
-        self.consolidation = consolidation or ConsolidationSettings()
-        self.consolidator = Consolidator(self.run, self.consolidation, self.remember_fact)
         self._background: set[asyncio.Task[Any]] = set()
-        self._scheduled: set[tuple[str, str]] = set()
-        self._fact_vectors: OrderedDict[str, Any] = OrderedDict()
+        self.threads = Threads(self.run, self.vectors)
+        """Thread records: list, get, create, update, delete (``caderno.memory.threads``)."""
+        self.messages = Messages(self.run, self.vectors)
+        """Stored messages changed and audited: pop, edit, delete, log, importance (``caderno.memory.messages``)."""
+        self.working_memory = WorkingMemoryPart(self.run, working_memory_schema)
+        """Versioned state, patch log, dry run, schema (``caderno.memory.working_memory``)."""
+        self.facts = Facts(self.run, self.indexer)
+        """Facts and their history, and the ranking a turn uses (``caderno.memory.facts``)."""
+        self.consolidation = Consolidation(
+            self.run, consolidation or ConsolidationSettings(), self.facts.remember, self._background
+        )
+        """Summaries and fact extraction, and their settings (``caderno.memory.consolidation``)."""
+        self.turns = Turns(self.batch, self.supports, self.working_memory, self.indexer)
+        """A turn's snapshot and commit, for ``AgentChat``: internal (``caderno.memory.turns``)."""
         self.tasks = Tasks(self.run)
         """Scheduled tasks (``caderno.memory.state.Tasks``)."""
         self.macros = Macros(self.run)
@@ -217,6 +269,8 @@ class Memory:
         (result,) = await self.batch([op])
         return cast(T, result)
 
+    # -- lifecycle ---------------------------------------------------------------------
+
     async def open(self) -> Memory:
         """Create or migrate the schema (done on first use too)."""
         await self.store.open()
@@ -246,49 +300,17 @@ class Memory:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    @property
-    def working_memory_json_schema(self) -> dict[str, Any] | None:
-        """The JSON Schema working memory must follow, if one was given."""
-        return schema_of(self.working_memory_schema)
+    async def run_background(self, *, interval_hours: float | None = None) -> None:
+        """Embed and consolidate forever, a pass every ``interval_hours`` (default 6): for workers."""
+        settings = self.consolidation.settings
+        period = 3600 * (interval_hours if interval_hours is not None else settings.interval_hours)
+        while True:
+            await self.indexer.flush()
+            report = await self.consolidation.run()
+            log.info("consolidation pass: %s", report)
+            await asyncio.sleep(period)
 
-    # -- conversation history ------------------------------------------------
-
-    def prepare_messages(self, messages: Sequence[Message]) -> list[Message]:
-        """Validate messages and stamp what the store needs (id, time, importance).
-
-        Raises:
-            UsageError: a non-Message item, text that cannot be stored (NUL,
-                lone surrogates), a bad id, or a non-JSON tool argument.
-        """
-        if isinstance(messages, Message) or not isinstance(messages, Sequence):
-            raise UsageError("messages must be a list of Message")
-        if len(messages) > MAX_MESSAGES_PER_APPEND:
-            raise UsageError(f"{len(messages)} messages in one append; the limit is {MAX_MESSAGES_PER_APPEND}")
-        ready = []
-        for m in messages:
-            if not isinstance(m, Message):
-                raise UsageError(f"messages must be Message instances, got {type(m).__name__}")
-            check_message(m)
-            ready.append(
-                m._stamped(
-                    id=m.id or new_id(),
-                    created_at=m.created_at or utcnow(),
-                    importance=importance_score(m),
-                    metadata=copy.deepcopy(m.metadata),  # the caller's dict stays the caller's
-                )
-            )
-        return ready
-
-    def append_op(self, resource_id: str, thread_id: str, messages: Sequence[Message]) -> ops.Append:
-        """The ``Append`` of prepared messages, with the embedding policy applied."""
-        return ops.Append(
-            resource_id=resource_id,
-            thread_id=thread_id,
-            messages=tuple(messages),
-            # Queued even without an embedder here: the queue is durable, and a
-            # process that has the model (a worker, the CLI) embeds them.
-            embed=frozenset(m.id for m in messages if m.id and embeddable(m.role, m.content)),
-        )
+    # -- the household four: history and working memory ------------------------------
 
     async def append_messages(self, *, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
         """Append messages to a thread in one transaction (all or nothing).
@@ -302,10 +324,10 @@ class Memory:
         """
         check_name(resource_id, "resource_id")
         check_name(thread_id, "thread_id")
-        ready = self.prepare_messages(messages)
+        ready = self.turns.prepare_messages(messages)
         if not ready:
             return []
-        stored = await self.run(self.append_op(resource_id, thread_id, ready))
+        stored = await self.run(self.turns.append_op(resource_id, thread_id, ready))
         self.indexer.notify()
         return detached(stored)
 
@@ -330,255 +352,10 @@ class Memory:
         found = await self.run(ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=limit, before=before))
         return detached(found)
 
-    async def load_turn(
-        self, *, resource_id: str, thread_id: str, history_limit: int, facts: bool = True, macros: bool = False
-    ) -> TurnContext:
-        """Everything a turn's prompt needs, read in one snapshot (one round trip).
-
-        History, summaries (when the store has them), working memory, and
-        the resource's facts when ``facts`` is true and the store has them.
-        """
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
-        batch: list[ops.Op[Any]] = [
-            ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=history_limit),
-            ops.ReadWorkingMemory(resource_id=resource_id),
-        ]
-        if with_summaries := self.supports(ops.ReadSummaries):
-            batch.append(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
-        if with_facts := facts and self.supports(ops.ReadFacts):
-            batch.append(ops.ReadFacts(resource_id=resource_id))
-        if with_macros := macros and self.supports(ops.ReadMacros):
-            batch.append(ops.ReadMacros(resource_id=resource_id))
-        results = await self.batch(batch)
-        return TurnContext(
-            history=detached(results[0]),
-            working_memory=results[1],
-            summaries=results[2] if with_summaries else [],
-            facts=results[2 + with_summaries] if with_facts else [],
-            macros=results[-1] if with_macros else [],
-        )
-
-    async def commit_turn(
-        self,
-        *,
-        resource_id: str,
-        thread_id: str,
-        messages: Sequence[Message],
-        patches: Sequence[tuple[dict[str, Any], str]] = (),
-        facts: Sequence[ops.UpsertFact] = (),
-        extra: Sequence[ops.Op[Any]] = (),
-    ) -> tuple[list[Message], WorkingMemory | None]:
-        """Store a turn in one transaction: its messages, working-memory patches, facts and ``extra``.
-
-        ``extra``: other writes the turn's tools held (scheduled tasks, the
-        macros learned from its tool calls).
-
-        ``patches`` are ``(patch, source)`` pairs applied in order, each
-        merged with the stored state inside the transaction and validated;
-        a patch that no longer validates fails the whole turn (nothing is
-        stored). Returns the stored messages and the working memory after
-        the last patch (``None`` when there were none).
-        """
-        check_name(resource_id, "resource_id")
-        check_name(thread_id, "thread_id")
-        ready = self.prepare_messages(messages)
-        batch: list[ops.Op[Any]] = [self.append_op(resource_id, thread_id, ready)]
-        batch += [self._patch_op(resource_id, patch, None, source) for patch, source in patches]
-        batch += list(facts)
-        batch += list(extra)
-        results = await self.batch(batch)
-        self.indexer.notify()
-        return detached(results[0]), (results[len(patches)] if patches else None)
-
-    async def list_threads(self, *, resource_id: str) -> list[Thread]:
-        """The resource's threads, most recently active first."""
-        check_id(resource_id, "resource_id")
-        return await self.run(ops.ListThreads(resource_id=resource_id))
-
-    async def get_thread(self, *, resource_id: str, thread_id: str) -> Thread:
-        """One thread's record (title, metadata, times, message count).
-
-        Raises:
-            NotFound: the resource has no such thread.
-        """
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
-        thread = await self.run(ops.GetThread(resource_id=resource_id, thread_id=thread_id))
-        if thread is None:
-            raise _no_thread(resource_id, thread_id)
-        return thread
-
-    async def create_thread(
-        self, *, resource_id: str, thread_id: str | None = None, title: str | None = None, metadata: Any = None
-    ) -> Thread:
-        """Create an empty thread with an optional title and metadata (an id is made when absent).
-
-        Raises:
-            Conflict-free: UsageError when the resource already has that thread.
-        """
-        check_name(resource_id, "resource_id")
-        thread_id = check_name(thread_id, "thread_id") if thread_id is not None else new_id()
-        check_title(title)
-        check_metadata(metadata)
-        op = ops.PutThread(
-            resource_id=resource_id, thread_id=thread_id, create=True, title=title, metadata=metadata, now=utcnow()
-        )
-        thread = await self.run(op)
-        if thread is None:
-            raise UsageError(f"resource {resource_id!r} already has a thread {thread_id!r}")
-        return thread
-
-    async def update_thread(
-        self, *, resource_id: str, thread_id: str, title: Any = ops.UNSET, metadata: Any = ops.UNSET
-    ) -> Thread:
-        """Change a thread's title and/or metadata (a field not given is kept; ``None`` clears it).
-
-        Raises:
-            NotFound: the resource has no such thread.
-        """
-        check_name(resource_id, "resource_id")
-        check_name(thread_id, "thread_id")
-        if title is not ops.UNSET:
-            check_title(title)
-        if metadata is not ops.UNSET:
-            check_metadata(metadata)
-        op = ops.PutThread(
-            resource_id=resource_id, thread_id=thread_id, create=False, title=title, metadata=metadata, now=utcnow()
-        )
-        thread = await self.run(op)
-        if thread is None:
-            raise _no_thread(resource_id, thread_id)
-        return thread
-
-    async def delete_thread(self, *, resource_id: str, thread_id: str) -> None:
-        """Delete a thread, all its messages, their vectors and their edit log.
-
-        Raises:
-            NotFound: the resource has no such thread.
-        """
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
-        deleted = await self.run(ops.DeleteThread(resource_id=resource_id, thread_id=thread_id))
-        self.vectors.forget(resource_id)
-        if not deleted:
-            raise _no_thread(resource_id, thread_id)
-
-    async def pop_message(
-        self, *, resource_id: str, thread_id: str, actor: str = "app", reason: str | None = None
-    ) -> Message | None:
-        """Remove and return the thread's newest message (``None`` when it has none).
-
-        Agent frameworks use it to undo a turn. The message log records the
-        pop (who, when, why), not the text.
-        """
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
-        check_actor(actor, reason)
-        op = ops.PopMessage(resource_id=resource_id, thread_id=thread_id, actor=actor, reason=reason, now=utcnow())
-        popped = await self.run(op)
-        if popped is not None:
-            self.vectors.forget(resource_id)
-        return popped
-
-    async def edit_message(
-        self, *, resource_id: str, message_id: str, content: str, actor: str = "app", reason: str | None = None
-    ) -> Message:
-        """Replace a message's text; the old text goes to the message log with who, when and why.
-
-        Full-text search sees the new text at once; its vector is made again
-        in the background.
-
-        Raises:
-            NotFound: the resource has no such message.
-        """
-        check_name(resource_id, "resource_id")
-        check_name(message_id, "message_id")
-        if not isinstance(content, str):
-            raise UsageError(f"content must be a string, not {type(content).__name__}")
-        check_text(content, "message content")
-        check_actor(actor, reason)
-        op = ops.EditMessage(
-            resource_id=resource_id,
-            message_id=message_id,
-            content=content,
-            rescore=self._rescore,
-            actor=actor,
-            reason=reason,
-            now=utcnow(),
-        )
-        edited = await self.run(op)
-        if edited is None:
-            raise NotFound(f"resource {resource_id!r} has no message {message_id!r}", resource_id=resource_id)
-        return edited
-
-    def _rescore(self, m: Message) -> tuple[float, bool]:
-        """Importance and "embed it?" of an edited message: the same policy as at append."""
-        importance = importance_score(m._stamped(importance=None))
-        return importance, embeddable(m.role, m.content)
-
-    async def delete_message(
-        self, *, resource_id: str, message_id: str, actor: str = "app", reason: str | None = None
-    ) -> Message:
-        """Delete one message; the log keeps who, when and why (not the text). Returns it.
-
-        Raises:
-            NotFound: the resource has no such message.
-        """
-        check_id(resource_id, "resource_id")
-        check_id(message_id, "message_id")
-        check_actor(actor, reason)
-        op = ops.DeleteMessage(resource_id=resource_id, message_id=message_id, actor=actor, reason=reason, now=utcnow())
-        deleted = await self.run(op)
-        if deleted is None:
-            raise NotFound(f"resource {resource_id!r} has no message {message_id!r}", resource_id=resource_id)
-        self.vectors.forget(resource_id)
-        return deleted
-
-    async def message_log(self, *, resource_id: str, message_id: str | None = None) -> list[dict[str, Any]]:
-        """Edits, pops and deletions of the resource's messages, oldest first.
-
-        Each entry: ``message_id, thread_id, action (edit|pop|delete), role,
-        old_content`` (edits only)``, actor, reason, created_at``.
-        """
-        check_id(resource_id, "resource_id")
-        if message_id is not None:
-            check_id(message_id, "message_id")
-        return await self.run(ops.ReadMessageLog(resource_id=resource_id, message_id=message_id))
-
-    # -- working memory ------------------------------------------------------
-
     async def get_working_memory(self, *, resource_id: str) -> dict[str, Any] | None:
         """The resource's working memory object, or ``None`` when never set."""
-        state = await self.get_working_memory_state(resource_id=resource_id)
+        state = await self.working_memory.state(resource_id=resource_id)
         return state.data if state else None
-
-    async def get_working_memory_state(self, *, resource_id: str) -> WorkingMemory | None:
-        """Working memory with its version (for ``expected_version``)."""
-        check_id(resource_id, "resource_id")
-        return await self.run(ops.ReadWorkingMemory(resource_id=resource_id))
-
-    async def working_memory_log(self, *, resource_id: str) -> list[dict[str, Any]]:
-        """Every applied patch (version, patch, source, created_at), oldest first."""
-        check_id(resource_id, "resource_id")
-        return await self.run(ops.ReadWorkingMemoryLog(resource_id=resource_id))
-
-    def _patch_op(
-        self, resource_id: str, patch: Any, expected_version: int | None, source: str
-    ) -> ops.PatchWorkingMemory:
-        patch = check_patch(patch, resource_id)
-
-        def update(current: dict[str, Any] | None) -> dict[str, Any]:
-            return self.preview_working_memory(current, patch, resource_id=resource_id)
-
-        return ops.PatchWorkingMemory(
-            resource_id=resource_id,
-            update=update,
-            patch=patch,
-            expected_version=expected_version,
-            source=source,
-            now=utcnow(),
-        )
 
     async def update_working_memory(
         self,
@@ -599,19 +376,21 @@ class Memory:
             Conflict: ``expected_version`` is not the stored version.
         """
         check_name(resource_id, "resource_id")
-        return await self.run(self._patch_op(resource_id, patch, expected_version, source))
+        return await self.run(self.working_memory.patch_op(resource_id, patch, expected_version, source))
 
-    def preview_working_memory(
-        self, current: dict[str, Any] | None, patch: Any, *, resource_id: str = ""
-    ) -> dict[str, Any]:
-        """The result of applying ``patch`` to ``current``, validated, without writing.
+    # -- the contract's thread verbs (the contract's spelling of memory.threads.list/delete) --
+
+    async def list_threads(self, *, resource_id: str) -> list[Thread]:
+        """The resource's threads, most recently active first (``memory.threads.list``)."""
+        return await self.threads.list(resource_id=resource_id)
+
+    async def delete_thread(self, *, resource_id: str, thread_id: str) -> None:
+        """Delete a thread, its messages, their vectors and edit log (``memory.threads.delete``).
 
         Raises:
-            InvalidPatch: as ``update_working_memory`` would.
+            NotFound: the resource has no such thread.
         """
-        patch = check_patch(patch, resource_id)
-        merged = merge_patch(current or {}, patch)
-        return self._validate(merged) if self._validate else merged
+        await self.threads.delete(resource_id=resource_id, thread_id=thread_id)
 
     # -- whole resources -----------------------------------------------------
 
@@ -645,151 +424,7 @@ class Memory:
         await self.run(ops.ImportResource(dump=dump, now=utcnow(), embed_roles=EMBEDDED_ROLES))
         self.indexer.notify()
 
-    # -- facts -------------------------------------------------------------------------
-
-    async def remember_fact(
-        self, *, resource_id: str, category: str, key: str, value: str, source: str = "agent"
-    ) -> Fact:
-        """Upsert a fact on (resource, category, key); the previous value goes to its history."""
-        return await self.run(fact_op(resource_id, category, key, value, source))
-
-    async def get_facts(self, *, resource_id: str, category: str | None = None) -> list[Fact]:
-        """The resource's facts, most recently updated first."""
-        check_id(resource_id, "resource_id")
-        if category is not None:
-            check_id(category, "fact category")
-        return await self.run(ops.ReadFacts(resource_id=resource_id, category=category.lower() if category else None))
-
-    async def fact_history(self, *, resource_id: str, category: str, key: str) -> list[dict[str, Any]]:
-        """Earlier values of one fact, oldest first."""
-        check_id(resource_id, "resource_id")
-        check_id(category, "fact category")
-        check_id(key, "fact key")
-        return await self.run(ops.ReadFactHistory(resource_id=resource_id, category=category.lower(), key=key))
-
-    async def forget_fact(self, *, resource_id: str, category: str, key: str) -> None:
-        """Delete a fact (its history stays).
-
-        Raises:
-            NotFound: the resource has no such fact.
-        """
-        check_id(resource_id, "resource_id")
-        check_id(category, "fact category")
-        check_id(key, "fact key")
-        if not await self.run(ops.ForgetFact(resource_id=resource_id, category=category.lower(), key=key)):
-            raise NotFound(f"resource {resource_id!r} has no fact {category}/{key}", resource_id=resource_id)
-
-    async def relevant_facts(self, *, resource_id: str, query: str, limit: int = 8, recent: int = 3) -> list[Fact]:
-        """Facts for a turn: the closest to ``query`` by embedding, plus the most recent."""
-        return await self.rank_facts(await self.get_facts(resource_id=resource_id), query, limit=limit, recent=recent)
-
-    async def rank_facts(self, facts: list[Fact], query: str, *, limit: int = 8, recent: int = 3) -> list[Fact]:
-        """The ``recent`` newest facts, then the rest by closeness to ``query``, cut to ``limit``."""
-        if len(facts) <= limit:
-            return facts
-        chosen = facts[:recent]
-        if self.indexer.active and query.strip():
-            texts = [f"{f.category} {f.key}: {f.value}" for f in facts]
-            try:
-                vectors = await self._fact_vectors_for(texts)
-                (q,) = await asyncio.to_thread(self.embedder.embed, [query])
-                ranked = sorted(range(len(facts)), key=lambda i: -float(vectors[i] @ q))
-                chosen += [facts[i] for i in ranked if facts[i] not in chosen]
-            except Exception as exc:  # noqa: BLE001 - facts still come, by recency
-                log.warning("fact ranking by embedding failed: %s", exc)
-        chosen += [f for f in facts if f not in chosen]
-        return chosen[:limit]
-
-    async def _fact_vectors_for(self, texts: list[str]) -> list[Any]:
-        cache = self._fact_vectors
-        missing = [t for t in dict.fromkeys(texts) if t not in cache]
-        if missing:
-            for t, v in zip(missing, await asyncio.to_thread(self.embedder.embed, missing), strict=True):
-                cache[t] = v
-        vectors = []
-        for t in texts:
-            cache.move_to_end(t)
-            vectors.append(cache[t])
-        while len(cache) > FACT_VECTOR_CACHE:
-            cache.popitem(last=False)
-        return vectors
-    # -- summaries and consolidation ---------------------------------------------------------
-
-    async def summaries(self, *, resource_id: str, thread_id: str) -> list[tuple[Message, bool]]:
-        """The thread's summary events, oldest first, each with ``merged`` (folded into a later one)."""
-        check_id(resource_id, "resource_id")
-        check_id(thread_id, "thread_id")
-        return await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
-
-    async def consolidate(self, *, resource_id: str | None = None) -> dict[str, int]:
-        """One consolidation pass: summarise long threads, merge summaries, extract facts.
-
-        Returns counts: ``summaries``, ``merges``, ``facts``, ``failures``.
-        Failures are recorded in ``consolidation_log`` and retried next pass.
-        """
-        if resource_id is not None:
-            check_id(resource_id, "resource_id")
-        report = {"summaries": 0, "merges": 0, "facts": 0, "failures": 0}
-        settings = self.consolidation
-        # Characters are a cheap upper bound to find candidates (>= 2 chars a token).
-        find = ops.FindConsolidationCandidates(resource_id=resource_id, min_chars=settings.summarize_after_tokens * 2)
-        for rid, tid in await self.run(find):
-            await self.consolidator.thread(rid, tid, report)
-        if settings.fast_model is not None:
-            await self.consolidator.extract_facts(resource_id, report)
-        return report
-
-    async def consolidation_log(self, *, resource_id: str) -> list[dict[str, Any]]:
-        """Consolidation outcomes recorded for the resource (failures, mostly), oldest first."""
-        check_id(resource_id, "resource_id")
-        return await self.run(ops.ReadConsolidationLog(resource_id=resource_id))
-
-    def schedule_consolidation(self, *, resource_id: str, thread_id: str) -> None:
-        """Consolidate one thread in the background (after a turn); never delays the caller."""
-        key = (resource_id, thread_id)
-        if key in self._scheduled:
-            return
-        self._scheduled.add(key)
-
-        async def run() -> None:
-            try:
-                report = {"summaries": 0, "merges": 0, "facts": 0, "failures": 0}
-                await self.consolidator.thread(resource_id, thread_id, report)
-                if self.consolidation.fast_model is not None:
-                    await self.consolidator.extract_facts(resource_id, report)
-            except Exception:  # the store failed; the next pass will retry
-                log.warning("background consolidation of %s/%s failed", resource_id, thread_id, exc_info=True)
-            finally:
-                self._scheduled.discard(key)
-
-        task = asyncio.get_running_loop().create_task(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def run_background(self, *, interval_hours: float | None = None) -> None:
-        """Embed and consolidate forever, a pass every ``interval_hours`` (default 6): for workers."""
-        period = 3600 * (interval_hours if interval_hours is not None else self.consolidation.interval_hours)
-        while True:
-            await self.indexer.flush()
-            report = await self.consolidate()
-            log.info("consolidation pass: %s", report)
-            await asyncio.sleep(period)
-
-    # -- recall -----------------------------------------------------------------------
-
-    async def set_importance(self, *, resource_id: str, message_id: str, value: float) -> None:
-        """Change a message's importance (salient means >= 0.8).
-
-        Raises:
-            NotFound: the resource has no such message.
-        """
-        check_name(resource_id, "resource_id")
-        check_name(message_id, "message_id")
-        if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
-            raise UsageError(f"importance must be a number within [0, 1], got {value!r}")
-        op = ops.SetImportance(resource_id=resource_id, message_id=message_id, value=float(value))
-        if not await self.run(op):
-            raise NotFound(f"resource {resource_id!r} has no message {message_id!r}", resource_id=resource_id)
+    # -- recall ------------------------------------------------------------------------
 
     async def reindex(self, *, resource_id: str | None = None) -> int:
         """Drop the vectors of one resource (or all) and embed its messages again.
@@ -851,7 +486,9 @@ class Memory:
                 or len(pair) != 2
                 or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in pair)
             ):
-                raise UsageError(f"message_range must be a non-negative integer or a pair of them, not {message_range!r}")
+                raise UsageError(
+                    f"message_range must be a non-negative integer or a pair of them, not {message_range!r}"
+                )
             message_range = (pair[0], pair[1])
         if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
             raise UsageError(f"now must be a timezone-aware datetime, not {now!r}")
@@ -880,7 +517,6 @@ class Memory:
             now=utcnow() if now is None else now,
         )
         return [dataclasses.replace(h, message=detached([h.message])[0]) for h in hits]
-
 
     async def get_context(
         self,
@@ -946,7 +582,36 @@ class Memory:
             now=now,
         )
 
-def _no_thread(resource_id: str, thread_id: str) -> NotFound:
-    return NotFound(
-        f"resource {resource_id!r} has no thread {thread_id!r}", resource_id=resource_id, thread_id=thread_id
-    )
+    # -- moved to a part (phase 1 of the transition: see the module docstring) ---------
+
+    get_thread = _Moved("threads", Threads.get)  # moved: memory.threads.get
+    create_thread = _Moved("threads", Threads.create)  # moved: memory.threads.create
+    update_thread = _Moved("threads", Threads.update)  # moved: memory.threads.update
+    pop_message = _Moved("messages", Messages.pop)  # moved: memory.messages.pop
+    edit_message = _Moved("messages", Messages.edit)  # moved: memory.messages.edit
+    delete_message = _Moved("messages", Messages.delete)  # moved: memory.messages.delete
+    message_log = _Moved("messages", Messages.log)  # moved: memory.messages.log
+    set_importance = _Moved("messages", Messages.set_importance)  # moved: memory.messages.set_importance
+    get_working_memory_state = _Moved("working_memory", WorkingMemoryPart.state)  # moved: memory.working_memory.state
+    working_memory_log = _Moved("working_memory", WorkingMemoryPart.log)  # moved: memory.working_memory.log
+    preview_working_memory = _Moved("working_memory", WorkingMemoryPart.preview)  # moved: memory.working_memory.preview
+    _patch_op = _Moved("working_memory", WorkingMemoryPart.patch_op)  # moved: memory.working_memory.patch_op
+    remember_fact = _Moved("facts", Facts.remember)  # moved: memory.facts.remember
+    get_facts = _Moved("facts", Facts.list)  # moved: memory.facts.list
+    fact_history = _Moved("facts", Facts.history)  # moved: memory.facts.history
+    forget_fact = _Moved("facts", Facts.forget)  # moved: memory.facts.forget
+    relevant_facts = _Moved("facts", Facts.relevant)  # moved: memory.facts.relevant
+    rank_facts = _Moved("facts", Facts.rank)  # moved: memory.facts.rank
+    consolidate = _Moved("consolidation", Consolidation.run)  # moved: memory.consolidation.run
+    summaries = _Moved("consolidation", Consolidation.summaries)  # moved: memory.consolidation.summaries
+    consolidation_log = _Moved("consolidation", Consolidation.log)  # moved: memory.consolidation.log
+    schedule_consolidation = _Moved("consolidation", Consolidation.schedule)  # moved: memory.consolidation.schedule
+    load_turn = _Moved("turns", Turns.load)  # moved: memory.turns.load
+    commit_turn = _Moved("turns", Turns.commit)  # moved: memory.turns.commit
+    prepare_messages = _Moved("turns", Turns.prepare_messages)  # moved: memory.turns.prepare_messages
+    append_op = _Moved("turns", Turns.append_op)  # moved: memory.turns.append_op
+
+    @property
+    def working_memory_json_schema(self) -> dict[str, Any] | None:  # moved: memory.working_memory.json_schema
+        """The JSON Schema working memory must follow, if one was given."""
+        return self.working_memory.json_schema

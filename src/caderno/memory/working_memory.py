@@ -1,7 +1,11 @@
-"""Working memory rules: JSON Merge Patch (RFC 7396) and schema validation.
+"""Working memory: JSON Merge Patch (RFC 7396), schema validation, and ``memory.working_memory``.
 
 The rules live here, once; stores only run them inside their own
-transaction so the read-merge-write is atomic in the database.
+transaction so the read-merge-write is atomic in the database. Reading
+and patching the object stay flat on ``Memory`` (``get_working_memory``,
+``update_working_memory``, as the household port names them); the part
+``WorkingMemoryPart`` holds the rest: the versioned state, the patch log,
+a dry run of a patch, and the schema for prompts.
 """
 
 from __future__ import annotations
@@ -10,9 +14,15 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..core.errors import InvalidPatch
+from ..core.clock import utcnow
+from ..core.errors import InvalidPatch, UsageError
+from ..core.jsonvalue import MAX_PATCH_BYTES, check_json
+from ..core.messages import WorkingMemory
+from ..core.validate import check_id
+from ..stores import ops
+from ..stores.base import Runner
 
-__all__ = ["Validator", "make_validator", "merge_patch", "schema_of"]
+__all__ = ["Validator", "WorkingMemoryPart", "check_patch", "make_validator", "merge_patch", "schema_of"]
 
 Validator = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -84,9 +94,6 @@ def schema_of(schema: Any) -> dict[str, Any] | None:
 
 def check_patch(patch: Any, resource_id: str) -> dict[str, Any]:
     """Accept a patch only if it is a JSON object (a dict with str keys)."""
-    from ..core.errors import UsageError
-    from ..core.jsonvalue import MAX_PATCH_BYTES, check_json
-
     if not isinstance(patch, Mapping):
         raise InvalidPatch(
             f"a working-memory patch must be a JSON object, not {type(patch).__name__}", resource_id=resource_id
@@ -97,3 +104,68 @@ def check_patch(patch: Any, resource_id: str) -> dict[str, Any]:
         raise InvalidPatch(str(exc), resource_id=resource_id) from None
     # A copy: the caller may keep mutating its dict after the call.
     return copy.deepcopy(dict(patch))
+
+
+class WorkingMemoryPart:
+    """Working memory of every resource (``memory.working_memory``).
+
+    ``Part`` because ``WorkingMemory`` is already the name of the record it
+    reads (data, version, updated_at).
+
+    Args:
+        run: the memory's runner (one operation, one transaction).
+        schema: the optional pydantic model class or JSON Schema dict every
+            merged working memory must validate against.
+    """
+
+    def __init__(self, run: Runner, schema: Any) -> None:
+        self._run = run
+        self._schema = schema
+        self._validate = make_validator(schema)
+
+    @property
+    def json_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema working memory must follow, if one was given."""
+        return schema_of(self._schema)
+
+    async def state(self, *, resource_id: str) -> WorkingMemory | None:
+        """Working memory with its version (for ``expected_version``)."""
+        check_id(resource_id, "resource_id")
+        return await self._run(ops.ReadWorkingMemory(resource_id=resource_id))
+
+    async def log(self, *, resource_id: str) -> list[dict[str, Any]]:
+        """Every applied patch (version, patch, source, created_at), oldest first."""
+        check_id(resource_id, "resource_id")
+        return await self._run(ops.ReadWorkingMemoryLog(resource_id=resource_id))
+
+    def preview(self, current: dict[str, Any] | None, patch: Any, *, resource_id: str = "") -> dict[str, Any]:
+        """The result of applying ``patch`` to ``current``, validated, without writing.
+
+        Raises:
+            InvalidPatch: as ``Memory.update_working_memory`` would.
+        """
+        patch = check_patch(patch, resource_id)
+        merged = merge_patch(current or {}, patch)
+        return self._validate(merged) if self._validate else merged
+
+    def patch_op(
+        self, resource_id: str, patch: Any, expected_version: int | None, source: str
+    ) -> ops.PatchWorkingMemory:
+        """The operation that applies ``patch``: the merge and validation run inside the store's transaction.
+
+        Raises:
+            InvalidPatch: the patch is not a JSON object (checked now, before any write).
+        """
+        patch = check_patch(patch, resource_id)
+
+        def update(current: dict[str, Any] | None) -> dict[str, Any]:
+            return self.preview(current, patch, resource_id=resource_id)
+
+        return ops.PatchWorkingMemory(
+            resource_id=resource_id,
+            update=update,
+            patch=patch,
+            expected_version=expected_version,
+            source=source,
+            now=utcnow(),
+        )
