@@ -84,9 +84,9 @@ async def run(turns: int, budget: int | None, db: Path) -> dict:
             tokens.append(result.usage["total"])
             if budget:
                 t0 = time.perf_counter()
-                await memory.consolidate(resource_id="casa")
+                await memory.consolidation.run(resource_id="casa")
                 summarise_s += time.perf_counter() - t0
-        summaries = await memory.summaries(resource_id="casa", thread_id="long")
+        summaries = await memory.consolidation.summaries(resource_id="casa", thread_id="long")
     return {
         "tokens": tokens,
         "summaries": len(summaries),

@@ -25,7 +25,7 @@ CRASH = textwrap.dedent(
         settings = ConsolidationSettings(fast_model=ScriptedModel([dies]), summarize_after_tokens=200,
                                          keep_recent_tokens=60, lease_seconds=1)
         async with caderno.connect(sys.argv[1], embedder=None, consolidation=settings) as m:
-            await m.consolidate(resource_id="casa")
+            await m.consolidation.run(resource_id="casa")
     asyncio.run(main())
     """
 )
@@ -51,12 +51,12 @@ def test_crash_mid_pass_leaves_no_half_summary(shared_url: str) -> None:
     async def check() -> None:
         settings = ConsolidationSettings(summarize_after_tokens=200, keep_recent_tokens=60)
         async with caderno.connect(url, embedder=None, consolidation=settings) as m:
-            assert await m.summaries(resource_id="casa", thread_id="t") == []
+            assert await m.consolidation.summaries(resource_id="casa", thread_id="t") == []
             assert await m.get_messages(resource_id="casa", thread_id="t") == stored
             await asyncio.sleep(1.1)  # the dead worker's lease runs out
-            report = await m.consolidate(resource_id="casa")
+            report = await m.consolidation.run(resource_id="casa")
             assert report["summaries"] == 1
-            (summary, _), *_ = await m.summaries(resource_id="casa", thread_id="t")
+            (summary, _), *_ = await m.consolidation.summaries(resource_id="casa", thread_id="t")
             assert summary.metadata["span"][0] == stored[0].position == 1
 
     asyncio.run(check())

@@ -89,7 +89,7 @@ async def _verify(url: str) -> None:
         assert total == WRITERS * THREADS * TURNS * 2
         log_total = 0
         for r in range(RESOURCES):
-            state = await memory.get_working_memory_state(resource_id=f"res{r}")
+            state = await memory.working_memory.state(resource_id=f"res{r}")
             keys = {f"k{p}-{i}" for p in range(PATCHERS) for i in range(r, PATCHES, RESOURCES)}
             assert state is not None and set(state.data) == keys
             assert state.version == len(keys)

@@ -75,7 +75,7 @@ def test_turns_survive_sigkill_whole_or_not_at_all(shared_url: str) -> None:
         async with caderno.connect(shared_url, embedder=None) as memory:  # opens cleanly after every kill
             messages = await memory.get_messages(resource_id="casa", thread_id="t")
             wm = (await memory.get_working_memory(resource_id="casa")) or {}
-            facts = {f.key for f in await memory.get_facts(resource_id="casa", category="t")}
+            facts = {f.key for f in await memory.facts.list(resource_id="casa", category="t")}
         by_tag: dict[str, list[str]] = {}
         tag = None
         for m in messages:

@@ -99,7 +99,7 @@ async def test_openai_agents_session_becomes_a_thread(memory: caderno.Memory, tm
     assert got[4].content == "It is 18 °C and clear."
     assert got[2].metadata["imported_from"] == {"system": "openai-agents", "session_id": "s1", "id": 3}
     assert got[0].created_at is not None and got[0].created_at.tzinfo is not None
-    thread = await memory.get_thread(resource_id="ana", thread_id="s1")
+    thread = await memory.threads.get(resource_id="ana", thread_id="s1")
     assert thread.metadata == {"imported_from": {"system": "openai-agents", "session_id": "s1"}}
 
 
@@ -212,7 +212,7 @@ async def test_mastra_threads_messages_and_working_memory(memory: caderno.Memory
     assert report.resource_id == "user-ana"
     assert (sorted(report.threads), report.threads_created) == (["thread-books", "thread-weather"], 2)
     assert (report.messages, report.skipped, report.working_memory) == (6, 0, "updated")
-    weather = await memory.get_thread(resource_id="user-ana", thread_id="thread-weather")
+    weather = await memory.threads.get(resource_id="user-ana", thread_id="thread-weather")
     assert weather.title == "Weather in Lisbon"
     assert weather.metadata is not None and weather.metadata["mastra_metadata"] == {"channel": "web"}
     got = await memory.get_messages(resource_id="user-ana", thread_id="thread-weather")
@@ -240,7 +240,7 @@ async def test_mastra_threads_messages_and_working_memory(memory: caderno.Memory
 
     [again] = await import_mastra(memory, mastra_db)
     assert (again.threads_created, again.messages, again.skipped, again.working_memory) == (0, 0, 6, "unchanged")
-    assert len(await memory.working_memory_log(resource_id="user-ana")) == 1
+    assert len(await memory.working_memory.log(resource_id="user-ana")) == 1
 
 
 async def test_mastra_into_one_resource_via_cli(tmp_path: Path, mastra_db: Path) -> None:

@@ -259,7 +259,7 @@ PATCHES = """
             tag = f"r{run}c{w}n{i}"
             say("begin", tag)
             while True:  # read, merge, write with expected_version; retry on a conflict
-                state = await memory.get_working_memory_state(resource_id="casa")
+                state = await memory.working_memory.state(resource_id="casa")
                 try:
                     await memory.update_working_memory(resource_id="casa", patch={"keys": {tag: True}},
                                                        expected_version=state.version if state else 0)
@@ -290,8 +290,8 @@ def test_patches_present_iff_acknowledged_or_in_flight(shared_url: str) -> None:
 
 
 async def check_patches(memory: caderno.Memory, acked: set[str], begun: set[str]) -> None:
-    state = await memory.get_working_memory_state(resource_id="casa")
-    log = await memory.working_memory_log(resource_id="casa")
+    state = await memory.working_memory.state(resource_id="casa")
+    log = await memory.working_memory.log(resource_id="casa")
     keys = set(state.data.get("keys", {})) if state else set()
     lost = acked - keys
     expect(not lost, f"acknowledged patches lost (seed {SEED}): {sorted(lost)[:5]}")
@@ -317,7 +317,7 @@ def seed_export(url: str) -> dict[str, Any]:
             )
         for i in range(SEED_FACTS):
             for value in ("old", "new"):
-                await memory.remember_fact(resource_id="origem", category="c", key=f"k{i}", value=f"{value} {i}")
+                await memory.facts.remember(resource_id="origem", category="c", key=f"k{i}", value=f"{value} {i}")
             await memory.update_working_memory(resource_id="origem", patch={f"k{i}": i})
         return await memory.export_resource(resource_id="origem")
 
@@ -559,7 +559,7 @@ def test_older_sqlite_database_migration(tmp_path: Path) -> None:
         async def check(memory: caderno.Memory) -> None:
             stored = [m for s in range(8) for m in await memory.get_messages(resource_id="casa", thread_id=f"s{s}")]
             expect(len(stored) == LEGACY_MESSAGES, f"{len(stored)} of {LEGACY_MESSAGES} older messages moved")
-            expect(len(await memory.get_facts(resource_id="casa")) == 50, "older facts lost")
+            expect(len(await memory.facts.list(resource_id="casa")) == 50, "older facts lost")
 
         opened(str(path), check, legacy_resource_id="casa")
         expect(applied_migrations(str(path)) == latest_migrations(str(path)), "schema not at the latest migration")

@@ -1,7 +1,7 @@
 """Erased text is gone from the files while the store is open, and after close.
 
 SQLite: the main file, ``-wal`` and ``-shm`` are read byte for byte right
-after ``erase_resource`` / ``delete_thread`` / ``delete_message`` return,
+after ``erase_resource`` / ``delete_thread`` / ``messages.delete`` return,
 with the store still open (no checkpoint forced by the test), and again
 after close. PostgreSQL: every table of the schema is searched as text.
 """
@@ -38,16 +38,16 @@ async def fill(memory: caderno.Memory, secret: str, resource: str = "casa", thre
             Message.tool(f"saved {secret}", tool_call_id="c1", name="save"),
         ],
     )
-    await memory.edit_message(resource_id=resource, message_id=stored[0].id or "", content=f"edited {secret}")
-    await memory.update_thread(resource_id=resource, thread_id=thread, title=f"about {secret}", metadata={"k": secret})
+    await memory.messages.edit(resource_id=resource, message_id=stored[0].id or "", content=f"edited {secret}")
+    await memory.threads.update(resource_id=resource, thread_id=thread, title=f"about {secret}", metadata={"k": secret})
     return stored
 
 
 async def fill_resource(memory: caderno.Memory, secret: str) -> None:
     await fill(memory, secret)
     await memory.update_working_memory(resource_id="casa", patch={"secret": secret})
-    await memory.remember_fact(resource_id="casa", category="bank", key="password", value=secret)
-    await memory.remember_fact(resource_id="casa", category="bank", key="password", value=secret + "2")
+    await memory.facts.remember(resource_id="casa", category="bank", key="password", value=secret)
+    await memory.facts.remember(resource_id="casa", category="bank", key="password", value=secret + "2")
     await memory.tasks.add(resource_id="casa", name=f"t-{secret}", schedule="daily", prompt=f"check {secret}")
     await memory.prefixes.allow_always(resource_id="casa", prefix=f"echo {secret}")
     await memory.macros.learn(resource_id="casa", calls=[("a", {"x": 1}, True), ("b", {"v": secret}, True)])
@@ -79,7 +79,7 @@ async def test_sqlite_erase_resource_leaves_no_byte(tmp_path: Path) -> None:
     assert files_hold(db, secret) == []
 
 
-@pytest.mark.parametrize("how", ["delete_thread", "delete_message", "pop_message"])
+@pytest.mark.parametrize("how", ["delete_thread", "messages.delete", "messages.pop"])
 async def test_sqlite_deleting_messages_leaves_no_byte(tmp_path: Path, how: str) -> None:
     db = tmp_path / "d.db"
     secret = marker()
@@ -93,12 +93,12 @@ async def test_sqlite_deleting_messages_leaves_no_byte(tmp_path: Path, how: str)
             (m,) = await memory.append_messages(
                 resource_id="casa", thread_id="t", messages=[Message.user(f"the code is {secret}")]
             )
-            if how == "delete_message":
-                await memory.delete_message(resource_id="casa", message_id=m.id or "")
+            if how == "messages.delete":
+                await memory.messages.delete(resource_id="casa", message_id=m.id or "")
             else:
-                await memory.pop_message(resource_id="casa", thread_id="t")
+                await memory.messages.pop(resource_id="casa", thread_id="t")
         assert files_hold(db, secret) == []
-        log = await memory.message_log(resource_id="casa")
+        log = await memory.messages.log(resource_id="casa")
         assert all(secret not in str(e) for e in log)
     assert files_hold(db, secret) == []
 

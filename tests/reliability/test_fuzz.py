@@ -193,7 +193,7 @@ def seed(trio: Trio, rid: str, thread: str = "t") -> None:
             )
         )
         trio.run(mem.update_working_memory(resource_id=rid, patch={"name": "Ana", "list": [1, 2]}))
-        trio.run(mem.remember_fact(resource_id=rid, category="pref", key="lang", value="pt"))
+        trio.run(mem.facts.remember(resource_id=rid, category="pref", key="lang", value="pt"))
 
 
 # -- strategies -----------------------------------------------------------------------
@@ -288,11 +288,11 @@ def test_ids(trio: Trio, fuzz_stats: dict[str, int], rid: Any, tid: Any, mid: An
 
     attempt(trio, fuzz_stats, target, append, exports=[witness])
     attempt(trio, fuzz_stats, witness, lambda m: m.get_messages(resource_id=rid, thread_id=tid))
-    attempt(trio, fuzz_stats, witness, lambda m: m.get_thread(resource_id=witness, thread_id=tid))
-    attempt(trio, fuzz_stats, witness, lambda m: m.delete_message(resource_id=witness, message_id=mid))
+    attempt(trio, fuzz_stats, witness, lambda m: m.threads.get(resource_id=witness, thread_id=tid))
+    attempt(trio, fuzz_stats, witness, lambda m: m.messages.delete(resource_id=witness, message_id=mid))
     if isinstance(mid, str) and valid_id(mid):  # other ids: test_known_set_importance_id
-        attempt(trio, fuzz_stats, witness, lambda m: m.set_importance(resource_id=witness, message_id=mid, value=0.5))
-    attempt(trio, fuzz_stats, witness, lambda m: m.message_log(resource_id=witness, message_id=mid))
+        attempt(trio, fuzz_stats, witness, lambda m: m.messages.set_importance(resource_id=witness, message_id=mid, value=0.5))
+    attempt(trio, fuzz_stats, witness, lambda m: m.messages.log(resource_id=witness, message_id=mid))
 
 
 # -- messages -------------------------------------------------------------------------------
@@ -411,12 +411,12 @@ def test_facts(trio: Trio, fuzz_stats: dict[str, int], category: Any, key: Any, 
         trio,
         fuzz_stats,
         rid,
-        lambda m: m.remember_fact(resource_id=rid, category=category, key=key, value=value, source=source),
+        lambda m: m.facts.remember(resource_id=rid, category=category, key=key, value=value, source=source),
     )
     if storable(category) and storable(key):  # other values: test_known_fact_reads
-        attempt(trio, fuzz_stats, rid, lambda m: m.get_facts(resource_id=rid, category=category))
-        attempt(trio, fuzz_stats, rid, lambda m: m.fact_history(resource_id=rid, category=category, key=key))
-        attempt(trio, fuzz_stats, rid, lambda m: m.forget_fact(resource_id=rid, category=category, key=key))
+        attempt(trio, fuzz_stats, rid, lambda m: m.facts.list(resource_id=rid, category=category))
+        attempt(trio, fuzz_stats, rid, lambda m: m.facts.history(resource_id=rid, category=category, key=key))
+        attempt(trio, fuzz_stats, rid, lambda m: m.facts.forget(resource_id=rid, category=category, key=key))
 
 
 @FUZZ
@@ -433,10 +433,10 @@ def test_threads(trio: Trio, fuzz_stats: dict[str, int], tid: Any, title: Any, m
     metadata = unwrap(metadata)
     use = tid if tid is None or not valid_id(tid) else f"{tid}"
     attempt(
-        trio, fuzz_stats, rid, lambda m: m.create_thread(resource_id=rid, thread_id=use, title=title, metadata=metadata)
+        trio, fuzz_stats, rid, lambda m: m.threads.create(resource_id=rid, thread_id=use, title=title, metadata=metadata)
     )
-    attempt(trio, fuzz_stats, rid, lambda m: m.update_thread(resource_id=rid, thread_id="t", title=title))
-    attempt(trio, fuzz_stats, rid, lambda m: m.update_thread(resource_id=rid, thread_id="t", metadata=metadata))
+    attempt(trio, fuzz_stats, rid, lambda m: m.threads.update(resource_id=rid, thread_id="t", title=title))
+    attempt(trio, fuzz_stats, rid, lambda m: m.threads.update(resource_id=rid, thread_id="t", metadata=metadata))
 
 
 @FUZZ
@@ -445,8 +445,8 @@ def test_edit_message(trio: Trio, fuzz_stats: dict[str, int], content: Any, acto
     rid = fresh()
     seed(trio, rid)
     edit = {"resource_id": rid, "message_id": f"{rid}-m1", "content": content, "actor": actor, "reason": reason}
-    attempt(trio, fuzz_stats, rid, lambda m: m.edit_message(**edit))
-    attempt(trio, fuzz_stats, rid, lambda m: m.pop_message(resource_id=rid, thread_id="t", actor=actor, reason=reason))
+    attempt(trio, fuzz_stats, rid, lambda m: m.messages.edit(**edit))
+    attempt(trio, fuzz_stats, rid, lambda m: m.messages.pop(resource_id=rid, thread_id="t", actor=actor, reason=reason))
 
 
 # -- recall ---------------------------------------------------------------------------------------------
@@ -499,10 +499,10 @@ def real_export(trio: Trio) -> dict[str, Any]:
     rid = fresh()
     seed(trio, rid)
     mem = trio.mems["memory"]
-    trio.run(mem.edit_message(resource_id=rid, message_id=f"{rid}-m1", content="edited", reason="typo"))
-    trio.run(mem.remember_fact(resource_id=rid, category="pref", key="lang", value="en"))
+    trio.run(mem.messages.edit(resource_id=rid, message_id=f"{rid}-m1", content="edited", reason="typo"))
+    trio.run(mem.facts.remember(resource_id=rid, category="pref", key="lang", value="en"))
     trio.run(mem.update_working_memory(resource_id=rid, patch={"name": None, "n": 2}))
-    trio.run(mem.create_thread(resource_id=rid, thread_id="t2", title="second", metadata={"a": 1}))
+    trio.run(mem.threads.create(resource_id=rid, thread_id="t2", title="second", metadata={"a": 1}))
     dump: dict[str, Any] = trio.run(mem.export_resource(resource_id=rid))
     return dump
 
@@ -630,7 +630,7 @@ def test_import(
     target = dump.get("resource_id") if valid_id(dump.get("resource_id")) else rid
     if facts_first and valid_id(target):
         for mem in trio.mems.values():
-            trio.run(mem.remember_fact(resource_id=target, category="only", key="facts", value="here"))
+            trio.run(mem.facts.remember(resource_id=target, category="only", key="facts", value="here"))
     shown = safe_repr(dump)
 
     async def restore(mem: caderno.Memory) -> None:
@@ -687,7 +687,7 @@ def test_known_set_importance_id(trio: Trio) -> None:
             trio,
             {"tried": 0, "refused": 0, "unexpected": 0},
             rid,
-            lambda m, bad=bad: m.set_importance(resource_id=rid, message_id=bad, value=0.5),  # type: ignore[misc]
+            lambda m, bad=bad: m.messages.set_importance(resource_id=rid, message_id=bad, value=0.5),  # type: ignore[misc]
         )
 
 
@@ -699,7 +699,7 @@ def test_known_fact_reads(trio: Trio) -> None:
         trio,
         {"tried": 0, "refused": 0, "unexpected": 0},
         rid,
-        lambda m: m.get_facts(resource_id=rid, category=category),
+        lambda m: m.facts.list(resource_id=rid, category=category),
     )
 
 

@@ -71,14 +71,14 @@ def writes(bad: str) -> list[tuple[str, Callable[[caderno.Memory], Awaitable[Any
             "append message id",
             lambda m: m.append_messages(resource_id="casa", thread_id="t", messages=[Message.user("oi", id=bad)]),
         ),
-        ("commit_turn thread", lambda m: m.commit_turn(resource_id="casa", thread_id=bad, messages=user)),
-        ("create_thread resource", lambda m: m.create_thread(resource_id=bad, thread_id="t2")),
-        ("create_thread thread", lambda m: m.create_thread(resource_id="casa", thread_id=bad)),
-        ("update_thread thread", lambda m: m.update_thread(resource_id="casa", thread_id=bad, title="x")),
+        ("turns.commit thread", lambda m: m.turns.commit(resource_id="casa", thread_id=bad, messages=user)),
+        ("threads.create resource", lambda m: m.threads.create(resource_id=bad, thread_id="t2")),
+        ("threads.create thread", lambda m: m.threads.create(resource_id="casa", thread_id=bad)),
+        ("threads.update thread", lambda m: m.threads.update(resource_id="casa", thread_id=bad, title="x")),
         ("working memory resource", lambda m: m.update_working_memory(resource_id=bad, patch={"a": 1})),
-        ("fact resource", lambda m: m.remember_fact(resource_id=bad, category="home", key="city", value="x")),
-        ("fact category", lambda m: m.remember_fact(resource_id="casa", category=bad, key="city", value="x")),
-        ("fact key", lambda m: m.remember_fact(resource_id="casa", category="home", key=bad, value="x")),
+        ("fact resource", lambda m: m.facts.remember(resource_id=bad, category="home", key="city", value="x")),
+        ("fact category", lambda m: m.facts.remember(resource_id="casa", category=bad, key="city", value="x")),
+        ("fact key", lambda m: m.facts.remember(resource_id="casa", category="home", key=bad, value="x")),
         ("task resource", lambda m: m.tasks.add(resource_id=bad, name="n", schedule="daily at 9am", prompt="p")),
         ("task name", lambda m: m.tasks.add(resource_id="casa", name=bad, schedule="daily at 9am", prompt="p")),
         (
@@ -94,7 +94,7 @@ def writes(bad: str) -> list[tuple[str, Callable[[caderno.Memory], Awaitable[Any
 async def seeded(memory: caderno.Memory) -> caderno.Memory:
     await memory.append_messages(resource_id="casa", thread_id="t", messages=[Message.user("oi")])
     await memory.update_working_memory(resource_id="casa", patch={"a": 1})
-    await memory.remember_fact(resource_id="casa", category="home", key="city", value="Curitiba")
+    await memory.facts.remember(resource_id="casa", category="home", key="city", value="Curitiba")
     await memory.tasks.add(resource_id="casa", name="brief", schedule="daily at 9am", prompt="Brief me.")
     await memory.keys.create(resources=["casa"], name="casa key")
     return memory
@@ -114,7 +114,7 @@ async def test_every_write_refuses_an_id_that_is_a_path(seeded: caderno.Memory, 
 async def test_names_that_only_look_odd_are_kept(memory: caderno.Memory) -> None:
     for name in ODD_BUT_NAMES:
         await memory.append_messages(resource_id=name, thread_id=name, messages=[Message.user("oi", id=name)])
-        await memory.remember_fact(resource_id=name, category=name, key=name, value="v")
+        await memory.facts.remember(resource_id=name, category=name, key=name, value="v")
         await memory.tasks.add(resource_id=name, name=name, schedule="daily at 9am", prompt="p")
         [stored] = await memory.get_messages(resource_id=name, thread_id=name)
         assert stored.id == name
@@ -153,8 +153,8 @@ def poisoned(dump: dict[str, Any], bad: str) -> list[tuple[str, dict[str, Any]]]
 
 async def test_an_import_holding_a_path_id_anywhere_is_refused_whole(seeded: caderno.Memory) -> None:
     await seeded.append_messages(resource_id="casa", thread_id="u", messages=[Message.user("two"), Message.user("x")])
-    await seeded.remember_fact(resource_id="casa", category="home", key="city", value="Lisboa")  # a history entry
-    await seeded.pop_message(resource_id="casa", thread_id="u", reason="a log entry")
+    await seeded.facts.remember(resource_id="casa", category="home", key="city", value="Lisboa")  # a history entry
+    await seeded.messages.pop(resource_id="casa", thread_id="u", reason="a log entry")
     dump = await seeded.export_resource(resource_id="casa")
     dump["resource_id"] = "casa-copy"
     assert len(dump["threads"]) == 2 and dump["fact_history"] and dump["message_log"]
@@ -190,7 +190,7 @@ async def test_legacy_ids_read_rename_and_delete_on_a_sqlite_file(tmp_path: Path
         assert {t.id for t in await memory.list_threads(resource_id="carol")} == {"../../bob", "fine"}
         old = await memory.get_messages(resource_id="carol", thread_id="../../bob")
         assert [(m.id, m.content) for m in old] == [("..", "one"), (".", "two")]
-        assert [f.key for f in await memory.get_facts(resource_id="carol", category="a/b")] == [".."]
+        assert [f.key for f in await memory.facts.list(resource_id="carol", category="a/b")] == [".."]
         assert (await memory.tasks.get(resource_id="carol", name="../x")).prompt == "p"
         assert "../../bob" in json.dumps(await memory.export_resource(resource_id="carol"))
         # Writes to them are refused, with the rule.
@@ -207,9 +207,9 @@ async def test_legacy_ids_read_rename_and_delete_on_a_sqlite_file(tmp_path: Path
         ]
         assert {t.id for t in await memory.list_threads(resource_id="carol")} == {"from-bob", "fine"}
         # Deletes work.
-        await memory.delete_message(resource_id="carol", message_id="../../../keys/k1")
+        await memory.messages.delete(resource_id="carol", message_id="../../../keys/k1")
         assert await memory.get_messages(resource_id="carol", thread_id="fine") == []
-        await memory.forget_fact(resource_id="carol", category="a/b", key="..")
+        await memory.facts.forget(resource_id="carol", category="a/b", key="..")
         await memory.tasks.delete(resource_id="carol", name="../x")
         await memory.erase_resource(resource_id="..")
         assert await memory.list_resources() == ["carol"]
@@ -261,7 +261,7 @@ async def test_mcp_tools_refuse_path_ids(tmp_path: Path) -> None:
             text = "".join(part.text for part in result.content)
             assert result.is_error and NAME_RULE in text and "Traceback" not in text, text
     async with caderno.connect(f"sqlite:///{db}", embedder=None) as memory:
-        assert await memory.get_facts(resource_id="casa") == []
+        assert await memory.facts.list(resource_id="casa") == []
 
 
 MASTRA = Path(__file__).parents[1] / "integrations" / "fixtures" / "mastra.sqlite"

@@ -27,7 +27,7 @@ async def snapshot(memory: caderno.Memory, resource: str = "casa") -> str:
 async def seeded(memory: caderno.Memory) -> caderno.Memory:
     await memory.append_messages(resource_id="casa", thread_id="t", messages=[Message.user("oi")])
     await memory.update_working_memory(resource_id="casa", patch={"a": 1})
-    await memory.remember_fact(resource_id="casa", category="home", key="city", value="Curitiba")
+    await memory.facts.remember(resource_id="casa", category="home", key="city", value="Curitiba")
     return memory
 
 
@@ -189,7 +189,7 @@ async def test_imports_are_validated_field_by_field(seeded: caderno.Memory) -> N
 
 async def test_an_import_into_a_resource_holding_only_facts_is_refused(memory: caderno.Memory) -> None:
     dump = caderno.stores.export.new_dump("casa")
-    await memory.remember_fact(resource_id="casa", category="home", key="city", value="Curitiba")
+    await memory.facts.remember(resource_id="casa", category="home", key="city", value="Curitiba")
     before = await snapshot(memory)
     with pytest.raises(UsageError, match="already holds data"):
         await memory.import_resource(dump)

@@ -103,7 +103,7 @@ async def threads_show(
     memory = await open_memory(ctx)
     try:
         messages = await memory.get_messages(resource_id=resource, thread_id=thread, limit=limit)
-        summaries = [] if raw else await memory.summaries(resource_id=resource, thread_id=thread)
+        summaries = [] if raw else await memory.consolidation.summaries(resource_id=resource, thread_id=thread)
     finally:
         await memory.close()
     live = [s for s, merged in summaries if not merged]
@@ -199,7 +199,7 @@ async def threads_create(
     parsed = _parse_metadata(metadata)
     memory = await open_memory(ctx)
     try:
-        made = await memory.create_thread(
+        made = await memory.threads.create(
             resource_id=resource, thread_id=thread, title=title, metadata=None if parsed is ops.UNSET else parsed
         )
     finally:
@@ -234,7 +234,7 @@ async def threads_update(
     parsed = _parse_metadata(metadata)
     memory = await open_memory(ctx)
     try:
-        updated = await memory.update_thread(resource_id=resource, thread_id=thread, title=new_title, metadata=parsed)
+        updated = await memory.threads.update(resource_id=resource, thread_id=thread, title=new_title, metadata=parsed)
     finally:
         await memory.close()
     _thread_done("updated", updated, as_json)
@@ -274,7 +274,7 @@ async def messages_pop(ctx: click.Context, resource: str, thread: str, reason: s
     """Remove THREAD's newest message (undo a turn, one message at a time)."""
     memory = await open_memory(ctx)
     try:
-        popped = await memory.pop_message(resource_id=resource, thread_id=thread, actor=CLI_ACTOR, reason=reason)
+        popped = await memory.messages.pop(resource_id=resource, thread_id=thread, actor=CLI_ACTOR, reason=reason)
     finally:
         await memory.close()
     _message_done("popped", popped, as_json, f"(no messages in {resource}/{thread}; nothing popped)")
@@ -294,7 +294,7 @@ async def messages_edit(
     """Replace the text of MESSAGE_ID with CONTENT (the old text goes to the message log)."""
     memory = await open_memory(ctx)
     try:
-        edited = await memory.edit_message(
+        edited = await memory.messages.edit(
             resource_id=resource, message_id=message_id, content=content, actor=CLI_ACTOR, reason=reason
         )
     finally:
@@ -315,7 +315,7 @@ async def messages_delete(
     """Delete MESSAGE_ID of RESOURCE (the log keeps who, when and why, not the text)."""
     memory = await open_memory(ctx)
     try:
-        deleted = await memory.delete_message(
+        deleted = await memory.messages.delete(
             resource_id=resource, message_id=message_id, actor=CLI_ACTOR, reason=reason
         )
     finally:
@@ -333,7 +333,7 @@ async def messages_log(ctx: click.Context, resource: str, message_id: str | None
     """Show the edits, pops and deletions of RESOURCE's messages, oldest first."""
     memory = await open_memory(ctx)
     try:
-        entries = await memory.message_log(resource_id=resource, message_id=message_id)
+        entries = await memory.messages.log(resource_id=resource, message_id=message_id)
     finally:
         await memory.close()
     if as_json:
@@ -376,7 +376,7 @@ async def wm_show(ctx: click.Context, resource: str, as_json: bool) -> None:
     """Show RESOURCE's working memory."""
     memory = await open_memory(ctx)
     try:
-        state = await memory.get_working_memory_state(resource_id=resource)
+        state = await memory.working_memory.state(resource_id=resource)
     finally:
         await memory.close()
     if as_json:
@@ -538,7 +538,7 @@ async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: boo
     """Run one consolidation pass: summarise long threads (all resources when RESOURCE is omitted)."""
     memory = await open_memory(ctx)
     try:
-        report = await memory.consolidate(resource_id=resource)
+        report = await memory.consolidation.run(resource_id=resource)
     finally:
         await memory.close()
     if as_json:

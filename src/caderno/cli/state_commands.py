@@ -282,7 +282,7 @@ async def facts_list(ctx: click.Context, resource: str, category: str | None, as
     """List RESOURCE's facts, most recently updated first."""
     memory = await open_memory(ctx)
     try:
-        items = await memory.get_facts(resource_id=resource, category=category)
+        items = await memory.facts.list(resource_id=resource, category=category)
     finally:
         await memory.close()
     if as_json:
@@ -308,7 +308,7 @@ async def facts_add(ctx: click.Context, resource: str, category: str, key: str, 
     """Set fact CATEGORY/KEY of RESOURCE to VALUE (source user; an earlier value goes to its history)."""
     memory = await open_memory(ctx)
     try:
-        fact = await memory.remember_fact(resource_id=resource, category=category, key=key, value=value, source="user")
+        fact = await memory.facts.remember(resource_id=resource, category=category, key=key, value=value, source="user")
     finally:
         await memory.close()
     if as_json:
@@ -327,7 +327,7 @@ async def facts_forget(ctx: click.Context, resource: str, category: str, key: st
     """Delete fact CATEGORY/KEY of RESOURCE (its history stays)."""
     memory = await open_memory(ctx)
     try:
-        await memory.forget_fact(resource_id=resource, category=category, key=key)
+        await memory.facts.forget(resource_id=resource, category=category, key=key)
     finally:
         await memory.close()
     click.echo(f"forgot fact {category.lower()}/{key} of {resource}")
@@ -344,7 +344,7 @@ async def facts_history(ctx: click.Context, resource: str, category: str, key: s
     """Show the earlier values of fact CATEGORY/KEY of RESOURCE, oldest first."""
     memory = await open_memory(ctx)
     try:
-        entries = await memory.fact_history(resource_id=resource, category=category, key=key)
+        entries = await memory.facts.history(resource_id=resource, category=category, key=key)
     finally:
         await memory.close()
     if as_json:

@@ -101,9 +101,9 @@ async def _ensure_thread(
 ) -> None:
     report.threads.append(thread_id)
     try:
-        await memory.get_thread(resource_id=report.resource_id, thread_id=thread_id)
+        await memory.threads.get(resource_id=report.resource_id, thread_id=thread_id)
     except NotFound:
-        await memory.create_thread(resource_id=report.resource_id, thread_id=thread_id, title=title, metadata=metadata)
+        await memory.threads.create(resource_id=report.resource_id, thread_id=thread_id, title=title, metadata=metadata)
         report.threads_created += 1
 
 
@@ -123,7 +123,7 @@ async def _append_new(memory: Memory, report: ImportReport, thread_id: str, mess
     report.skipped += len(messages) - len(fresh)
     batches = [fresh[i : i + MAX_MESSAGES_PER_APPEND] for i in range(0, len(fresh), MAX_MESSAGES_PER_APPEND)]
     for batch in batches:
-        memory.prepare_messages(batch)
+        memory.turns.prepare_messages(batch)
     for batch in batches:
         try:
             await memory.append_messages(resource_id=rid, thread_id=thread_id, messages=batch)
@@ -147,7 +147,7 @@ def _check_plan(memory: Memory, resource_id: str, threads: dict[str, list[Messag
     for thread_id, messages in threads.items():
         check_name(thread_id, "thread id")
         for start in range(0, len(messages), MAX_MESSAGES_PER_APPEND):
-            memory.prepare_messages(messages[start : start + MAX_MESSAGES_PER_APPEND])
+            memory.turns.prepare_messages(messages[start : start + MAX_MESSAGES_PER_APPEND])
 
 
 def _text(value: Any) -> str:
@@ -409,7 +409,7 @@ async def import_mastra(memory: Memory, path: str | Path, *, resource_id: str | 
         report = report_for(r["id"])
         patch = wm if isinstance(wm, dict) else {"mastra_working_memory": _text(wm)}
         current = await memory.get_working_memory(resource_id=report.resource_id)
-        if memory.preview_working_memory(current, patch, resource_id=report.resource_id) == (current or {}):
+        if memory.working_memory.preview(current, patch, resource_id=report.resource_id) == (current or {}):
             report.working_memory = "unchanged"
         else:
             await memory.update_working_memory(resource_id=report.resource_id, patch=patch, source="import:mastra")
