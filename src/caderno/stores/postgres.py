@@ -91,26 +91,31 @@ async def _still_open(conn: Any) -> None:
 #: cannot connect now): the statement that received one never ran.
 _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
 
-#: Operations whose plan is one statement: alone in a batch, they need no transaction.
+#: Operations whose plan is one statement (``Append`` up to a chunk: see ``one_statement``).
 _ONE_STATEMENT = frozenset(
     {
+        # history, working memory, resources
         ops.Append,
         ops.ReadThread,
         ops.ListThreads,
         ops.GetThread,
-        ops.ReadWorkingMemory,
-        ops.ReadWorkingMemoryLog,
         ops.ReadMessageLog,
         ops.SetImportance,
+        ops.ReadWorkingMemory,
+        ops.ReadWorkingMemoryLog,
+        ops.ListResources,
+        # facts
         ops.ReadFacts,
         ops.ReadFactHistory,
         ops.ForgetFact,
+        # recall
         ops.CountPendingEmbeddings,
         ops.ReadVectors,
+        ops.SearchVectors,
         ops.LexicalSearch,
         ops.ReadSalient,
         ops.ReadBySeq,
-        ops.SearchVectors,
+        # consolidation
         ops.FindConsolidationCandidates,
         ops.ReleaseConsolidation,
         ops.ReadUnconsolidated,
@@ -119,16 +124,40 @@ _ONE_STATEMENT = frozenset(
         ops.MarkFactsExtracted,
         ops.LogConsolidation,
         ops.ReadConsolidationLog,
+        # agent state
+        ops.PutTask,
         ops.ListTasks,
         ops.DeleteTask,
+        ops.FinishTask,
         ops.ReadMacros,
         ops.MarkMacroUsed,
         ops.AllowPrefix,
         ops.RevokePrefix,
         ops.ListPrefixes,
+        # keys: FindKey runs on every HTTP request
+        ops.CreateKey,
+        ops.FindKey,
+        ops.ListKeys,
+        ops.RevokeKey,
+        # items
+        ops.DeleteItem,
+        ops.GetItem,
+        ops.SearchItems,
+        ops.ListItemNamespaces,
         ops.ReadItemVectors,
     }
 )
+
+
+def one_statement(op: ops.Op[Any]) -> bool:
+    """Whether ``op``'s plan sends at most one statement, so that alone in a batch it needs no transaction.
+
+    ``tests/stores/test_one_statement.py`` runs every operation's plan and
+    checks this against the statements it really sends.
+    """
+    if isinstance(op, ops.Append):
+        return len(op.messages) <= _postgres_plans.APPEND_CHUNK  # one statement per chunk
+    return type(op) in _ONE_STATEMENT
 
 
 async def _execute(conn: Any, q: Q) -> Any:
@@ -448,9 +477,7 @@ class PostgresStore:
             return [await run_plan(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
 
         # A single one-statement operation is atomic on its own: no BEGIN/COMMIT round trips.
-        alone = len(batch) == 1 and type(batch[0]) in _ONE_STATEMENT
-        if isinstance(batch[0], ops.Append) and len(batch[0].messages) > _postgres_plans.APPEND_CHUNK:
-            alone = False  # several statements: they need one transaction
+        alone = len(batch) == 1 and one_statement(batch[0])
         return await self._tx(run, write=writes, transaction=not alone)
 
     def _handler(self, op: ops.Op[Any]) -> Handler:
