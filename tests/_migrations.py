@@ -1,11 +1,29 @@
-"""A helper module (``from _migrations import …``), beside ``_pg.py``: databases as an older caderno left them."""
+"""A helper module (``from _migrations import …``), beside ``_pg.py``: databases as an older caderno left them.
+
+Both run caderno's own migration runner (``caderno.stores._migrate``) over
+the migrations up to one of them, as the caderno that stopped there did.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
-from caderno.stores import _sqlite_schema
+from caderno.core.clock import to_iso, utcnow
+from caderno.stores import _migrate, _postgres_schema, _sqlite_schema
+from caderno.stores._sql import Q, run_plan_sync, to_pyformat
+
+
+def migration(name: str, *, dialect: str = "sqlite") -> list[str]:
+    """The statements of one migration, by name."""
+    migrations = _sqlite_schema.MIGRATIONS if dialect == "sqlite" else _postgres_schema.MIGRATIONS
+    return list(dict(migrations)[name])
+
+
+def _up_to(migrations: list[_migrate.Migration], last: str) -> list[_migrate.Migration]:
+    names = [name for name, _ in migrations]
+    return migrations[: names.index(last) + 1]
 
 
 def sqlite_migrated_up_to(path: Path, last: str) -> sqlite3.Connection:
@@ -15,12 +33,24 @@ def sqlite_migrated_up_to(path: Path, last: str) -> sqlite3.Connection:
     old layout before a current caderno opens the file.
     """
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    names = [name for name, _ in _sqlite_schema.MIGRATIONS]
-    for index, (name, statements) in enumerate(_sqlite_schema.MIGRATIONS[: names.index(last) + 1], start=1):
-        for statement in statements:
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01T00:00:00Z')", (name,))
-        conn.execute(f"PRAGMA user_version = {index}")
+
+    def execute(q: Q) -> list[Any]:
+        return conn.execute(q.sql, q.params).fetchall()
+
+    migrations = _up_to(_sqlite_schema.MIGRATIONS, last)
+    done = run_plan_sync(_migrate.applied(migrations, _sqlite_schema.LEDGER), execute)
+    run_plan_sync(_migrate.apply(migrations, done, to_iso(utcnow())), execute)
+    conn.execute(f"PRAGMA user_version = {len(migrations)}")
     return conn
+
+
+def postgres_migrated_up_to(conn: Any, last: str) -> None:
+    """Apply caderno's PostgreSQL migrations up to ``last`` (included) on an autocommit psycopg connection."""
+
+    def execute(q: Q) -> Any:
+        cur = conn.execute(to_pyformat(q.sql), q.params) if q.params else conn.execute(q.sql)
+        return cur.fetchall() if cur.description else None
+
+    migrations = _up_to(_postgres_schema.MIGRATIONS, last)
+    done = run_plan_sync(_migrate.applied(migrations, _postgres_schema.LEDGER), execute)
+    run_plan_sync(_migrate.apply(migrations, done, utcnow()), execute)

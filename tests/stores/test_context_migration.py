@@ -5,13 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from _migrations import sqlite_migrated_up_to
+from _migrations import postgres_migrated_up_to, sqlite_migrated_up_to
 from _pg import pg_schema
 
 import caderno
 from caderno import Message
 from caderno.core.text import stems
-from caderno.stores import _postgres_schema
 
 ROWS = [
     ("a", "t", "how much is the car insurance?", "2023-05-08T13:56:00.000000+00:00"),
@@ -64,9 +63,10 @@ async def test_messages_indexed_before_are_found_by_their_neighbours_and_their_d
     conn = sqlite3.connect(path)
     try:
         applied = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
-        assert "0013_index_time_context" in applied and applied.index("0013_index_time_context") == applied.index(
-            "0012_thread_positions"
-        ) + 1
+        assert (
+            "0013_index_time_context" in applied
+            and applied.index("0013_index_time_context") == applied.index("0012_thread_positions") + 1
+        )
     finally:
         conn.close()
 
@@ -74,15 +74,11 @@ async def test_messages_indexed_before_are_found_by_their_neighbours_and_their_d
 async def test_postgres_messages_indexed_before_are_found_by_their_neighbours_and_their_day() -> None:
     import psycopg
 
-    names = [name for name, _ in _postgres_schema.MIGRATIONS]
     with pg_schema() as url:
         base, schema = url.split("?schema=")
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'SET search_path TO "{schema}"')
-            conn.execute("CREATE TABLE schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL)")
-            for name, sql in _postgres_schema.MIGRATIONS[: names.index("0012_thread_positions") + 1]:
-                conn.execute(sql)
-                conn.execute("INSERT INTO schema_migrations VALUES (%s, now())", (name,))
+            postgres_migrated_up_to(conn, "0012_thread_positions")
             conn.execute("INSERT INTO resources VALUES ('a', NULL, 0, now(), now()), ('b', NULL, 0, now(), now())")
             conn.execute(
                 "INSERT INTO threads (resource_id, thread_id, created_at) "

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _migrations import sqlite_migrated_up_to
 
 import caderno
 from caderno.stores import _sqlite_legacy, ops
@@ -235,17 +236,8 @@ async def test_a_process_killed_midway_leaves_the_old_tables_and_a_reopen_comple
 async def test_a_caderno_database_with_older_tables_beside_it_takes_them_in(tmp_path: Path) -> None:
     # A file caderno migrated before 0005 existed, still holding the older
     # agent's macros: 0005 would otherwise fail on "table macros already exists".
-    from caderno.stores._sqlite_schema import MIGRATIONS
-
     path = tmp_path / "half.db"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for index, (name, statements) in enumerate(MIGRATIONS[:4], start=1):
-        for statement in statements:
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, 'x')", (name,))
-        conn.execute(f"PRAGMA user_version = {index}")
+    conn = sqlite_migrated_up_to(path, "0004_batch_port")
     conn.executescript(
         """
         CREATE TABLE macros (trigger_tool TEXT, next_tool TEXT, next_args TEXT);

@@ -11,11 +11,15 @@ import json
 import sqlite3
 from typing import Any
 
+from _migrations import migration
+
 import caderno
 from caderno import Message
 from caderno.core.clock import new_id, utcnow
 from caderno.memory.consolidation import summary_span
-from caderno.stores import _migrate_spans, ops
+from caderno.stores import ops
+
+SPANS = "0014_summary_spans"
 
 
 def old_summary(text: str, covers: tuple[int, int], count: int, merged: int = 0) -> Message:
@@ -64,7 +68,7 @@ def sqlite_migrate(path: str) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
-        for statement in _migrate_spans.SQLITE:
+        for statement in migration(SPANS):
             conn.execute(statement)
         conn.execute("COMMIT")
     finally:
@@ -91,7 +95,8 @@ def pg_migrate(url: str) -> None:
     base, schema = pg_parts(url)
     with psycopg.connect(base) as conn:  # one transaction, committed on leaving
         conn.execute(f'SET search_path TO "{schema}"')
-        conn.execute(_migrate_spans.POSTGRES)
+        (script,) = migration(SPANS, dialect="postgresql")
+        conn.execute(script)
 
 
 def meta(rows: list[tuple[Any, ...]], kind: str) -> list[dict[str, Any] | None]:

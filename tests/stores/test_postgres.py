@@ -15,7 +15,7 @@ from _pg import PG_URL, pg_schema, require_postgres
 import caderno
 from caderno import Message
 from caderno.core.errors import SchemaTooNew, StorageError
-from caderno.stores import _postgres_schema, _sqlite_schema
+from caderno.stores import _postgres_schema
 from conftest import python_env
 
 pytestmark = pytest.mark.postgres
@@ -25,10 +25,6 @@ pytestmark = pytest.mark.postgres
 def pg_url():
     with pg_schema() as url:
         yield url
-
-
-def test_migrations_have_the_same_names_as_sqlite() -> None:
-    assert [n for n, _ in _postgres_schema.MIGRATIONS] == [n for n, _ in _sqlite_schema.MIGRATIONS]
 
 
 def test_ten_processes_starting_at_once_migrate_exactly_once(pg_url: str) -> None:

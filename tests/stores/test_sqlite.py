@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _migrations import sqlite_migrated_up_to
 
 import caderno
 from caderno import Message
@@ -149,21 +150,12 @@ async def test_legacy_migration_after_a_half_finished_run_does_not_duplicate(tmp
     # then died before dropping the old table.
     async with caderno.connect(tmp_path / "scratch.db"):
         pass
-    conn = sqlite3.connect(path)
-    from caderno.stores._sqlite_schema import MIGRATIONS
-
-    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for statement in MIGRATIONS[0][1]:
-        if statement.strip():
-            conn.execute(statement)
-    conn.execute("INSERT INTO schema_migrations VALUES ('0001_core', 'x')")
-    conn.execute("PRAGMA user_version = 1")
+    conn = sqlite_migrated_up_to(path, "0001_core")
     conn.execute("INSERT INTO threads VALUES ('default', 's1', NULL, NULL, 'x')")
     conn.execute(
         "INSERT INTO events (id, resource_id, thread_id, role, content, created_at) "
         "VALUES ('m1', 'default', 's1', 'user', 'quanto gastamos?', '2026-05-01T10:00:00.000000+00:00')"
     )
-    conn.commit()
     conn.close()
     async with caderno.connect(path) as memory:
         got = await memory.get_messages(resource_id="default", thread_id="s1")

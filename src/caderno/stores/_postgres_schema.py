@@ -1,14 +1,18 @@
-"""PostgreSQL schema: the same named, append-only migrations as SQLite.
+"""PostgreSQL schema: the same named, append-only migrations as SQLite (the runner is ``_migrate``).
 
 Every table carries ``resource_id`` first in its primary key, so the schema
-can be distributed by ``resource_id`` (see docs/scaling.md). Migrations run
-under a transaction-scoped advisory lock: ten processes starting at once
-migrate exactly once.
+can be distributed by ``resource_id`` (see docs/scaling.md). Each migration
+is one script, written out as the text that ran and never edited; a change
+is a new entry at the end. Migrations run under a transaction-scoped
+advisory lock: ten processes starting at once migrate exactly once.
 """
 
 from __future__ import annotations
 
-from . import _migrate_spans
+from . import _migrate
+
+#: The table that records applied migrations, in PostgreSQL's types.
+LEDGER = "CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL)"
 
 #: The pgvector column, added when the ``vector`` extension is installed in
 #: the database (by migration 0009, or on a later open if an administrator
@@ -31,37 +35,11 @@ BEGIN
 END $$;
 """
 
-#: ``content`` lowercased with the accents of Latin letters folded, in SQL
-#: (``unaccent`` is an extension a user may not be allowed to create).
-FOLDED = "translate(lower(content), 'áàâãäåāéèêëēíìîïīóòôõöøōúùûüūçñýÿ', 'aaaaaaaeeeeeiiiiiooooooouuuuucnyy')"
-
-#: ``FOLDED`` of a function's ``body`` argument.
-FOLDED_BODY = FOLDED.replace("lower(content)", "lower(body)")
-
-#: The statement of migration 0013's triggers: index again the rows
-#: ``{changed}`` selects (those still there) and the 2 messages on each side
-#: of each, in its thread: the rows whose context they are part of.
-REINDEX = """
-            WITH c AS ({changed}),
-            t AS (
-                SELECT c.resource_id, c.seq FROM c
-                UNION
-                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
-                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
-                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
-                        ORDER BY b.seq DESC LIMIT 2)
-                    UNION ALL
-                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
-                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
-                        ORDER BY a.seq LIMIT 2)) n
-            )
-            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
-                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;"""
-
-MIGRATIONS: list[tuple[str, str]] = [
+MIGRATIONS: list[_migrate.Migration] = [
     (
         "0001_core",
-        """
+        [
+            """
         CREATE TABLE resources (
             resource_id    text PRIMARY KEY,
             working_memory text,
@@ -106,11 +84,13 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at  timestamptz NOT NULL,
             PRIMARY KEY (resource_id, id)
         );
-        """,
+        """
+        ],
     ),
     (
         "0002_recall",
-        """
+        [
+            """
         ALTER TABLE events ADD COLUMN content_tsv tsvector
             GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED;
         CREATE INDEX events_fts ON events USING gin (content_tsv);
@@ -148,11 +128,13 @@ MIGRATIONS: list[tuple[str, str]] = [
             FOR EACH ROW EXECUTE FUNCTION caderno_enqueue_embedding();
         INSERT INTO embedding_queue (resource_id, seq) SELECT resource_id, seq FROM events
             WHERE kind = 'message' AND role IN ('user', 'assistant') AND content <> '';
-        """,
+        """
+        ],
     ),
     (
         "0003_consolidation",
-        """
+        [
+            """
         CREATE TABLE facts (
             resource_id text NOT NULL,
             category    text NOT NULL,
@@ -189,7 +171,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX events_fact_candidates ON events (resource_id, seq)
             WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7;
-        """,
+        """
+        ],
     ),
     (
         # The salient threshold is importance.SALIENT as it was, written as the
@@ -197,7 +180,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         # becomes of the constant; tests/stores/test_policy_in_schema.py checks
         # they agree).
         "0004_batch_port",
-        """
+        [
+            """
         CREATE TABLE message_log (
             resource_id text NOT NULL,
             id          bigint GENERATED ALWAYS AS IDENTITY,
@@ -221,11 +205,13 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE facts_extracted_at IS NULL AND role = 'user';
         DROP INDEX events_salient;
         CREATE INDEX events_salient ON events (resource_id, seq) WHERE importance >= 0.8;
-        """,
+        """
+        ],
     ),
     (
         "0005_agent_state",
-        """
+        [
+            """
         CREATE TABLE scheduled_tasks (
             resource_id       text NOT NULL,
             id                text NOT NULL,
@@ -268,18 +254,20 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at  timestamptz NOT NULL,
             PRIMARY KEY (resource_id, prefix)
         );
-        """,
+        """
+        ],
     ),
     (
         # SQLite indexes full text in batches (a watermark and new triggers);
         # PostgreSQL's tsvector is a generated column, always in step. The
         # name is kept so both schemas list the same migrations.
         "0006_fts_in_batches",
-        "SELECT 1",
+        ["SELECT 1"],
     ),
     (
         "0007_api_keys",
-        """
+        [
+            """
         CREATE TABLE api_keys (
             id         text PRIMARY KEY,
             name       text NOT NULL,
@@ -289,11 +277,13 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at timestamptz NOT NULL,
             revoked_at timestamptz
         );
-        """,
+        """
+        ],
     ),
     (
         "0008_items",
-        """
+        [
+            """
         CREATE TABLE items (
             resource_id text NOT NULL,
             namespace   text NOT NULL,
@@ -303,15 +293,36 @@ MIGRATIONS: list[tuple[str, str]] = [
             updated_at  timestamptz NOT NULL,
             PRIMARY KEY (resource_id, namespace, key)
         );
-        """,
+        """
+        ],
     ),
     # A no-op without the vector extension; with it, embeddings get a
-    # pgvector column beside the bytes (see VECTOR_COLUMN).
-    ("0009_pgvector", VECTOR_COLUMN),
+    # pgvector column beside the bytes. VECTOR_COLUMN runs the same text at
+    # every open (the extension may come later); this is it as 0009 ran.
+    (
+        "0009_pgvector",
+        [
+            """
+DO $$
+DECLARE ext_schema text;
+BEGIN
+    SELECT n.nspname INTO ext_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+    WHERE e.extname = 'vector';
+    IF ext_schema IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS vec %I.vector', ext_schema);
+        -- rows written without a pgvector value (before the extension, or by
+        -- an older caderno): found at open through this small index, and filled
+        CREATE INDEX IF NOT EXISTS embeddings_vec_missing ON embeddings (id) WHERE vec IS NULL;
+    END IF;
+END $$;
+"""
+        ],
+    ),
     (
         # Semantic search of the LangGraph store (see _sqlite_schema for the why).
         "0010_item_vectors",
-        """
+        [
+            """
         CREATE TABLE item_embeddings (
             resource_id text NOT NULL,
             namespace   text NOT NULL,
@@ -329,25 +340,29 @@ MIGRATIONS: list[tuple[str, str]] = [
                 ON DELETE CASCADE
         );
         CREATE INDEX item_embeddings_due ON item_embeddings (not_before) WHERE vectors IS NULL;
-        """,
+        """
+        ],
     ),
     (
         # Stemmed full text: every message under its English and its
         # Portuguese stems, accents folded first (the rule of
         # caderno.core.text.stems, with the database's own Snowball configurations).
         "0011_stemmed_full_text",
-        f"""
+        [
+            """
         ALTER TABLE events DROP COLUMN content_tsv;
         ALTER TABLE events ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS (
-            to_tsvector('english', {FOLDED}) || to_tsvector('portuguese', {FOLDED})
+            to_tsvector('english', translate(lower(content), 'áàâãäåāéèêëēíìîïīóòôõöøōúùûüūçñýÿ', 'aaaaaaaeeeeeiiiiiooooooouuuuucnyy')) || to_tsvector('portuguese', translate(lower(content), 'áàâãäåāéèêëēíìîïīóòôõöøōúùûüūçñýÿ', 'aaaaaaaeeeeeiiiiiooooooouuuuucnyy'))
         ) STORED;
         CREATE INDEX events_fts ON events USING gin (content_tsv);
-        """,
+        """
+        ],
     ),
     (
         # A client sees positions per thread, never seq (see _sqlite_schema).
         "0012_thread_positions",
-        """
+        [
+            """
         ALTER TABLE events ADD COLUMN position bigint;
         ALTER TABLE threads ADD COLUMN last_position bigint NOT NULL DEFAULT 0;
         UPDATE events SET position = p.n FROM (SELECT seq, row_number() OVER
@@ -357,7 +372,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE e.resource_id = threads.resource_id AND e.thread_id = threads.thread_id), 0);
         CREATE UNIQUE INDEX events_position ON events (resource_id, thread_id, position)
             WHERE position IS NOT NULL;
-        """,
+        """
+        ],
     ),
     (
         # Index-time context (see caderno.core.text and stores/_sqlite_fts.py): a
@@ -370,11 +386,12 @@ MIGRATIONS: list[tuple[str, str]] = [
         # messages around it. The 2s are CONTEXT_BEFORE / CONTEXT_AFTER as
         # they were when this migration was written.
         "0013_index_time_context",
-        f"""
+        [
+            """
         ALTER TABLE events DROP COLUMN content_tsv;
         ALTER TABLE events ADD COLUMN search_tsv tsvector;
         CREATE FUNCTION caderno_terms(body text) RETURNS tsvector LANGUAGE sql IMMUTABLE AS $$
-            SELECT to_tsvector('english', {FOLDED_BODY}) || to_tsvector('portuguese', {FOLDED_BODY})
+            SELECT to_tsvector('english', translate(lower(body), 'áàâãäåāéèêëēíìîïīóòôõöøōúùûüūçñýÿ', 'aaaaaaaeeeeeiiiiiooooooouuuuucnyy')) || to_tsvector('portuguese', translate(lower(body), 'áàâãäåāéèêëēíìîïīóòôõöøōúùûüūçñýÿ', 'aaaaaaaeeeeeiiiiiooooooouuuuucnyy'))
         $$;
         CREATE FUNCTION caderno_date_words(at timestamptz) RETURNS text LANGUAGE sql STABLE AS $$
             SELECT to_char(at AT TIME ZONE 'UTC', 'FMDD FMMonth YYYY FMDD "de" ')
@@ -398,7 +415,22 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX events_fts ON events USING gin (search_tsv);
         CREATE FUNCTION caderno_context_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            {REINDEX.format(changed="SELECT resource_id, thread_id, seq FROM changed_rows WHERE kind = 'message'")}
+            
+            WITH c AS (SELECT resource_id, thread_id, seq FROM changed_rows WHERE kind = 'message'),
+            t AS (
+                SELECT c.resource_id, c.seq FROM c
+                UNION
+                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
+                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
+                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
+                        ORDER BY b.seq DESC LIMIT 2)
+                    UNION ALL
+                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
+                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
+                        ORDER BY a.seq LIMIT 2)) n
+            )
+            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
+                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
             RETURN NULL;
         END $$;
         CREATE FUNCTION caderno_context_updated() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -409,18 +441,42 @@ MIGRATIONS: list[tuple[str, str]] = [
                            AND o.seq = n.seq WHERE n.content IS DISTINCT FROM o.content) THEN
                 RETURN NULL;
             END IF;
-            {
-            REINDEX.format(
-                changed="SELECT n.resource_id, n.thread_id, n.seq FROM changed_rows n JOIN old_rows o "
-                "ON o.resource_id = n.resource_id AND o.seq = n.seq "
-                "WHERE n.kind = 'message' AND n.content IS DISTINCT FROM o.content"
+            
+            WITH c AS (SELECT n.resource_id, n.thread_id, n.seq FROM changed_rows n JOIN old_rows o ON o.resource_id = n.resource_id AND o.seq = n.seq WHERE n.kind = 'message' AND n.content IS DISTINCT FROM o.content),
+            t AS (
+                SELECT c.resource_id, c.seq FROM c
+                UNION
+                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
+                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
+                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
+                        ORDER BY b.seq DESC LIMIT 2)
+                    UNION ALL
+                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
+                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
+                        ORDER BY a.seq LIMIT 2)) n
             )
-        }
+            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
+                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
             RETURN NULL;
         END $$;
         CREATE FUNCTION caderno_context_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            {REINDEX.format(changed="SELECT resource_id, thread_id, seq FROM old_rows WHERE kind = 'message'")}
+            
+            WITH c AS (SELECT resource_id, thread_id, seq FROM old_rows WHERE kind = 'message'),
+            t AS (
+                SELECT c.resource_id, c.seq FROM c
+                UNION
+                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
+                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
+                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
+                        ORDER BY b.seq DESC LIMIT 2)
+                    UNION ALL
+                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
+                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
+                        ORDER BY a.seq LIMIT 2)) n
+            )
+            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
+                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
             RETURN NULL;
         END $$;
         CREATE TRIGGER events_context_insert AFTER INSERT ON events REFERENCING NEW TABLE AS changed_rows
@@ -430,9 +486,31 @@ MIGRATIONS: list[tuple[str, str]] = [
             FOR EACH STATEMENT EXECUTE FUNCTION caderno_context_updated();
         CREATE TRIGGER events_context_delete AFTER DELETE ON events REFERENCING OLD TABLE AS old_rows
             FOR EACH STATEMENT EXECUTE FUNCTION caderno_context_deleted();
-        """,
+        """
+        ],
     ),
-    (f"0014_{_migrate_spans.NAME}", _migrate_spans.POSTGRES),
+    # Summaries name what they cover in positions, not in seq (see
+    # _sqlite_schema's 0014). events.metadata is text holding JSON, read and
+    # written back through jsonb.
+    (
+        "0014_summary_spans",
+        [
+            """
+UPDATE events SET metadata = ((events.metadata::jsonb - 'covers')
+        || jsonb_build_object('span', jsonb_build_array(p.lo, p.hi)))::text
+    FROM (SELECT s.resource_id, s.seq, min(m.position) AS lo, max(m.position) AS hi
+        FROM events AS s JOIN events AS m ON m.resource_id = s.resource_id AND m.thread_id = s.thread_id
+            AND m.kind = 'message' AND m.position IS NOT NULL
+            AND m.seq BETWEEN (s.metadata::jsonb #>> '{covers,0}')::bigint
+                          AND (s.metadata::jsonb #>> '{covers,1}')::bigint
+        WHERE s.kind = 'summary' AND jsonb_typeof(s.metadata::jsonb -> 'covers') = 'array'
+        GROUP BY s.resource_id, s.seq) AS p
+    WHERE events.resource_id = p.resource_id AND events.seq = p.seq;
+UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
+    WHERE kind = 'summary' AND jsonb_typeof(metadata::jsonb -> 'covers') IS NOT NULL;
+"""
+        ],
+    ),
     (
         # Cheaper index-time context (the same index as 0013, kept as exactly).
         # 0013 cost appends 2.5x: each new row was inserted, then updated by
@@ -449,7 +527,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         # kind, thread or date change (never on its own search_tsv update:
         # no recursion), re-indexes the edited row first, then its neighbours.
         "0015_cheaper_context_triggers",
-        """
+        [
+            """
         CREATE OR REPLACE FUNCTION caderno_search_tsv(rid text, tid text, s bigint, body text, at timestamptz)
             RETURNS tsvector LANGUAGE plpgsql STABLE AS $$
         DECLARE near tsvector[];
@@ -526,7 +605,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             FOR EACH ROW WHEN (OLD.content IS DISTINCT FROM NEW.content OR OLD.kind IS DISTINCT FROM NEW.kind
                 OR OLD.thread_id IS DISTINCT FROM NEW.thread_id OR OLD.created_at IS DISTINCT FROM NEW.created_at)
             EXECUTE FUNCTION caderno_context_edited();
-        """,
+        """
+        ],
     ),
 ]
 

@@ -71,12 +71,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from ..core.clock import from_iso, new_id, to_iso, utcnow
 from ..core.messages import ROLES, canonical_json
+from ._migrate import Migration
 
 #: Default confidence of a legacy macro that does not say (the middle of [0, 1]).
 _DEFAULT_CONFIDENCE = 0.5
@@ -93,7 +94,7 @@ _CREATED = re.compile(
 # -- before the migrations: move clashing tables aside ---------------------------------------
 
 
-def rename_clashes(conn: sqlite3.Connection, migrations: list[tuple[str, list[str]]], applied: set[str]) -> None:
+def rename_clashes(conn: sqlite3.Connection, migrations: Sequence[Migration], applied: set[str]) -> None:
     """Rename the older agent's tables that carry a name a pending migration creates.
 
     A name is foreign when it exists but no applied migration created it:

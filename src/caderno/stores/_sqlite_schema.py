@@ -1,8 +1,10 @@
-"""SQLite schema: append-only, named migrations (the legacy import is ``_sqlite_legacy``).
+"""SQLite schema: its migrations, and how they run (the runner is ``_migrate``; the legacy import ``_sqlite_legacy``).
 
-An applied migration is never edited; a change is a new entry at the end.
-``PRAGMA user_version`` mirrors the number applied, so a database migrated by
-a newer caderno is recognised and refused instead of downgraded.
+Each migration is written out as the text that ran — 0001's indentation
+included — and never edited; a change is a new entry at the end. Statements
+run one by one (a trigger's body holds ';'). ``PRAGMA user_version``
+mirrors the number applied, so a database migrated by a newer caderno is
+recognised and refused before anything is written.
 """
 
 from __future__ import annotations
@@ -12,35 +14,65 @@ from typing import Any
 
 from ..core.clock import to_iso, utcnow
 from ..core.errors import SchemaTooNew, StorageError
-from . import _migrate_spans, _sqlite_legacy
+from . import _migrate, _sqlite_legacy
+from ._sql import run_plan_sync
 
-#: (name, statements). Statements are run one by one (triggers contain ';').
-#: Trigger body of migration 0013: the 2 messages before and the 2 after
-#: ``old`` in its thread (already indexed) are queued to be indexed again,
-#: since ``old`` is part of their context.
-_REQUEUE_NEIGHBOURS = """                INSERT OR IGNORE INTO fts_redo (seq)
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
-                        ORDER BY seq DESC LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
-                    UNION ALL
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
-                        ORDER BY seq LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
-"""
+#: The table that records applied migrations, in SQLite's types.
+LEDGER = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
 
-MIGRATIONS: list[tuple[str, list[str]]] = [
+MIGRATIONS: list[_migrate.Migration] = [
     (
         "0001_core",
         [
-            "\n        CREATE TABLE resources (\n            resource_id    TEXT PRIMARY KEY,\n            working_memory TEXT,\n            version        INTEGER NOT NULL DEFAULT 0,\n            created_at     TEXT NOT NULL,\n            updated_at     TEXT NOT NULL\n        )",
-            "\n        CREATE TABLE threads (\n            resource_id TEXT NOT NULL,\n            thread_id   TEXT NOT NULL,\n            title       TEXT,\n            metadata    TEXT,\n            created_at  TEXT NOT NULL,\n            PRIMARY KEY (resource_id, thread_id)\n        ) WITHOUT ROWID",
-            "\n        CREATE TABLE events (\n            seq             INTEGER PRIMARY KEY AUTOINCREMENT,\n            id              TEXT NOT NULL,\n            resource_id     TEXT NOT NULL,\n            thread_id       TEXT NOT NULL,\n            kind            TEXT NOT NULL DEFAULT 'message',\n            role            TEXT NOT NULL,\n            content         TEXT NOT NULL,\n            tool_calls      TEXT,\n            tool_call_id    TEXT,\n            name            TEXT,\n            importance      REAL,\n            created_at      TEXT NOT NULL,\n            consolidated_at TEXT,\n            metadata        TEXT,\n            UNIQUE (resource_id, id),\n            FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, thread_id) ON DELETE CASCADE\n        )",
-            "\n        CREATE INDEX events_thread ON events (resource_id, thread_id, seq)",
-            "\n        CREATE TABLE working_memory_log (\n            id          INTEGER PRIMARY KEY AUTOINCREMENT,\n            resource_id TEXT NOT NULL,\n            version     INTEGER NOT NULL,\n            patch       TEXT NOT NULL,\n            source      TEXT NOT NULL,\n            created_at  TEXT NOT NULL\n        )",
-            "\n        CREATE INDEX working_memory_log_resource ON working_memory_log (resource_id, version)",
-            "\n        ",
+            """
+        CREATE TABLE resources (
+            resource_id    TEXT PRIMARY KEY,
+            working_memory TEXT,
+            version        INTEGER NOT NULL DEFAULT 0,
+            created_at     TEXT NOT NULL,
+            updated_at     TEXT NOT NULL
+        )""",
+            """
+        CREATE TABLE threads (
+            resource_id TEXT NOT NULL,
+            thread_id   TEXT NOT NULL,
+            title       TEXT,
+            metadata    TEXT,
+            created_at  TEXT NOT NULL,
+            PRIMARY KEY (resource_id, thread_id)
+        ) WITHOUT ROWID""",
+            """
+        CREATE TABLE events (
+            seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+            id              TEXT NOT NULL,
+            resource_id     TEXT NOT NULL,
+            thread_id       TEXT NOT NULL,
+            kind            TEXT NOT NULL DEFAULT 'message',
+            role            TEXT NOT NULL,
+            content         TEXT NOT NULL,
+            tool_calls      TEXT,
+            tool_call_id    TEXT,
+            name            TEXT,
+            importance      REAL,
+            created_at      TEXT NOT NULL,
+            consolidated_at TEXT,
+            metadata        TEXT,
+            UNIQUE (resource_id, id),
+            FOREIGN KEY (resource_id, thread_id) REFERENCES threads (resource_id, thread_id) ON DELETE CASCADE
+        )""",
+            """
+        CREATE INDEX events_thread ON events (resource_id, thread_id, seq)""",
+            """
+        CREATE TABLE working_memory_log (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            resource_id TEXT NOT NULL,
+            version     INTEGER NOT NULL,
+            patch       TEXT NOT NULL,
+            source      TEXT NOT NULL,
+            created_at  TEXT NOT NULL
+        )""",
+            """
+        CREATE INDEX working_memory_log_resource ON working_memory_log (resource_id, version)""",
         ],
     ),
     (
@@ -354,31 +386,78 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "DROP TABLE events_fts",
             "CREATE VIRTUAL TABLE events_fts USING fts5(terms, context, day, tokenize='unicode61 remove_diacritics 2')",
             "DELETE FROM fts_redo",
-            f"""CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
+            """CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
                 DELETE FROM events_fts WHERE rowid = old.seq;
                 DELETE FROM fts_redo WHERE seq = old.seq;
-{_REQUEUE_NEIGHBOURS}            END""",
-            f"""CREATE TRIGGER events_au AFTER UPDATE OF content ON events BEGIN
+                INSERT OR IGNORE INTO fts_redo (seq)
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
+                        ORDER BY seq DESC LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
+                    UNION ALL
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
+                        ORDER BY seq LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
+            END""",
+            """CREATE TRIGGER events_au AFTER UPDATE OF content ON events BEGIN
                 DELETE FROM events_fts WHERE rowid = old.seq;
                 INSERT OR IGNORE INTO fts_redo (seq) SELECT old.seq WHERE old.seq <= (SELECT indexed_upto FROM fts_state);
-{_REQUEUE_NEIGHBOURS}            END""",
+                INSERT OR IGNORE INTO fts_redo (seq)
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
+                        ORDER BY seq DESC LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
+                    UNION ALL
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
+                        ORDER BY seq LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
+            END""",
             # Every message is indexed again, by the first search or batch.
             "UPDATE fts_state SET indexed_upto = 0",
         ],
     ),
-    (f"0014_{_migrate_spans.NAME}", _migrate_spans.SQLITE),
+    (
+        "0014_summary_spans",
+        [
+            # A summary names what it covers in positions of its thread
+            # (metadata.span), no longer in seq (metadata.covers): seq is one
+            # counter for the whole database, and summaries reach clients, so
+            # a tenant could read how much the others write. The span is the
+            # least and greatest position among the thread's messages in the
+            # old seq range (a merged summary's range also holds the
+            # summaries it merged: they have no position). A summary whose
+            # messages were all deleted keeps no span and loses covers all
+            # the same. Only rows that still have covers are touched.
+            "UPDATE events SET metadata = json_remove(json_set(events.metadata, '$.span', json_array(p.lo, p.hi)), '$.covers') "
+            "FROM (SELECT s.seq AS summary_seq, min(m.position) AS lo, max(m.position) AS hi "
+            "FROM events AS s JOIN events AS m ON m.resource_id = s.resource_id AND m.thread_id = s.thread_id "
+            "AND m.kind = 'message' AND m.position IS NOT NULL "
+            "AND m.seq BETWEEN json_extract(s.metadata, '$.covers[0]') AND json_extract(s.metadata, '$.covers[1]') "
+            "WHERE s.kind = 'summary' AND json_type(s.metadata, '$.covers') = 'array' "
+            "GROUP BY s.seq) AS p "
+            "WHERE events.seq = p.summary_seq",
+            "UPDATE events SET metadata = json_remove(metadata, '$.covers') "
+            "WHERE kind = 'summary' AND json_type(metadata, '$.covers') IS NOT NULL",
+        ],
+    ),
     # PostgreSQL only (cheaper context triggers); the name keeps both lists equal.
     ("0015_cheaper_context_triggers", []),
 ]
 
 
 def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
-    """Bring the schema up to date, in one transaction; safe to run concurrently.
+    """Bring the schema up to date, in one ``BEGIN IMMEDIATE`` transaction; safe to run concurrently.
 
     An older agent's database is opened too: its clashing tables are moved
     aside before the migrations and its rows imported after them, in the same
     transaction (``_sqlite_legacy`` says which shapes are accepted).
     """
+
+    def execute(q: Any) -> list[Any]:
+        return conn.execute(q.sql, q.params).fetchall()
+
     conn.execute("BEGIN IMMEDIATE")
     try:
         ours = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone()
@@ -390,20 +469,10 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
                 f"database schema version {version} is newer than this caderno understands "
                 f"({len(MIGRATIONS)}); upgrade caderno instead of opening it with an older one"
             )
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-        applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
-        unknown = applied - {name for name, _ in MIGRATIONS}
-        if unknown:
-            raise SchemaTooNew(f"database has migrations this caderno does not know: {', '.join(sorted(unknown))}")
-        _sqlite_legacy.rename_clashes(conn, MIGRATIONS, applied)
-        for index, (name, statements) in enumerate(MIGRATIONS, start=1):
-            if name in applied:
-                continue
-            for statement in statements:
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, to_iso(utcnow())))
-            conn.execute(f"PRAGMA user_version = {index}")
+        done = run_plan_sync(_migrate.applied(MIGRATIONS, LEDGER), execute)
+        _sqlite_legacy.rename_clashes(conn, MIGRATIONS, done)
+        if run_plan_sync(_migrate.apply(MIGRATIONS, done, to_iso(utcnow())), execute):
+            conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
         _sqlite_legacy.import_legacy(conn, legacy_resource_id)
         conn.execute("COMMIT")
     except BaseException:

@@ -27,10 +27,11 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from ..core.errors import MissingExtra, SchemaTooNew, StorageError, UsageError
+from ..core.clock import utcnow
+from ..core.errors import MissingExtra, StorageError, UsageError
 from ..core.redact import redact_url, scrub, secrets_of, split_url
-from . import _plans, _postgres_plans, ops
-from ._postgres_schema import HNSW_MAX_DIM, MIGRATION_LOCK, MIGRATIONS, VECTOR_COLUMN, hnsw_index
+from . import _migrate, _plans, _postgres_plans, ops
+from ._postgres_schema import HNSW_MAX_DIM, LEDGER, MIGRATION_LOCK, MIGRATIONS, VECTOR_COLUMN, hnsw_index
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan, to_pyformat
 
 T = TypeVar("T")
@@ -164,14 +165,15 @@ async def _execute(conn: Any, q: Q) -> Any:
     """Run one query of a plan; constraint errors become the plan's own exceptions."""
     import psycopg
 
-    sql = to_pyformat(q.sql)
     try:
         if q.fetch == "many":
             if q.params:
                 async with conn.cursor() as cur:
-                    await cur.executemany(sql, q.params)
+                    await cur.executemany(to_pyformat(q.sql), q.params)
             return None
-        cur = await conn.execute(sql, q.params)
+        # Without parameters the text goes as written: a migration's script
+        # (several statements, a '%' of its own) is not a template.
+        cur = await (conn.execute(to_pyformat(q.sql), q.params) if q.params else conn.execute(q.sql))
         if q.fetch == "all":
             return await cur.fetchall()
         if q.fetch == "one":
@@ -340,20 +342,9 @@ class PostgresStore:
     async def _migrate(self, pool: Any) -> None:
         async with pool.connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL)"
-            )
-            applied = {r[0] for r in await (await conn.execute("SELECT name FROM schema_migrations")).fetchall()}
-            unknown = applied - {name for name, _ in MIGRATIONS}
-            if unknown:
-                raise SchemaTooNew(
-                    f"database has migrations this caderno does not know: {', '.join(sorted(unknown))}; "
-                    "upgrade caderno instead of opening it with an older one"
-                )
-            for name, sql in MIGRATIONS:
-                if name not in applied:
-                    await conn.execute(sql)
-                    await conn.execute("INSERT INTO schema_migrations VALUES (%s, now())", (name,))
+            execute = functools.partial(_execute, conn)
+            done = await run_plan(_migrate.applied(MIGRATIONS, LEDGER), execute)
+            await run_plan(_migrate.apply(MIGRATIONS, done, utcnow()), execute)
             if self.pgvector_schema is not None:
                 await self._vector_setup(conn)
         if self.pgvector_schema is not None:
