@@ -56,7 +56,7 @@ async def test_a_turn_makes_two_round_trips(db_url: str) -> None:
     store = Counting(open_store(db_url))
     async with caderno.Memory(store, embedder=None) as memory:
         await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("earlier")])
-        await memory.remember_fact(resource_id="r", category="home", key="city", value="Curitiba")
+        await memory.facts.remember(resource_id="r", category="home", key="city", value="Curitiba")
         chat = AgentChat(model=ScriptedModel(tool_turn("a")), memory=memory)
         store.batches.clear()
         result = await chat.ask(messages="remember a", resource_id="r", thread_id="t")
@@ -66,7 +66,7 @@ async def test_a_turn_makes_two_round_trips(db_url: str) -> None:
             ["Append", "PatchWorkingMemory", "UpsertFact"],
         ]
         assert result.working_memory is not None and result.working_memory.data == {"turns": {"a": True}}
-        assert [f.key for f in await memory.get_facts(resource_id="r", category="t")] == ["a"]
+        assert [f.key for f in await memory.facts.list(resource_id="r", category="t")] == ["a"]
         assert result.reply.metadata["usage"]["model_calls"] == 2
 
 
@@ -85,7 +85,7 @@ async def test_max_steps_stores_nothing(memory: caderno.Memory) -> None:
     chat = AgentChat(model=ScriptedModel(tool_turn("y")[:1] * 3), memory=memory, max_steps=1)
     with pytest.raises(ModelError, match="max_steps"):
         await chat.ask(messages="remember y", resource_id="r", thread_id="t")
-    assert await memory.get_facts(resource_id="r") == []
+    assert await memory.facts.list(resource_id="r") == []
     assert await memory.get_working_memory(resource_id="r") is None
 
 
@@ -96,7 +96,7 @@ async def test_a_patch_that_no_longer_validates_fails_the_whole_turn(db_url: str
         stored = await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("hi")])
         # The commit re-validates every patch against the stored state inside the transaction.
         with pytest.raises(caderno.InvalidPatch):
-            await memory.commit_turn(
+            await memory.turns.commit(
                 resource_id="r", thread_id="t", messages=[Message.user("x")], patches=[({"n": 99}, "tool")]
             )
         assert await memory.get_messages(resource_id="r", thread_id="t") == stored
@@ -162,8 +162,8 @@ async def test_a_store_with_only_the_core_operations() -> None:
     assert (await memory.export_resource(resource_id="r"))["working_memory"]["data"] == {"a": 1}
     assert memory.embedder is None  # nowhere to keep vectors
     for call in (
-        memory.get_facts(resource_id="r"),
-        memory.consolidate(resource_id="r"),
+        memory.facts.list(resource_id="r"),
+        memory.consolidation.run(resource_id="r"),
         memory.recall(resource_id="r", query="oi", thread_id="t"),
     ):
         with pytest.raises(Unsupported, match="does not support"):
@@ -219,4 +219,4 @@ async def test_cancelled_turn_stores_nothing(memory: caderno.Memory) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await memory.get_messages(resource_id="r", thread_id="t") == []
-    assert await memory.get_facts(resource_id="r") == []
+    assert await memory.facts.list(resource_id="r") == []

@@ -210,7 +210,7 @@ async def test_an_edit_in_caderno_reaches_the_sdk(mem: caderno.Memory) -> None:
     s = session(mem)
     await s.add_items([{"role": "user", "content": "my name is Ana"}])
     (m,) = await mem.get_messages(resource_id=RID, thread_id="chat")
-    await mem.edit_message(resource_id=RID, message_id=m.id, content="my name is Anabela")
+    await mem.messages.edit(resource_id=RID, message_id=m.id, content="my name is Anabela")
     assert await s.get_items() == [{"role": "user", "content": "my name is Anabela"}]
 
 
@@ -274,7 +274,7 @@ async def test_pop_item_after_a_failed_turn(mem: caderno.Memory) -> None:
     assert await s.pop_item() == {"role": "user", "content": "second"}
     _, model = await run(mem, s, "second, again", [assistant_message("two")])
     assert texts(model.last_call.input) == ["user: first", "assistant: one", "user: second, again"]
-    log = await mem.message_log(resource_id=RID)
+    log = await mem.messages.log(resource_id=RID)
     assert [(e["action"], e["actor"], e["reason"]) for e in log] == [("pop", "openai-agents", "pop_item")]
 
 

@@ -246,7 +246,7 @@ class Store:
     async def seed(self, rid: str) -> None:
         m = self.memory
         await m.update_working_memory(resource_id=rid, patch={"humor": "bom", "plano": {"jantar": "sexta"}})
-        await m.create_thread(resource_id=rid, thread_id="viagem", title="Viagem a Lisboa")
+        await m.threads.create(resource_id=rid, thread_id="viagem", title="Viagem a Lisboa")
         await m.append_messages(
             resource_id=rid,
             thread_id="jantar",
@@ -258,7 +258,7 @@ class Store:
         await m.append_messages(
             resource_id=rid, thread_id="viagem", messages=[Message.user("No comboio jogamos xadrez.", created_at=T0)]
         )
-        await m.remember_fact(resource_id=rid, category="family", key="filha", value="Ana, adora xadrez")
+        await m.facts.remember(resource_id=rid, category="family", key="filha", value="Ana, adora xadrez")
         await m.tasks.add(resource_id=rid, name="lembrete", schedule="0 9 3 5 *", prompt="Aniversário da Ana", now=T0)
         book = self.notebook(rid)
         book.add("user", "Prefere respostas curtas.")
@@ -267,9 +267,9 @@ class Store:
     async def effect(self, rid: str) -> dict[str, Any]:
         """What a call left in the memory: working memory and its log, facts, tasks, notebook."""
         m = self.memory
-        state = await m.get_working_memory_state(resource_id=rid)
-        log = await m.working_memory_log(resource_id=rid)
-        facts = await m.get_facts(resource_id=rid)
+        state = await m.working_memory.state(resource_id=rid)
+        log = await m.working_memory.log(resource_id=rid)
+        facts = await m.facts.list(resource_id=rid)
         tasks = await m.tasks.list(resource_id=rid)
         book = self.notebook(rid)
         return {

@@ -46,8 +46,9 @@ from ..core.validate import check_message, storable_reply
 from ..memory import macros as macro_rules
 from ..memory.consolidation import summary_span
 from ..memory.context import TokenCounter, build_prompt, estimate_tokens
-from ..memory.facade import AgentMemory, Memory, TurnContext
+from ..memory.facade import AgentMemory, Memory
 from ..memory.notebook import Notebook
+from ..memory.turns import TurnContext
 from ..stores import ops
 from ..tools.base import Scope, ToolDef, Turn, as_text
 from ..tools.catalog import offered
@@ -404,7 +405,7 @@ class AgentChat:
     async def _load(self, resource_id: str, thread_id: str) -> TurnContext:
         """The turn's reads: one batch on a ``Memory``, two calls on a four-method memory."""
         if self.full is not None:
-            return await self.full.load_turn(
+            return await self.full.turns.load(
                 resource_id=resource_id,
                 thread_id=thread_id,
                 history_limit=self.history_limit,
@@ -442,7 +443,7 @@ class AgentChat:
                 raise
             return self._replayed(check_same(again, spec.new, spec.key))
         if self.consolidate and self.full is not None and self.full.supports(*ops.CONSOLIDATION):
-            self.full.schedule_consolidation(resource_id=resource_id, thread_id=thread_id)
+            self.full.consolidation.schedule(resource_id=resource_id, thread_id=thread_id)
         return ChatResult(
             reply=stored[-1],
             tool_calls=records,
@@ -540,7 +541,7 @@ class AgentChat:
             extra = list(held.turn.writes)
             if self.macros and held.calls:
                 extra.append(self.full.macros.learn_op(resource_id, held.calls, held.used))
-            stored, patched = await self.full.commit_turn(
+            stored, patched = await self.full.turns.commit(
                 resource_id=resource_id,
                 thread_id=thread_id,
                 messages=turn,
@@ -564,7 +565,7 @@ class AgentChat:
     async def _facts_block(self, facts: list[Any], query: str) -> str | None:
         if not self.facts or not facts or self.full is None:
             return None
-        facts = await self.full.rank_facts(facts, query, limit=self.facts)
+        facts = await self.full.facts.rank(facts, query, limit=self.facts)
         lines = [f"- {f.category}/{f.key}: {f.value}" for f in facts]
         return "KNOWN FACTS about this user (kept across conversations):\n" + "\n".join(lines)
 
@@ -701,7 +702,7 @@ class AgentChat:
 
     def blocks(self, state: WorkingMemory | None) -> dict[str, Any]:
         """The fixed prompt blocks that do not depend on the query or the conversation."""
-        schema = self.full.working_memory_json_schema if self.full is not None else None
+        schema = self.full.working_memory.json_schema if self.full is not None else None
         return {
             "instructions": self.instructions or None,
             "working_memory": working_memory_block(state, schema),

@@ -138,7 +138,7 @@ def build_server(
 
     async def read_working_memory(rid: str) -> str:
         with _resource_errors():
-            return Outcome(state_payload(await memory.get_working_memory_state(resource_id=rid))).text
+            return Outcome(state_payload(await memory.working_memory.state(resource_id=rid))).text
 
     async def read_notebook(rid: str, target: str) -> str:
         if target not in ("memory", "user"):

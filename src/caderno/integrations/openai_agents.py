@@ -319,7 +319,7 @@ class CadernoSession:
     async def pop_item(self, *, wrapper: RunContextWrapper[Any] | None = None) -> TResponseInputItem | None:
         """Remove and return the newest item, exactly as it was added (``None`` when empty)."""
         popped = await _settled(
-            self.memory.pop_message(
+            self.memory.messages.pop(
                 resource_id=self.resource_id, thread_id=self.session_id, actor="openai-agents", reason="pop_item"
             )
         )
@@ -429,8 +429,8 @@ def memory_instructions(
             await asyncio.to_thread(book.load)
             frozen.extend(block for block in (book.snapshot("memory"), book.snapshot("user")) if block)
             loaded = True
-        state = await memory.get_working_memory_state(resource_id=resource_id)
-        blocks = [instructions or DEFAULT_INSTRUCTIONS, working_memory_block(state, memory.working_memory_json_schema)]
+        state = await memory.working_memory.state(resource_id=resource_id)
+        blocks = [instructions or DEFAULT_INSTRUCTIONS, working_memory_block(state, memory.working_memory.json_schema)]
         return "\n\n".join(blocks + frozen)
 
     return render

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.clock import to_iso
-from ..memory.facade import fact_op
+from ..memory.facts import fact_op
 from .base import Scope, ToolDef, done
 
 __all__ = ["FORGET_FACT", "GET_FACTS", "REMEMBER_FACT"]
@@ -43,7 +43,7 @@ async def _remember(scope: Scope, request: NewFact) -> dict[str, Any]:
 
 
 async def _get(scope: Scope, request: Category) -> dict[str, Any]:
-    facts = await scope.full.get_facts(resource_id=scope.resource_id, category=request.category)
+    facts = await scope.full.facts.list(resource_id=scope.resource_id, category=request.category)
     return done(
         facts=[
             {
@@ -59,7 +59,7 @@ async def _get(scope: Scope, request: Category) -> dict[str, Any]:
 
 async def _forget(scope: Scope, request: FactKey) -> dict[str, Any]:
     # At once, never held: only MCP offers it, where no turn is open.
-    await scope.full.forget_fact(resource_id=scope.resource_id, category=request.category, key=request.key)
+    await scope.full.facts.forget(resource_id=scope.resource_id, category=request.category, key=request.key)
     return done(forgotten=f"{request.category.lower()}/{request.key}")
 
 

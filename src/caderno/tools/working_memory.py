@@ -35,7 +35,7 @@ def state_payload(state: WorkingMemory | None) -> dict[str, Any]:
 
 
 async def _get(scope: Scope, request: NoArguments) -> dict[str, Any]:
-    return state_payload(await scope.full.get_working_memory_state(resource_id=scope.resource_id))
+    return state_payload(await scope.full.working_memory.state(resource_id=scope.resource_id))
 
 
 async def _update(scope: Scope, request: Patch) -> dict[str, Any]:
@@ -57,7 +57,7 @@ async def _update(scope: Scope, request: Patch) -> dict[str, Any]:
             actual=turn.version,
         )
     if isinstance(scope.memory, Memory):
-        merged = scope.memory.preview_working_memory(turn.working_memory, request.patch, resource_id=scope.resource_id)
+        merged = scope.memory.working_memory.preview(turn.working_memory, request.patch, resource_id=scope.resource_id)
     else:  # a four-method AgentMemory has no schema to check against
         merged = merge_patch(turn.working_memory or {}, check_patch(request.patch, scope.resource_id))
     turn.hold_patch(request.patch, merged)
