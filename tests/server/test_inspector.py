@@ -229,7 +229,7 @@ async def seed(db: Path, home: Path) -> tuple[str, dict[str, str]]:
                 Message.user("Remember that I prefer a window seat."),
             ],
         )
-        await memory.update_thread(resource_id="alice", thread_id="trip", title="Trip to Lisbon")
+        await memory.threads.update(resource_id="alice", thread_id="trip", title="Trip to Lisbon")
         ids.update(first=trip[0].id or "", hostile=trip[4].id or "", window=trip[5].id or "")
         span = (trip[0].position or 0, trip[1].position or 0)
         summary = summary_message("Alice wants a flight to Lisbon on 12 May.", span, "extractive", covered=2)
@@ -246,8 +246,8 @@ async def seed(db: Path, home: Path) -> tuple[str, dict[str, str]]:
             ({"name": None, "note": HOSTILE}, "api"),
         ]:
             await memory.update_working_memory(resource_id="alice", patch=patch, source=source)
-        await memory.remember_fact(resource_id="alice", category="travel", key="seat", value="window", source="user")
-        await memory.remember_fact(resource_id="alice", category="travel", key="home_airport", value="OPO")
+        await memory.facts.remember(resource_id="alice", category="travel", key="seat", value="window", source="user")
+        await memory.facts.remember(resource_id="alice", category="travel", key="home_airport", value="OPO")
         await memory.tasks.add(
             resource_id="alice", name="morning-brief", schedule="every day at 9", prompt="Brief me on my trip."
         )

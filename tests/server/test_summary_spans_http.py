@@ -20,7 +20,7 @@ async def test_summaries_over_http_name_positions_not_seq(api: Api) -> None:
             text = f"Turn {n}: we paid R$ {100 + n},00 at Mercado Central. " * 8
             turn = {"messages": [{"role": "user", "content": text}, {"role": "assistant", "content": f"Noted {n}."}]}
             assert (await c.post(f"{R}/threads/t/messages", json=turn)).status_code == 201
-        assert (await api.memory.consolidate(resource_id="casa"))["summaries"] == 1
+        assert (await api.memory.consolidation.run(resource_id="casa"))["summaries"] == 1
         (summary,) = (await c.get(f"{R}/threads/t/summaries")).json()
         body = summary["message"]
         assert "seq" not in body and "covers" not in body["metadata"] and body["position"] is None

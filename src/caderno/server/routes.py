@@ -274,7 +274,7 @@ async def list_threads(memory: Mem, rid: OwnResource) -> list[dict[str, Any]]:
 async def create_thread(memory: Mem, rid: OwnResource, body: s.ThreadIn) -> Any:
     """Create an empty thread (409 when the resource already has that id)."""
     try:
-        thread = await memory.create_thread(
+        thread = await memory.threads.create(
             resource_id=rid, thread_id=body.thread_id, title=body.title, metadata=body.metadata
         )
     except UsageError:
@@ -288,7 +288,7 @@ async def create_thread(memory: Mem, rid: OwnResource, body: s.ThreadIn) -> Any:
 
 async def _thread_exists(memory: Memory, rid: str, tid: str) -> bool:
     try:
-        await memory.get_thread(resource_id=rid, thread_id=tid)
+        await memory.threads.get(resource_id=rid, thread_id=tid)
     except NotFound:
         return False
     return True
@@ -296,7 +296,7 @@ async def _thread_exists(memory: Memory, rid: str, tid: str) -> bool:
 
 @v1.get(RP + "/threads/{thread}", operation_id="get_thread", tags=["threads"], response_model=s.ThreadOut)
 async def get_thread(memory: Mem, rid: OwnResource, thread: Thread) -> dict[str, Any]:
-    return _thread(await memory.get_thread(resource_id=rid, thread_id=thread))
+    return _thread(await memory.threads.get(resource_id=rid, thread_id=thread))
 
 
 @v1.patch(
@@ -308,7 +308,7 @@ async def get_thread(memory: Mem, rid: OwnResource, thread: Thread) -> dict[str,
 async def update_thread(memory: Mem, rid: OwnResource, thread: Thread, body: s.ThreadPatch) -> dict[str, Any]:
     """Change the title and/or metadata: a field left out is kept, ``null`` clears it."""
     given = body.model_fields_set
-    updated = await memory.update_thread(
+    updated = await memory.threads.update(
         resource_id=rid,
         thread_id=thread,
         title=body.title if "title" in given else ops.UNSET,
@@ -433,7 +433,7 @@ async def pop_message(
     reason: Annotated[str | None, Query(description="Kept in the message log.")] = None,
 ) -> dict[str, Any]:
     """Remove and return the thread's newest message (404 when it has none): undo a turn."""
-    popped = await memory.pop_message(resource_id=rid, thread_id=thread, actor="api", reason=reason)
+    popped = await memory.messages.pop(resource_id=rid, thread_id=thread, actor="api", reason=reason)
     if popped is None:
         raise NotFound(f"thread {thread!r} of {rid!r} has no message to pop", resource_id=rid, thread_id=thread)
     return _message(popped)
@@ -447,7 +447,7 @@ async def pop_message(
 )
 async def edit_message(memory: Mem, rid: OwnResource, message_id: str, body: s.MessageEdit) -> dict[str, Any]:
     """Replace a message's text; the old text goes to the message log."""
-    edited = await memory.edit_message(
+    edited = await memory.messages.edit(
         resource_id=rid, message_id=message_id, content=body.content, actor="api", reason=body.reason
     )
     return _message(edited)
@@ -466,7 +466,7 @@ async def delete_message(
     reason: Annotated[str | None, Query(description="Kept in the message log.")] = None,
 ) -> dict[str, Any]:
     """Delete one message and return it; the log keeps who, when and why (not the text)."""
-    deleted = await memory.delete_message(resource_id=rid, message_id=message_id, actor="api", reason=reason)
+    deleted = await memory.messages.delete(resource_id=rid, message_id=message_id, actor="api", reason=reason)
     return _message(deleted)
 
 
@@ -478,7 +478,7 @@ async def delete_message(
 )
 async def message_log(memory: Mem, rid: OwnResource, message_id: str | None = None) -> list[dict[str, Any]]:
     """Edits, pops and deletions of the resource's messages, oldest first."""
-    return await memory.message_log(resource_id=rid, message_id=message_id)
+    return await memory.messages.log(resource_id=rid, message_id=message_id)
 
 
 @v1.get(
@@ -494,7 +494,7 @@ async def list_summaries(memory: Mem, rid: OwnResource, thread: Thread) -> list[
     A summary's ``metadata.span`` is the ``[first, last]`` positions in this
     thread of the messages it covers; a summary has no position of its own.
     """
-    found = await memory.summaries(resource_id=rid, thread_id=thread)
+    found = await memory.consolidation.summaries(resource_id=rid, thread_id=thread)
     return [{"message": _message(x), "merged": merged} for x, merged in found]
 
 
@@ -509,7 +509,7 @@ async def list_summaries(memory: Mem, rid: OwnResource, thread: Thread) -> list[
 )
 async def get_working_memory(response: Response, memory: Mem, rid: OwnResource) -> dict[str, Any]:
     """The working memory and its version (also as ``ETag``); never set: ``data`` null, version 0."""
-    body, etag = _wm(await memory.get_working_memory_state(resource_id=rid))
+    body, etag = _wm(await memory.working_memory.state(resource_id=rid))
     response.headers["ETag"] = etag
     return body
 
@@ -576,7 +576,7 @@ async def patch_working_memory(request: Request, response: Response, memory: Mem
 )
 async def working_memory_log(memory: Mem, rid: OwnResource) -> list[dict[str, Any]]:
     """Every applied patch, oldest first."""
-    return await memory.working_memory_log(resource_id=rid)
+    return await memory.working_memory.log(resource_id=rid)
 
 
 # -- notebook ---------------------------------------------------------------------------
@@ -662,20 +662,20 @@ async def recall(memory: Mem, rid: OwnResource, body: s.RecallIn) -> list[dict[s
 @v1.get(RP + "/facts", operation_id="list_facts", tags=["facts"], response_model=list[s.FactOut])
 async def list_facts(memory: Mem, rid: OwnResource, category: str | None = None) -> list[Any]:
     """The resource's facts, most recently updated first."""
-    return [dataclasses.asdict(f) for f in await memory.get_facts(resource_id=rid, category=category)]
+    return [dataclasses.asdict(f) for f in await memory.facts.list(resource_id=rid, category=category)]
 
 
 @v1.put(RP + "/facts/{category}/{key}", operation_id="put_fact", tags=["facts"], response_model=s.FactOut)
 async def put_fact(memory: Mem, rid: OwnResource, category: str, key: str, body: s.FactIn) -> dict[str, Any]:
     """Set a fact (source ``user``); the previous value goes to its history."""
-    fact = await memory.remember_fact(resource_id=rid, category=category, key=key, value=body.value, source="user")
+    fact = await memory.facts.remember(resource_id=rid, category=category, key=key, value=body.value, source="user")
     return dataclasses.asdict(fact)
 
 
 @v1.delete(RP + "/facts/{category}/{key}", operation_id="delete_fact", tags=["facts"], status_code=204)
 async def delete_fact(memory: Mem, rid: OwnResource, category: str, key: str) -> Response:
     """Forget a fact (its history stays)."""
-    await memory.forget_fact(resource_id=rid, category=category, key=key)
+    await memory.facts.forget(resource_id=rid, category=category, key=key)
     return Response(status_code=204)
 
 
@@ -687,7 +687,7 @@ async def delete_fact(memory: Mem, rid: OwnResource, category: str, key: str) ->
 )
 async def fact_history(memory: Mem, rid: OwnResource, category: str, key: str) -> list[Any]:
     """Earlier values of one fact, oldest first."""
-    return await memory.fact_history(resource_id=rid, category=category, key=key)
+    return await memory.facts.history(resource_id=rid, category=category, key=key)
 
 
 # -- tasks ------------------------------------------------------------------------------
