@@ -113,7 +113,7 @@ def _from_wire(message: dict[str, Any]) -> Message:
         raw = fn.get("arguments") or ""
         try:
             args: Any = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or an integer past Python's digit limit
             args = raw  # kept as text; the tool layer reports it to the model
         calls.append(ToolCall(id=call.get("id") or new_id(), name=fn.get("name") or "", arguments=args))
     return Message.assistant(message.get("content") or "", tool_calls=calls or None)
