@@ -1,17 +1,17 @@
 """``Memory`` is flat where the contract names it and reaches everything else through a part.
 
-The rule is in ``caderno/memory/facade.py``'s docstring, with the table of
-old flat names and their new spelling; these tests hold the rule, the
-table and the delegations to the code, so none of them can drift.
+The rule is in ``caderno/memory/facade.py``'s docstring; the README's
+"Python API" lists where each old flat name moved. These tests hold the rule
+and that table to the code, so neither can drift.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import caderno
 from caderno import Message, ScriptedModel
-from caderno.memory import facade
 from caderno.memory.consolidation import ConsolidationSettings
 
 #: The contract (DESIGN.md §4, the seed port) and the port: what stays flat on ``Memory``.
@@ -29,38 +29,24 @@ PARTS = {
 #: What a part is built on, kept as attributes for the integrations that need the machinery.
 MACHINERY = {"store", "embedder", "indexer", "vectors", "retriever"}
 
-TABLE_ROW = re.compile(r"^``memory\.(\w+)((?:\(\.\.\.\))?)``\s+``memory\.(\w+)\.(\w+)\2``$", re.M)
+#: The README's rows "| `memory.old_name(...)` | `memory.part.method(...)` |".
+MOVED_ROW = re.compile(r"^\| `memory\.(\w+)(?:\(\.\.\.\))?` \| `memory\.(\w+)\.(\w+)(?:\(\.\.\.\))?` \|", re.M)
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def moved() -> dict[str, tuple[str, str]]:
-    """Old flat name → (part, method), read from the delegations themselves."""
-    return {
-        name: (attr._part, attr._name)
-        for name, attr in vars(caderno.Memory).items()
-        if isinstance(attr, facade._Moved)  # the transition's own bookkeeping
-    }
-
-
-def test_every_public_name_is_flat_a_part_or_a_delegation() -> None:
+def test_every_public_name_is_flat_or_a_part() -> None:
     memory = caderno.Memory(caderno.InMemoryStore(), embedder=None)
     public = {name for name in dir(memory) if not name.startswith("_")}
-    delegations = set(moved()) | {"working_memory_json_schema"}
-    assert public - delegations == FLAT | PARTS | MACHINERY
+    assert public == FLAT | PARTS | MACHINERY
 
 
-def test_the_docstring_table_is_the_delegations() -> None:
-    table = {old: (part, new) for old, _, part, new in TABLE_ROW.findall(facade.__doc__ or "")}
-    assert table.pop("working_memory_json_schema") == ("working_memory", "json_schema")
-    assert table == moved()
-
-
-async def test_an_old_name_is_the_parts_method_itself() -> None:
-    async with caderno.connect("memory://", embedder=None) as memory:
-        for old, (part, new) in moved().items():
-            assert getattr(memory, old) == getattr(getattr(memory, part), new), old
-        fact = await memory.remember_fact(resource_id="casa", category="home", key="city", value="Curitiba")
-        assert await memory.facts.list(resource_id="casa") == [fact]
-        assert memory.working_memory_json_schema is memory.working_memory.json_schema is None
+def test_the_readme_says_where_each_old_name_went_and_the_part_has_it() -> None:
+    moved = MOVED_ROW.findall(README.read_text())
+    assert len(moved) >= 20, "the README's table of moved names"
+    memory = caderno.Memory(caderno.InMemoryStore(), embedder=None)
+    for old, part, method in moved:
+        assert not hasattr(memory, old), f"{old} is still flat"
+        assert part in PARTS and hasattr(getattr(memory, part), method), f"memory.{part}.{method}"
 
 
 async def test_consolidation_settings_live_in_the_part() -> None:

@@ -44,9 +44,9 @@ async def small(db_url: str):
 
 async def test_summary_covers_the_oldest_turns_and_keeps_the_originals(small: caderno.Memory) -> None:
     stored = await long_thread(small)
-    report = await small.consolidate(resource_id=R)
+    report = await small.consolidation.run(resource_id=R)
     assert report["summaries"] == 1 and report["failures"] == 0
-    (summary, merged), *_ = await small.summaries(resource_id=R, thread_id=T)
+    (summary, merged), *_ = await small.consolidation.summaries(resource_id=R, thread_id=T)
     first, last = summary.metadata["span"]
     assert first == stored[0].position and summary.metadata["summarizer"] == "extractive" and not merged
     covered = [m for m in stored if first <= (m.position or 0) <= last]
@@ -56,14 +56,14 @@ async def test_summary_covers_the_oldest_turns_and_keeps_the_originals(small: ca
     # Originals are never deleted.
     assert await small.get_messages(resource_id=R, thread_id=T) == stored
     # A second pass right away has nothing to do: no double summary.
-    assert (await small.consolidate(resource_id=R))["summaries"] == 0
+    assert (await small.consolidation.run(resource_id=R))["summaries"] == 0
 
 
 async def test_summaries_merge_and_the_old_ones_stay(small: caderno.Memory) -> None:
     for round_ in range(4):
         await long_thread(small, turns=10, start=round_ * 10)
-        await small.consolidate(resource_id=R)
-    summaries = await small.summaries(resource_id=R, thread_id=T)
+        await small.consolidation.run(resource_id=R)
+    summaries = await small.consolidation.summaries(resource_id=R, thread_id=T)
     merged = [s for s, m in summaries if m]
     live = [s for s, m in summaries if not m]
     assert merged and len(live) >= 1
@@ -83,8 +83,8 @@ async def test_summary_span_is_positions_of_its_thread_whatever_others_wrote(sma
     await others_write_first(small)
     stored = await long_thread(small)
     assert stored[0].position == 1 and stored[0].seq != 1  # the two numbers differ here
-    assert (await small.consolidate(resource_id=R))["summaries"] == 1
-    ((summary, _),) = await small.summaries(resource_id=R, thread_id=T)
+    assert (await small.consolidation.run(resource_id=R))["summaries"] == 1
+    ((summary, _),) = await small.consolidation.summaries(resource_id=R, thread_id=T)
     assert "covers" not in summary.metadata and summary.position is None
     first, last = summary.metadata["span"]
     covered = [m for m in stored if first <= (m.position or 0) <= last]
@@ -99,8 +99,8 @@ async def test_merged_summary_span_is_positions_too(small: caderno.Memory) -> No
     stored = []
     for round_ in range(4):
         stored += await long_thread(small, turns=10, start=round_ * 10)
-        await small.consolidate(resource_id=R)
-    summaries = await small.summaries(resource_id=R, thread_id=T)
+        await small.consolidation.run(resource_id=R)
+    summaries = await small.consolidation.summaries(resource_id=R, thread_id=T)
     assert any(s.metadata.get("merged_summaries") for s, merged in summaries if not merged)
     for s, _ in summaries:
         first, last = s.metadata["span"]
@@ -112,8 +112,8 @@ async def test_agent_prompt_shows_the_summary_instead_of_covered_turns(db_url: s
     async with caderno.connect(db_url, embedder=None, consolidation=SMALL) as memory:
         await others_write_first(memory)
         await long_thread(memory)
-        await memory.consolidate(resource_id=R)
-        (summary, _), *_ = await memory.summaries(resource_id=R, thread_id=T)
+        await memory.consolidation.run(resource_id=R)
+        (summary, _), *_ = await memory.consolidation.summaries(resource_id=R, thread_id=T)
         model = ScriptedModel([Message.assistant("ok")])
         result = await AgentChat(model=model, memory=memory).ask(messages="e o total?", resource_id=R, thread_id=T)
         text = model.requests[0].text()
@@ -144,19 +144,19 @@ async def test_fast_model_summaries_facts_and_their_failures(db_url: str) -> Non
         await memory.append_messages(
             resource_id=R, thread_id="t2", messages=[Message.user("Remember: our income is R$ 14,000 a month.")]
         )
-        report = await memory.consolidate(resource_id=R)
+        report = await memory.consolidation.run(resource_id=R)
         assert report == {"summaries": 1, "merges": 0, "facts": 1, "failures": 0}
         assert any("decisions and commitments" in c for c in calls)
-        (summary, _), *_ = await memory.summaries(resource_id=R, thread_id=T)
+        (summary, _), *_ = await memory.consolidation.summaries(resource_id=R, thread_id=T)
         assert summary.metadata["summarizer"] == "model"
-        (fact,) = await memory.get_facts(resource_id=R)
+        (fact,) = await memory.facts.list(resource_id=R)
         assert (fact.category, fact.key, fact.value, fact.source) == (
             "finance",
             "monthly_income",
             "R$ 14,000",
             "consolidation",
         )
-        again = await memory.consolidate(resource_id=R)
+        again = await memory.consolidation.run(resource_id=R)
         assert again["facts"] == 0  # already extracted
 
 
@@ -186,16 +186,16 @@ async def test_a_failing_fast_model_changes_nothing_and_is_retried(db_url: str, 
         await memory.append_messages(
             resource_id=R, thread_id="t2", messages=[Message.user("Remember: we live in Curitiba.")]
         )
-        report = await memory.consolidate(resource_id=R)
+        report = await memory.consolidation.run(resource_id=R)
         assert report["failures"] >= 1 and report["summaries"] == 0 and report["facts"] == 0
-        assert await memory.summaries(resource_id=R, thread_id=T) == []
-        assert await memory.get_facts(resource_id=R) == []
-        log = await memory.consolidation_log(resource_id=R)
+        assert await memory.consolidation.summaries(resource_id=R, thread_id=T) == []
+        assert await memory.facts.list(resource_id=R) == []
+        log = await memory.consolidation.log(resource_id=R)
         assert log and all(e["outcome"] == "failed" for e in log)
         if stored:
             assert await memory.get_messages(resource_id=R, thread_id=T) == stored
         state["broken"] = False
-        retry = await memory.consolidate(resource_id=R)
+        retry = await memory.consolidation.run(resource_id=R)
         assert retry["failures"] == 0 and retry["facts"] == 1
         assert retry["summaries"] == (1 if stored else 0)
 
@@ -207,35 +207,35 @@ async def test_two_workers_never_summarise_the_same_range(db_url: str) -> None:
     async with caderno.connect(db_url, embedder=None, consolidation=SMALL) as a:
         b = await caderno.connect(second, embedder=None, consolidation=SMALL) if second else a
         await long_thread(a)
-        reports = await asyncio.gather(*(m.consolidate(resource_id=R) for m in (a, b, a, b)))
+        reports = await asyncio.gather(*(m.consolidation.run(resource_id=R) for m in (a, b, a, b)))
         assert sum(r["summaries"] for r in reports) == 1
-        assert len(await a.summaries(resource_id=R, thread_id=T)) == 1
+        assert len(await a.consolidation.summaries(resource_id=R, thread_id=T)) == 1
         if b is not a:
             await b.close()
 
 
 async def test_facts_upsert_history_and_forget(memory: caderno.Memory) -> None:
-    f1 = await memory.remember_fact(resource_id=R, category="Finance", key="income", value="R$ 14,000", source="user")
+    f1 = await memory.facts.remember(resource_id=R, category="Finance", key="income", value="R$ 14,000", source="user")
     assert f1.category == "finance" and f1.source == "user"
-    await memory.remember_fact(resource_id=R, category="finance", key="income", value="R$ 15,500")
-    await memory.remember_fact(resource_id=R, category="home", key="city", value="Curitiba")
-    await memory.remember_fact(resource_id="other", category="home", key="city", value="Recife")
-    facts = await memory.get_facts(resource_id=R)
+    await memory.facts.remember(resource_id=R, category="finance", key="income", value="R$ 15,500")
+    await memory.facts.remember(resource_id=R, category="home", key="city", value="Curitiba")
+    await memory.facts.remember(resource_id="other", category="home", key="city", value="Recife")
+    facts = await memory.facts.list(resource_id=R)
     assert {(f.key, f.value) for f in facts} == {("income", "R$ 15,500"), ("city", "Curitiba")}
-    assert [f.key for f in await memory.get_facts(resource_id=R, category="finance")] == ["income"]
-    history = await memory.fact_history(resource_id=R, category="finance", key="income")
+    assert [f.key for f in await memory.facts.list(resource_id=R, category="finance")] == ["income"]
+    history = await memory.facts.history(resource_id=R, category="finance", key="income")
     assert [(h["value"], h["source"]) for h in history] == [("R$ 14,000", "user")]
-    await memory.forget_fact(resource_id=R, category="home", key="city")
+    await memory.facts.forget(resource_id=R, category="home", key="city")
     with pytest.raises(NotFound):
-        await memory.forget_fact(resource_id=R, category="home", key="city")
+        await memory.facts.forget(resource_id=R, category="home", key="city")
     with pytest.raises(UsageError, match="source"):
-        await memory.remember_fact(resource_id=R, category="x", key="y", value="z", source="rumour")
+        await memory.facts.remember(resource_id=R, category="x", key="y", value="z", source="rumour")
     with pytest.raises(UsageError, match="non-empty"):
-        await memory.remember_fact(resource_id=R, category="x", key=" ", value="z")
-    assert [f.value for f in await memory.get_facts(resource_id="other")] == ["Recife"]
+        await memory.facts.remember(resource_id=R, category="x", key=" ", value="z")
+    assert [f.value for f in await memory.facts.list(resource_id="other")] == ["Recife"]
     await memory.erase_resource(resource_id=R)
-    assert await memory.get_facts(resource_id=R) == []
-    assert await memory.fact_history(resource_id=R, category="finance", key="income") == []
+    assert await memory.facts.list(resource_id=R) == []
+    assert await memory.facts.history(resource_id=R, category="finance", key="income") == []
 
 
 async def test_remember_fact_tool_and_facts_in_the_prompt(memory: caderno.Memory) -> None:
@@ -279,10 +279,10 @@ async def test_after_a_turn_consolidation_runs_in_the_background(db_url: str) ->
         result = await chat.ask(messages="mais um", resource_id=R, thread_id=T)
         # ask returned while the summary was still held: the reply never waits for it.
         assert result.reply.content == "ok" and not release.is_set()
-        assert await memory.summaries(resource_id=R, thread_id=T) == []
+        assert await memory.consolidation.summaries(resource_id=R, thread_id=T) == []
         release.set()
         await memory.flush()
-        (summary, _), *_ = await memory.summaries(resource_id=R, thread_id=T)
+        (summary, _), *_ = await memory.consolidation.summaries(resource_id=R, thread_id=T)
         assert summary.content == "- held summary"
 
 
@@ -301,10 +301,10 @@ async def test_background_passes_run_on_their_own(small: caderno.Memory) -> None
     task = asyncio.create_task(small.run_background(interval_hours=0.0001))
     try:
         for _ in range(100):
-            if await small.summaries(resource_id=R, thread_id=T):
+            if await small.consolidation.summaries(resource_id=R, thread_id=T):
                 break
             await asyncio.sleep(0.05)
-        assert await small.summaries(resource_id=R, thread_id=T)
+        assert await small.consolidation.summaries(resource_id=R, thread_id=T)
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

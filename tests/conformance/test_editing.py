@@ -35,7 +35,7 @@ def _same_but_ids(a: Exception, a_id: str, b: Exception, b_id: str) -> bool:
 
 @pytest.mark.core
 async def test_create_get_and_list_an_empty_thread(memory: caderno.Memory) -> None:
-    made = await memory.create_thread(resource_id=R, thread_id=T, title="Viagem", metadata={"tag": ["férias"]})
+    made = await memory.threads.create(resource_id=R, thread_id=T, title="Viagem", metadata={"tag": ["férias"]})
     assert (made.id, made.resource_id, made.title, made.metadata, made.message_count) == (
         T,
         R,
@@ -44,47 +44,47 @@ async def test_create_get_and_list_an_empty_thread(memory: caderno.Memory) -> No
         0,
     )
     assert made.created_at and made.updated_at
-    assert await memory.get_thread(resource_id=R, thread_id=T) == made
+    assert await memory.threads.get(resource_id=R, thread_id=T) == made
     assert [(t.id, t.message_count) for t in await memory.list_threads(resource_id=R)] == [(T, 0)]
     assert await memory.get_messages(resource_id=R, thread_id=T) == []
 
 
 @pytest.mark.core
 async def test_create_makes_an_id_and_refuses_a_second_create(memory: caderno.Memory) -> None:
-    made = await memory.create_thread(resource_id=R)
+    made = await memory.threads.create(resource_id=R)
     assert made.id and made.title is None and made.metadata is None
     await memory.append_messages(resource_id=R, thread_id=T, messages=[Message.user("oi")])
     for tid in (made.id, T):
         with pytest.raises(UsageError, match="already has a thread"):
-            await memory.create_thread(resource_id=R, thread_id=tid, title="outra")
+            await memory.threads.create(resource_id=R, thread_id=tid, title="outra")
     # The refused create changed nothing.
-    kept = await memory.get_thread(resource_id=R, thread_id=T)
+    kept = await memory.threads.get(resource_id=R, thread_id=T)
     assert kept.title is None and kept.message_count == 1
     # The same id under another resource is another thread.
-    other = await memory.create_thread(resource_id="outra-casa", thread_id=T)
+    other = await memory.threads.create(resource_id="outra-casa", thread_id=T)
     assert other.message_count == 0
 
 
 @pytest.mark.core
 async def test_update_keeps_what_is_not_given_and_none_clears(memory: caderno.Memory) -> None:
-    await memory.create_thread(resource_id=R, thread_id=T, title="Viagem", metadata={"a": 1})
-    t = await memory.update_thread(resource_id=R, thread_id=T, title="Lisboa")
+    await memory.threads.create(resource_id=R, thread_id=T, title="Viagem", metadata={"a": 1})
+    t = await memory.threads.update(resource_id=R, thread_id=T, title="Lisboa")
     assert (t.title, t.metadata) == ("Lisboa", {"a": 1})
-    t = await memory.update_thread(resource_id=R, thread_id=T, metadata={"b": [2]})
+    t = await memory.threads.update(resource_id=R, thread_id=T, metadata={"b": [2]})
     assert (t.title, t.metadata) == ("Lisboa", {"b": [2]})
-    t = await memory.update_thread(resource_id=R, thread_id=T)
+    t = await memory.threads.update(resource_id=R, thread_id=T)
     assert (t.title, t.metadata) == ("Lisboa", {"b": [2]})
-    t = await memory.update_thread(resource_id=R, thread_id=T, title=None)
+    t = await memory.threads.update(resource_id=R, thread_id=T, title=None)
     assert (t.title, t.metadata) == (None, {"b": [2]})
-    t = await memory.update_thread(resource_id=R, thread_id=T, metadata=None)
+    t = await memory.threads.update(resource_id=R, thread_id=T, metadata=None)
     assert (t.title, t.metadata) == (None, None)
-    assert await memory.get_thread(resource_id=R, thread_id=T) == t
+    assert await memory.threads.get(resource_id=R, thread_id=T) == t
 
 
 @pytest.mark.core
 async def test_update_of_a_thread_made_by_appending(memory: caderno.Memory) -> None:
     await _three(memory)
-    t = await memory.update_thread(resource_id=R, thread_id=T, title="Lisboa")
+    t = await memory.threads.update(resource_id=R, thread_id=T, title="Lisboa")
     assert t.title == "Lisboa" and t.message_count == 3
     assert [m.content for m in await memory.get_messages(resource_id=R, thread_id=T)][-1] == "obrigado"
 
@@ -93,23 +93,23 @@ async def test_update_of_a_thread_made_by_appending(memory: caderno.Memory) -> N
 @pytest.mark.parametrize("bad", [{"title": 5}, {"title": "x" * 501}, {"metadata": [1]}, {"metadata": {"x": object()}}])
 async def test_bad_title_or_metadata_is_refused(memory: caderno.Memory, bad: dict) -> None:
     with pytest.raises(UsageError):
-        await memory.create_thread(resource_id=R, thread_id=T, **bad)
+        await memory.threads.create(resource_id=R, thread_id=T, **bad)
     with pytest.raises(NotFound):
-        await memory.get_thread(resource_id=R, thread_id=T)
+        await memory.threads.get(resource_id=R, thread_id=T)
 
 
 @pytest.mark.core
 async def test_another_resources_thread_is_not_found_like_a_missing_one(memory: caderno.Memory) -> None:
-    await memory.create_thread(resource_id="b", thread_id="private", title="segredo")
-    for call in (memory.get_thread, memory.update_thread):
+    await memory.threads.create(resource_id="b", thread_id="private", title="segredo")
+    for call in (memory.threads.get, memory.threads.update):
         with pytest.raises(NotFound) as hidden:
             await call(resource_id="a", thread_id="private")
         with pytest.raises(NotFound) as missing:
             await call(resource_id="a", thread_id="never-existed")
         assert _same_but_ids(hidden.value, "private", missing.value, "never-existed")
     with pytest.raises(NotFound):
-        await memory.update_thread(resource_id="a", thread_id="private", title="roubado")
-    assert (await memory.get_thread(resource_id="b", thread_id="private")).title == "segredo"
+        await memory.threads.update(resource_id="a", thread_id="private", title="roubado")
+    assert (await memory.threads.get(resource_id="b", thread_id="private")).title == "segredo"
 
 
 # -- pop, edit, delete and the message log ------------------------------------------
@@ -118,11 +118,11 @@ async def test_another_resources_thread_is_not_found_like_a_missing_one(memory: 
 @pytest.mark.core
 async def test_pop_returns_the_newest_and_logs_it_without_text(memory: caderno.Memory) -> None:
     stored = await _three(memory)
-    popped = await memory.pop_message(resource_id=R, thread_id=T, actor="undo", reason="regenerate")
+    popped = await memory.messages.pop(resource_id=R, thread_id=T, actor="undo", reason="regenerate")
     assert popped is not None and popped.id == stored[-1].id and popped.content == "obrigado"
     assert await memory.get_messages(resource_id=R, thread_id=T) == stored[:2]
-    assert (await memory.get_thread(resource_id=R, thread_id=T)).message_count == 2
-    (entry,) = await memory.message_log(resource_id=R)
+    assert (await memory.threads.get(resource_id=R, thread_id=T)).message_count == 2
+    (entry,) = await memory.messages.log(resource_id=R)
     assert entry["action"] == "pop" and entry["old_content"] is None
     assert (entry["message_id"], entry["thread_id"], entry["role"]) == (stored[-1].id, T, "user")
     assert (entry["actor"], entry["reason"]) == ("undo", "regenerate") and entry["created_at"]
@@ -130,26 +130,26 @@ async def test_pop_returns_the_newest_and_logs_it_without_text(memory: caderno.M
 
 @pytest.mark.core
 async def test_pop_of_an_empty_or_missing_thread_is_none(memory: caderno.Memory) -> None:
-    await memory.create_thread(resource_id=R, thread_id=T)
-    assert await memory.pop_message(resource_id=R, thread_id=T) is None
-    assert await memory.pop_message(resource_id=R, thread_id="never-existed") is None
+    await memory.threads.create(resource_id=R, thread_id=T)
+    assert await memory.messages.pop(resource_id=R, thread_id=T) is None
+    assert await memory.messages.pop(resource_id=R, thread_id="never-existed") is None
     await _three(memory, rid="b", tid="private")
-    assert await memory.pop_message(resource_id=R, thread_id="private") is None
+    assert await memory.messages.pop(resource_id=R, thread_id="private") is None
     assert len(await memory.get_messages(resource_id="b", thread_id="private")) == 3
-    assert await memory.message_log(resource_id=R) == []
+    assert await memory.messages.log(resource_id=R) == []
 
 
 async def test_edit_changes_the_text_logs_the_old_one_and_lexical_search_follows(memory: caderno.Memory) -> None:
     stored = await _three(memory)
     target = stored[1]
-    edited = await memory.edit_message(
+    edited = await memory.messages.edit(
         resource_id=R, message_id=target.id, content="O orçamento é EUR 4500, em junho.", actor="gabriel", reason="typo"
     )
     assert edited.id == target.id and edited.content == "O orçamento é EUR 4500, em junho."
     assert edited.seq == target.seq and edited.role == "assistant"
     got = await memory.get_messages(resource_id=R, thread_id=T)
     assert [m.content for m in got] == [stored[0].content, edited.content, stored[2].content]
-    (entry,) = await memory.message_log(resource_id=R, message_id=target.id)
+    (entry,) = await memory.messages.log(resource_id=R, message_id=target.id)
     assert (entry["action"], entry["old_content"], entry["actor"], entry["reason"]) == (
         "edit",
         "O orçamento é EUR 3000, em maio.",
@@ -169,11 +169,11 @@ async def test_edit_changes_the_text_logs_the_old_one_and_lexical_search_follows
 @pytest.mark.core
 async def test_every_change_is_logged_oldest_first(memory: caderno.Memory) -> None:
     stored = await _three(memory)
-    await memory.edit_message(resource_id=R, message_id=stored[0].id, content="v2")
-    await memory.edit_message(resource_id=R, message_id=stored[0].id, content="v3")
-    await memory.delete_message(resource_id=R, message_id=stored[1].id)
-    await memory.pop_message(resource_id=R, thread_id=T)
-    log = await memory.message_log(resource_id=R)
+    await memory.messages.edit(resource_id=R, message_id=stored[0].id, content="v2")
+    await memory.messages.edit(resource_id=R, message_id=stored[0].id, content="v3")
+    await memory.messages.delete(resource_id=R, message_id=stored[1].id)
+    await memory.messages.pop(resource_id=R, thread_id=T)
+    log = await memory.messages.log(resource_id=R)
     assert [(e["action"], e["old_content"]) for e in log] == [
         ("edit", stored[0].content),
         ("edit", "v2"),
@@ -181,17 +181,17 @@ async def test_every_change_is_logged_oldest_first(memory: caderno.Memory) -> No
         ("pop", None),
     ]
     assert all(e["actor"] == "app" and e["reason"] is None for e in log)
-    assert [e["action"] for e in await memory.message_log(resource_id=R, message_id=stored[0].id)] == ["edit", "edit"]
+    assert [e["action"] for e in await memory.messages.log(resource_id=R, message_id=stored[0].id)] == ["edit", "edit"]
     assert [m.content for m in await memory.get_messages(resource_id=R, thread_id=T)] == ["v3"]
 
 
 @pytest.mark.core
 async def test_delete_removes_the_message_and_logs_no_text(memory: caderno.Memory) -> None:
     stored = await _three(memory)
-    gone = await memory.delete_message(resource_id=R, message_id=stored[1].id, actor="gabriel", reason="privacy")
+    gone = await memory.messages.delete(resource_id=R, message_id=stored[1].id, actor="gabriel", reason="privacy")
     assert gone.id == stored[1].id and gone.content == stored[1].content
     assert await memory.get_messages(resource_id=R, thread_id=T) == [stored[0], stored[2]]
-    (entry,) = await memory.message_log(resource_id=R)
+    (entry,) = await memory.messages.log(resource_id=R)
     assert (entry["action"], entry["old_content"], entry["actor"], entry["reason"]) == (
         "delete",
         None,
@@ -200,9 +200,9 @@ async def test_delete_removes_the_message_and_logs_no_text(memory: caderno.Memor
     )
     assert stored[1].content not in json.dumps(await memory.export_resource(resource_id=R), ensure_ascii=False)
     with pytest.raises(NotFound):
-        await memory.delete_message(resource_id=R, message_id=stored[1].id)
+        await memory.messages.delete(resource_id=R, message_id=stored[1].id)
     with pytest.raises(NotFound):
-        await memory.edit_message(resource_id=R, message_id=stored[1].id, content="back")
+        await memory.messages.edit(resource_id=R, message_id=stored[1].id, content="back")
 
 
 @pytest.mark.core
@@ -211,29 +211,29 @@ async def test_another_resources_message_is_not_found_and_unchanged(memory: cade
     await _three(memory, rid="a")
     secret = theirs[1]
     with pytest.raises(NotFound) as hidden:
-        await memory.edit_message(resource_id="a", message_id=secret.id, content="pwned")
+        await memory.messages.edit(resource_id="a", message_id=secret.id, content="pwned")
     with pytest.raises(NotFound) as missing:
-        await memory.edit_message(resource_id="a", message_id="never-existed", content="pwned")
+        await memory.messages.edit(resource_id="a", message_id="never-existed", content="pwned")
     assert _same_but_ids(hidden.value, secret.id, missing.value, "never-existed")
     with pytest.raises(NotFound) as hidden:
-        await memory.delete_message(resource_id="a", message_id=secret.id)
+        await memory.messages.delete(resource_id="a", message_id=secret.id)
     with pytest.raises(NotFound) as missing:
-        await memory.delete_message(resource_id="a", message_id="never-existed")
+        await memory.messages.delete(resource_id="a", message_id="never-existed")
     assert _same_but_ids(hidden.value, secret.id, missing.value, "never-existed")
     assert await memory.get_messages(resource_id="b", thread_id="private") == theirs
-    assert await memory.message_log(resource_id="a") == []
-    assert await memory.message_log(resource_id="b") == []
+    assert await memory.messages.log(resource_id="a") == []
+    assert await memory.messages.log(resource_id="b") == []
 
 
 @pytest.mark.core
 async def test_bad_edit_arguments_change_nothing(memory: caderno.Memory) -> None:
     stored = await _three(memory)
     with pytest.raises(UsageError):
-        await memory.edit_message(resource_id=R, message_id=stored[0].id, content="nul \x00")
+        await memory.messages.edit(resource_id=R, message_id=stored[0].id, content="nul \x00")
     with pytest.raises(UsageError):
-        await memory.edit_message(resource_id=R, message_id=stored[0].id, content="ok", actor="")
+        await memory.messages.edit(resource_id=R, message_id=stored[0].id, content="ok", actor="")
     assert await memory.get_messages(resource_id=R, thread_id=T) == stored
-    assert await memory.message_log(resource_id=R) == []
+    assert await memory.messages.log(resource_id=R) == []
 
 
 # -- paging ---------------------------------------------------------------------------
@@ -269,12 +269,12 @@ async def test_before_pages_backwards(memory: caderno.Memory) -> None:
 
 
 async def _edited(memory: caderno.Memory) -> None:
-    await memory.create_thread(resource_id=R, thread_id="vazia", title="nada ainda", metadata={"k": "v"})
+    await memory.threads.create(resource_id=R, thread_id="vazia", title="nada ainda", metadata={"k": "v"})
     stored = await _three(memory)
-    await memory.update_thread(resource_id=R, thread_id=T, title="Lisboa")
-    await memory.edit_message(resource_id=R, message_id=stored[1].id, content="EUR 4500", actor="gabriel", reason="x")
-    await memory.delete_message(resource_id=R, message_id=stored[0].id)
-    await memory.pop_message(resource_id=R, thread_id=T)
+    await memory.threads.update(resource_id=R, thread_id=T, title="Lisboa")
+    await memory.messages.edit(resource_id=R, message_id=stored[1].id, content="EUR 4500", actor="gabriel", reason="x")
+    await memory.messages.delete(resource_id=R, message_id=stored[0].id)
+    await memory.messages.pop(resource_id=R, thread_id=T)
     await _three(memory, tid="outra")
 
 
@@ -285,19 +285,19 @@ async def test_export_erase_import_keeps_threads_and_message_log(memory: caderno
     assert [e["action"] for e in dump["message_log"]] == ["edit", "delete", "pop"]
     assert {t["id"]: t["title"] for t in dump["threads"]} == {"vazia": "nada ainda", T: "Lisboa", "outra": None}
     await memory.erase_resource(resource_id=R)
-    assert await memory.message_log(resource_id=R) == []
+    assert await memory.messages.log(resource_id=R) == []
     assert await memory.list_threads(resource_id=R) == []
     pristine = json.dumps(dump)
     await memory.import_resource(dump)
     assert json.dumps(dump) == pristine  # importing leaves the caller's dict alone
     assert json.loads(json.dumps(await memory.export_resource(resource_id=R))) == dump
-    log = await memory.message_log(resource_id=R)
+    log = await memory.messages.log(resource_id=R)
     assert [(e["action"], e["old_content"], e["actor"]) for e in log] == [
         ("edit", "O orçamento é EUR 3000, em maio.", "gabriel"),
         ("delete", None, "app"),
         ("pop", None, "app"),
     ]
-    empty = await memory.get_thread(resource_id=R, thread_id="vazia")
+    empty = await memory.threads.get(resource_id=R, thread_id="vazia")
     assert (empty.title, empty.metadata, empty.message_count) == ("nada ainda", {"k": "v"}, 0)
 
 
@@ -305,9 +305,9 @@ async def test_export_erase_import_keeps_threads_and_message_log(memory: caderno
 async def test_delete_thread_removes_its_log_rows_only(memory: caderno.Memory) -> None:
     await _edited(memory)
     other = await memory.get_messages(resource_id=R, thread_id="outra")
-    await memory.delete_message(resource_id=R, message_id=other[0].id)
+    await memory.messages.delete(resource_id=R, message_id=other[0].id)
     await memory.delete_thread(resource_id=R, thread_id=T)
-    log = await memory.message_log(resource_id=R)
+    log = await memory.messages.log(resource_id=R)
     assert [(e["thread_id"], e["action"]) for e in log] == [("outra", "delete")]
 
 
@@ -315,15 +315,15 @@ async def test_delete_thread_removes_its_log_rows_only(memory: caderno.Memory) -
 async def test_erase_removes_threads_and_the_log_of_that_resource_only(memory: caderno.Memory) -> None:
     await _edited(memory)
     theirs = await _three(memory, rid="b")
-    await memory.edit_message(resource_id="b", message_id=theirs[0].id, content="dela")
+    await memory.messages.edit(resource_id="b", message_id=theirs[0].id, content="dela")
     await memory.erase_resource(resource_id=R)
-    assert await memory.message_log(resource_id=R) == []
+    assert await memory.messages.log(resource_id=R) == []
     assert await memory.list_threads(resource_id=R) == []
     with pytest.raises(NotFound):
-        await memory.get_thread(resource_id=R, thread_id="vazia")
+        await memory.threads.get(resource_id=R, thread_id="vazia")
     dump = await memory.export_resource(resource_id=R)
     assert dump["threads"] == [] and dump["message_log"] == []
-    assert [e["old_content"] for e in await memory.message_log(resource_id="b")] == [theirs[0].content]
+    assert [e["old_content"] for e in await memory.messages.log(resource_id="b")] == [theirs[0].content]
 
 
 # -- per-turn usage -----------------------------------------------------------------------

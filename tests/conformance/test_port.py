@@ -31,11 +31,11 @@ async def run(memory: caderno.Memory, *batch: ops.Op[Any]) -> list[Any]:
 
 
 def append(memory: caderno.Memory, *texts: str, thread: str = T) -> ops.Append:
-    return memory.append_op(R, thread, memory.prepare_messages([Message.user(t) for t in texts]))
+    return memory.turns.append_op(R, thread, memory.turns.prepare_messages([Message.user(t) for t in texts]))
 
 
 def patch(memory: caderno.Memory, data: dict[str, Any], expected: int | None = None) -> ops.PatchWorkingMemory:
-    return memory._patch_op(R, data, expected, "test")
+    return memory.working_memory.patch_op(R, data, expected, "test")
 
 
 async def test_every_backend_claims_every_operation(memory: caderno.Memory) -> None:
@@ -169,7 +169,7 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
         ops.ReadUnconsolidated(resource_id=R, thread_id=T),
     )
     assert candidates == [(R, T)] and (claimed, again) == (True, False) and len(free) == 2
-    summary = memory.prepare_messages([Message.system("summary", metadata={"span": [1, 2]})])[
+    summary = memory.turns.prepare_messages([Message.system("summary", metadata={"span": [1, 2]})])[
         0
     ]
     written, twice, summaries = await run(
@@ -202,7 +202,7 @@ async def test_a_batch_is_one_transaction(memory: caderno.Memory, failing: str) 
     bad: ops.Op[Any] = (
         patch(memory, {"x": 2}, expected=7)
         if failing == "conflict"
-        else memory.append_op(R, "t2", [first[0]._stamped(seq=None)])
+        else memory.turns.append_op(R, "t2", [first[0]._stamped(seq=None)])
     )
     with pytest.raises(Conflict if failing == "conflict" else UsageError):
         await run(

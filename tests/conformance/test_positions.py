@@ -46,8 +46,8 @@ async def test_a_deleted_messages_position_is_never_given_again(memory: caderno.
     stored = await memory.append_messages(
         resource_id=R, thread_id=T, messages=[Message.user(f"m{i}") for i in range(4)]
     )
-    await memory.pop_message(resource_id=R, thread_id=T)  # m3, position 4
-    await memory.delete_message(resource_id=R, message_id=stored[1].id or "")  # m1, position 2
+    await memory.messages.pop(resource_id=R, thread_id=T)  # m3, position 4
+    await memory.messages.delete(resource_id=R, message_id=stored[1].id or "")  # m1, position 2
     again = await memory.append_messages(resource_id=R, thread_id=T, messages=[Message.user("new")])
     assert again[0].position == 5
     assert await positions(memory, R, T) == [1, 3, 5]
@@ -86,7 +86,7 @@ async def test_export_and_import_keep_positions(memory: caderno.Memory) -> None:
     stored = await memory.append_messages(
         resource_id=R, thread_id=T, messages=[Message.user(f"m{i}") for i in range(3)]
     )
-    await memory.delete_message(resource_id=R, message_id=stored[1].id or "")
+    await memory.messages.delete(resource_id=R, message_id=stored[1].id or "")
     dump = await memory.export_resource(resource_id=R)
     assert [m["position"] for m in dump["threads"][0]["messages"]] == [1, 3]
     await memory.erase_resource(resource_id=R)

@@ -86,10 +86,10 @@ async def test_lexical_leg_matches_word_forms_in_english_and_portuguese(memory: 
 
     # An edited message is found by its new words only; a deleted one not at all.
     (m,) = await memory.get_messages(resource_id=R, thread_id="en")
-    await memory.edit_message(resource_id=R, message_id=m.id or "", content="We are renovating the bathrooms")
+    await memory.messages.edit(resource_id=R, message_id=m.id or "", content="We are renovating the bathrooms")
     assert await lexical("budget") == []
     assert await lexical("bathroom renovation") == ["We are renovating the bathrooms"]
-    await memory.delete_message(resource_id=R, message_id=m.id or "")
+    await memory.messages.delete(resource_id=R, message_id=m.id or "")
     assert await lexical("bathroom") == []
 
 
@@ -109,7 +109,7 @@ async def test_lexical_leg_finds_the_answer_by_the_words_of_its_neighbour(memory
 
     # The context follows the thread as it is now.
     (question, _) = await memory.get_messages(resource_id=R, thread_id="carro")
-    await memory.delete_message(resource_id=R, message_id=question.id or "")
+    await memory.messages.delete(resource_id=R, message_id=question.id or "")
     assert await memory.recall(resource_id=R, query="car insurance", recent=0, salient=0, relevant=0) == []
 
 
@@ -144,14 +144,14 @@ async def test_salient_leg_and_importance(seeded: caderno.Memory) -> None:
     assert all(h.message.importance >= 0.8 for h in hits)
     stored = await seeded.get_messages(resource_id=R, thread_id="pets")
     assert stored[0].importance < 0.5 < stored[1].importance  # chit-chat down, memory cue up
-    await seeded.set_importance(resource_id=R, message_id=stored[0].id, value=0.95)
+    await seeded.messages.set_importance(resource_id=R, message_id=stored[0].id, value=0.95)
     again = await seeded.recall(resource_id=R, query="x", recent=0, relevant=0, lexical=0)
     assert "ok" in contents(again)
     assert (await seeded.get_messages(resource_id=R, thread_id="pets"))[0].importance == 0.95
     with pytest.raises(NotFound):
-        await seeded.set_importance(resource_id="other", message_id=stored[0].id, value=0.1)
+        await seeded.messages.set_importance(resource_id="other", message_id=stored[0].id, value=0.1)
     with pytest.raises(UsageError, match="within"):
-        await seeded.set_importance(resource_id=R, message_id=stored[0].id, value=2)
+        await seeded.messages.set_importance(resource_id=R, message_id=stored[0].id, value=2)
 
 
 async def test_recent_leg_skips_tool_traffic(memory: caderno.Memory) -> None:

@@ -74,7 +74,7 @@ async def test_an_append_extends_the_context_of_the_messages_before_it(memory: c
 async def test_an_edit_changes_what_its_neighbours_are_found_by_at_once(memory: caderno.Memory) -> None:
     question, *_ = await _insurance(memory)
     assert "R$ 310 a month" in await lexical(memory, "car insurance")
-    await memory.edit_message(resource_id=R, message_id=question.id or "", content="how much is the gym membership?")
+    await memory.messages.edit(resource_id=R, message_id=question.id or "", content="how much is the gym membership?")
     assert await lexical(memory, "car insurance") == []
     assert set(await lexical(memory, "gym membership")) == {
         "how much is the gym membership?",
@@ -86,7 +86,7 @@ async def test_an_edit_changes_what_its_neighbours_are_found_by_at_once(memory: 
 async def test_a_delete_takes_its_words_out_of_its_neighbours_context_at_once(memory: caderno.Memory) -> None:
     question, *_ = await _insurance(memory)
     assert "R$ 310 a month" in await lexical(memory, "car insurance")
-    await memory.delete_message(resource_id=R, message_id=question.id or "")
+    await memory.messages.delete(resource_id=R, message_id=question.id or "")
     assert await lexical(memory, "car insurance") == []
 
 
@@ -94,7 +94,7 @@ async def test_a_pop_takes_its_words_out_of_its_neighbours_context(memory: cader
     await _insurance(memory)
     await memory.append_messages(resource_id=R, thread_id=T, messages=[Message.user("ask about the boat permit")])
     assert "R$ 310 a month" in await lexical(memory, "boat permit")
-    await memory.pop_message(resource_id=R, thread_id=T)
+    await memory.messages.pop(resource_id=R, thread_id=T)
     assert await lexical(memory, "boat permit") == []
 
 

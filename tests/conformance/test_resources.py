@@ -26,8 +26,8 @@ async def _seed(memory: caderno.Memory, rid: str = R) -> None:
         ],
     )
     await memory.update_working_memory(resource_id=rid, patch={"monthlyIncomeBRL": 14000})
-    await memory.remember_fact(resource_id=rid, category="finance", key="income", value="R$ 14,000")
-    await memory.remember_fact(resource_id=rid, category="finance", key="income", value="R$ 15,000", source="user")
+    await memory.facts.remember(resource_id=rid, category="finance", key="income", value="R$ 14,000")
+    await memory.facts.remember(resource_id=rid, category="finance", key="income", value="R$ 15,000", source="user")
 
 
 async def test_erase_removes_everything_of_that_resource_only(memory: caderno.Memory) -> None:
@@ -54,11 +54,11 @@ async def test_export_import_restores_ids_and_order(memory: caderno.Memory, tmp_
         for t, msgs in before.items():
             got = await other.get_messages(resource_id=R, thread_id=t)
             assert [m.with_(seq=None) for m in got] == [m.with_(seq=None) for m in msgs]
-        state = await other.get_working_memory_state(resource_id=R)
+        state = await other.working_memory.state(resource_id=R)
         assert state and state.data == {"monthlyIncomeBRL": 14000} and state.version == 1
-        (fact,) = await other.get_facts(resource_id=R)
+        (fact,) = await other.facts.list(resource_id=R)
         assert (fact.value, fact.source) == ("R$ 15,000", "user")
-        history = await other.fact_history(resource_id=R, category="finance", key="income")
+        history = await other.facts.history(resource_id=R, category="finance", key="income")
         assert [h["value"] for h in history] == ["R$ 14,000"]
         # Importing twice is refused and changes nothing.
         with pytest.raises(UsageError, match="already holds data"):
@@ -68,7 +68,7 @@ async def test_export_import_restores_ids_and_order(memory: caderno.Memory, tmp_
     await memory.erase_resource(resource_id=R)
     await memory.import_resource(dump)
     assert [m.id for m in await memory.get_messages(resource_id=R, thread_id="t2")] == [m.id for m in before["t2"]]
-    assert [f.value for f in await memory.get_facts(resource_id=R)] == ["R$ 15,000"]
+    assert [f.value for f in await memory.facts.list(resource_id=R)] == ["R$ 15,000"]
     assert (await memory.export_resource(resource_id=R))["fact_history"] == dump["fact_history"]
 
 

@@ -47,14 +47,14 @@ async def test_patch_that_is_not_an_object_is_refused(memory: caderno.Memory, ba
     with pytest.raises(InvalidPatch) as exc:
         await memory.update_working_memory(resource_id=R, patch=bad)  # type: ignore[arg-type]
     assert "JSON" in str(exc.value)
-    state = await memory.get_working_memory_state(resource_id=R)
+    state = await memory.working_memory.state(resource_id=R)
     assert state and state.data == {"keep": True} and state.version == 1
 
 
 @pytest.mark.core
 async def test_concurrent_patches_of_different_keys_all_land(memory: caderno.Memory) -> None:
     await asyncio.gather(*(memory.update_working_memory(resource_id=R, patch={f"k{i}": i}) for i in range(30)))
-    state = await memory.get_working_memory_state(resource_id=R)
+    state = await memory.working_memory.state(resource_id=R)
     assert state and state.version == 30 and state.data == {f"k{i}": i for i in range(30)}
 
 
@@ -71,7 +71,7 @@ async def test_schema_validation_writes_nothing_on_failure(db_url: str) -> None:
             with pytest.raises(InvalidPatch) as exc:
                 await memory.update_working_memory(resource_id=rid, patch={"monthlyIncomeBRL": "muito"})
             assert "monthlyIncomeBRL" in str(exc.value)
-            state = await memory.get_working_memory_state(resource_id=rid)
+            state = await memory.working_memory.state(resource_id=rid)
             assert state and state.version == 1 and state.data == {"monthlyIncomeBRL": 14000}
             dump = await memory.export_resource(resource_id=rid)
             assert len(dump["working_memory_log"]) == 1

@@ -119,7 +119,7 @@ async def _check_everything(path: Path) -> None:
         assert (got[6].role, got[6].importance, got[6].created_at) == ("system", 1.0, got[5].created_at)
         assert got[6].metadata == {"legacy": {"role": "developer", "created_at": "someday"}}
 
-        facts = {(f.category, f.key): f for f in await memory.get_facts(resource_id="casa")}
+        facts = {(f.category, f.key): f for f in await memory.facts.list(resource_id="casa")}
         assert sorted(facts) == [("family", "daughter"), ("finance", "budget")]
         assert (facts["finance", "budget"].value, facts["finance", "budget"].source) == ("R$ 4000", "user")
         assert facts["family", "daughter"].source == "agent"

@@ -34,7 +34,7 @@ async def write_old(memory: caderno.Memory, rid: str, tid: str, summary: Message
     assert await memory.run(
         ops.WriteSummary(resource_id=rid, thread_id=tid, summary=summary, covered=tuple(covered), now=utcnow())
     )
-    found = await memory.summaries(resource_id=rid, thread_id=tid)
+    found = await memory.consolidation.summaries(resource_id=rid, thread_id=tid)
     return found[-1][0].seq or 0
 
 
@@ -56,7 +56,7 @@ async def seed(url: str) -> None:
         await write_old(memory, "a", "t", both, [first, second])
         (gone,) = await memory.append_messages(resource_id="a", thread_id="u", messages=[Message.user("soon gone")])
         await write_old(memory, "a", "u", old_summary("of a deleted message", (gone.seq or 0,) * 2, 1), [gone.seq or 0])
-        await memory.delete_message(resource_id="a", message_id=gone.id or "")
+        await memory.messages.delete(resource_id="a", message_id=gone.id or "")
 
 
 def sqlite_rows(path: str) -> list[tuple[Any, ...]]:
@@ -128,7 +128,7 @@ async def test_old_summaries_get_spans_in_positions_and_lose_their_seqs(shared_u
     assert rows(shared_url) == after
 
     async with caderno.connect(shared_url, embedder=None) as memory:
-        spans = [summary_span(s) for s, _ in await memory.summaries(resource_id="a", thread_id="t")]
+        spans = [summary_span(s) for s, _ in await memory.consolidation.summaries(resource_id="a", thread_id="t")]
         assert spans == [(1, 3), (4, 5), (1, 5)]
-        ((gone, _),) = await memory.summaries(resource_id="a", thread_id="u")
+        ((gone, _),) = await memory.consolidation.summaries(resource_id="a", thread_id="u")
         assert summary_span(gone) is None

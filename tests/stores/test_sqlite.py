@@ -213,7 +213,7 @@ async def test_two_processes_patch_different_keys_both_land(tmp_path: Path) -> N
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stderr.read()
     async with caderno.connect(path) as memory:
-        state = await memory.get_working_memory_state(resource_id="r")
+        state = await memory.working_memory.state(resource_id="r")
         assert state is not None and state.version == 51
         assert set(state.data) == {"start"} | {f"{t}{i}" for t in "ab" for i in range(25)}
 
@@ -277,7 +277,7 @@ async def test_full_text_finds_a_message_as_soon_as_its_append_returns(tmp_path:
         await memory.append_messages(resource_id="r", thread_id="t", messages=many)
         hits = await memory.recall(resource_id="r", query="quokka", recent=0, salient=0, relevant=0, lexical=3)
         assert len(hits) == 3
-        edited = await memory.edit_message(resource_id="r", message_id=hits[0].message.id or "", content="wombat now")
+        edited = await memory.messages.edit(resource_id="r", message_id=hits[0].message.id or "", content="wombat now")
         assert [
             h.message.id
             for h in await memory.recall(resource_id="r", query="wombat", recent=0, salient=0, relevant=0, top=1)

@@ -246,8 +246,8 @@ def stems(text: str) -> list[str]:
 # (``date_words``). A question is often phrased with the words of the turn
 # around its answer ("how much is the car insurance?" / "R$ 310 a month"),
 # and dates with the words of a calendar ("in May 2023"). Every backend
-# applies these numbers (SQLite's catch-up, PostgreSQL's trigger functions,
-# memory://'s search); PostgreSQL's are written into migration
+# applies these numbers (SQLite's catch-up, which memory:// shares, and
+# PostgreSQL's trigger functions); PostgreSQL's are written into migration
 # 0013_index_time_context, so changing one here means a new migration there.
 # Measured on LoCoMo's tuning part (bench/recall_proto.py, the lexical leg
 # alone, turn recall@10): no context 0.609, today's query-time lending 0.632,

@@ -296,15 +296,8 @@ class Consolidator:
                     summary = summary_message(text, positions_of(old), how, covered=len(old))
                     if await self._write_summary(resource_id, thread_id, summary, [m.seq for m in old]):
                         report["summaries"] += 1
-            open_summaries = [
-                m
-                for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
-                if not merged
-            ]
-            if (
-                len(open_summaries) > 1
-                and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
-            ):
+            open_summaries = await self._open_summaries(resource_id, thread_id)
+            if self._merge_due(open_summaries):
                 text, how = await self.summarize(open_summaries, merging=True)
                 spans = [span for m in open_summaries if (span := summary_span(m)) is not None]
                 summary = summary_message(
@@ -330,15 +323,18 @@ class Consolidator:
         free = await self.run(ops.ReadUnconsolidated(resource_id=resource_id, thread_id=thread_id))
         if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
             return True
-        open_summaries = [
-            m
-            for m, merged in await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
-            if not merged
-        ]
-        return (
-            len(open_summaries) > 1
-            and sum(message_tokens(m, count) for m in open_summaries) > settings.merge_after_tokens
-        )
+        return self._merge_due(await self._open_summaries(resource_id, thread_id))
+
+    async def _open_summaries(self, resource_id: str, thread_id: str) -> list[Message]:
+        """The thread's summaries not yet merged into a newer one, oldest first."""
+        summaries = await self.run(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
+        return [m for m, merged in summaries if not merged]
+
+    def _merge_due(self, open_summaries: list[Message]) -> bool:
+        """Whether two or more open summaries have outgrown ``merge_after_tokens`` together."""
+        count = self.settings.token_counter
+        total = sum(message_tokens(m, count) for m in open_summaries)
+        return len(open_summaries) > 1 and total > self.settings.merge_after_tokens
 
     async def summarize(self, messages: list[Message], *, merging: bool = False) -> tuple[str, str]:
         """(text, \"model\" | \"extractive\")."""

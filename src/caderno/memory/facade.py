@@ -24,51 +24,9 @@ The rule for where a method lives:
   (``caderno.memory.state``), and ``memory.turns``: the seam ``AgentChat``
   runs a turn on, internal to caderno (not a stable API).
 
-Transition (issue 23 item 4): phase 1 moved the implementations into the
-parts and keeps each old flat name below as a delegation marked
-``# moved:``, because call sites in files other engineers were editing still
-use them. Phase 2 rewrites those call sites with this table and deletes the
-delegations, ``_Moved`` and the re-exports marked ``moved``:
-
-====================================================  ======================================================
-old                                                   new
-====================================================  ======================================================
-``memory.get_thread(...)``                            ``memory.threads.get(...)``
-``memory.create_thread(...)``                         ``memory.threads.create(...)``
-``memory.update_thread(...)``                         ``memory.threads.update(...)``
-``memory.pop_message(...)``                           ``memory.messages.pop(...)``
-``memory.edit_message(...)``                          ``memory.messages.edit(...)``
-``memory.delete_message(...)``                        ``memory.messages.delete(...)``
-``memory.message_log(...)``                           ``memory.messages.log(...)``
-``memory.set_importance(...)``                        ``memory.messages.set_importance(...)``
-``memory.get_working_memory_state(...)``              ``memory.working_memory.state(...)``
-``memory.working_memory_log(...)``                    ``memory.working_memory.log(...)``
-``memory.preview_working_memory(...)``                ``memory.working_memory.preview(...)``
-``memory.working_memory_json_schema``                 ``memory.working_memory.json_schema``
-``memory._patch_op(...)``                             ``memory.working_memory.patch_op(...)``
-``memory.remember_fact(...)``                         ``memory.facts.remember(...)``
-``memory.get_facts(...)``                             ``memory.facts.list(...)``
-``memory.fact_history(...)``                          ``memory.facts.history(...)``
-``memory.forget_fact(...)``                           ``memory.facts.forget(...)``
-``memory.relevant_facts(...)``                        ``memory.facts.relevant(...)``
-``memory.rank_facts(...)``                            ``memory.facts.rank(...)``
-``memory.consolidate(...)``                           ``memory.consolidation.run(...)``
-``memory.summaries(...)``                             ``memory.consolidation.summaries(...)``
-``memory.consolidation_log(...)``                     ``memory.consolidation.log(...)``
-``memory.schedule_consolidation(...)``                ``memory.consolidation.schedule(...)``
-``memory.consolidation.<setting>`` (settings)         ``memory.consolidation.settings.<setting>``
-``memory.load_turn(...)``                             ``memory.turns.load(...)``
-``memory.commit_turn(...)``                           ``memory.turns.commit(...)``
-``memory.prepare_messages(...)``                      ``memory.turns.prepare_messages(...)``
-``memory.append_op(...)``                             ``memory.turns.append_op(...)``
-``from caderno.memory.facade import TurnContext``     ``from caderno.memory.turns import TurnContext``
-``from caderno.memory.facade import fact_op``         ``from caderno.memory.facts import fact_op``
-====================================================  ======================================================
-
 ``list_threads`` and ``delete_thread`` stay flat for good: they are the
 contract's spelling of ``memory.threads.list`` and ``memory.threads.delete``.
-Arguments and results are unchanged everywhere. Gone without a delegation
-(no reader anywhere): ``memory.consolidator``, ``memory.working_memory_schema``.
+The README's "Python API" lists the old flat names and where each moved.
 """
 
 from __future__ import annotations
@@ -76,9 +34,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast, overload, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from ..core.clock import utcnow
 from ..core.errors import Unsupported, UsageError
@@ -89,7 +47,6 @@ from ..stores.base import ResourceDump, Store
 from . import dump as _dump
 from .consolidation import Consolidation, ConsolidationSettings
 from .facts import Facts
-from .facts import fact_op as fact_op  # moved: caderno.memory.facts.fact_op
 from .importance import EMBEDDED_ROLES
 from .indexer import Indexer
 from .messages import Messages, detached
@@ -97,16 +54,14 @@ from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Recalled, Retriever, 
 from .state import Keys, Macros, Prefixes, Tasks
 from .threads import Threads
 from .tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, ContextParts, gather_context
-from .turns import TurnContext, Turns
+from .turns import Turns
 from .working_memory import WorkingMemoryPart
 
-__all__ = ["DEFAULT", "MAX_ID_LENGTH", "AgentMemory", "Memory", "TurnContext"]
+__all__ = ["DEFAULT", "MAX_ID_LENGTH", "AgentMemory", "Memory"]
 
 log = logging.getLogger("caderno.memory")
 
 T = TypeVar("T")
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 class _Default:
@@ -153,28 +108,6 @@ def _check_before(before: Any) -> None:
     if abs(before) > _dump.MAX_INT64:
         # Not echoed: a huge int has thousands of digits (and str() of one refuses past 4300).
         raise UsageError("before must be a message position within ±(2**63-1): this integer is larger")
-
-
-class _Moved(Generic[P, R]):
-    """An old flat name of ``Memory`` that is now a part's method (the transition above).
-
-    Reading ``memory.<old name>`` gives the part's bound method itself, so a
-    call behaves exactly as the new spelling; ``method`` (the part's
-    function) carries the signature for type checkers.
-    """
-
-    def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
-        self._part = part
-        self._name = method.__name__
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _Moved[P, R]: ...
-    @overload
-    def __get__(self, obj: object, owner: type) -> Callable[P, R]: ...
-    def __get__(self, obj: object | None, owner: type) -> _Moved[P, R] | Callable[P, R]:
-        if obj is None:
-            return self
-        return cast(Callable[P, R], getattr(getattr(obj, self._part), self._name))
 
 
 class Memory:
@@ -581,37 +514,3 @@ class Memory:
             min_similarity=float(min_similarity),
             now=now,
         )
-
-    # -- moved to a part (phase 1 of the transition: see the module docstring) ---------
-
-    get_thread = _Moved("threads", Threads.get)  # moved: memory.threads.get
-    create_thread = _Moved("threads", Threads.create)  # moved: memory.threads.create
-    update_thread = _Moved("threads", Threads.update)  # moved: memory.threads.update
-    pop_message = _Moved("messages", Messages.pop)  # moved: memory.messages.pop
-    edit_message = _Moved("messages", Messages.edit)  # moved: memory.messages.edit
-    delete_message = _Moved("messages", Messages.delete)  # moved: memory.messages.delete
-    message_log = _Moved("messages", Messages.log)  # moved: memory.messages.log
-    set_importance = _Moved("messages", Messages.set_importance)  # moved: memory.messages.set_importance
-    get_working_memory_state = _Moved("working_memory", WorkingMemoryPart.state)  # moved: memory.working_memory.state
-    working_memory_log = _Moved("working_memory", WorkingMemoryPart.log)  # moved: memory.working_memory.log
-    preview_working_memory = _Moved("working_memory", WorkingMemoryPart.preview)  # moved: memory.working_memory.preview
-    _patch_op = _Moved("working_memory", WorkingMemoryPart.patch_op)  # moved: memory.working_memory.patch_op
-    remember_fact = _Moved("facts", Facts.remember)  # moved: memory.facts.remember
-    get_facts = _Moved("facts", Facts.list)  # moved: memory.facts.list
-    fact_history = _Moved("facts", Facts.history)  # moved: memory.facts.history
-    forget_fact = _Moved("facts", Facts.forget)  # moved: memory.facts.forget
-    relevant_facts = _Moved("facts", Facts.relevant)  # moved: memory.facts.relevant
-    rank_facts = _Moved("facts", Facts.rank)  # moved: memory.facts.rank
-    consolidate = _Moved("consolidation", Consolidation.run)  # moved: memory.consolidation.run
-    summaries = _Moved("consolidation", Consolidation.summaries)  # moved: memory.consolidation.summaries
-    consolidation_log = _Moved("consolidation", Consolidation.log)  # moved: memory.consolidation.log
-    schedule_consolidation = _Moved("consolidation", Consolidation.schedule)  # moved: memory.consolidation.schedule
-    load_turn = _Moved("turns", Turns.load)  # moved: memory.turns.load
-    commit_turn = _Moved("turns", Turns.commit)  # moved: memory.turns.commit
-    prepare_messages = _Moved("turns", Turns.prepare_messages)  # moved: memory.turns.prepare_messages
-    append_op = _Moved("turns", Turns.append_op)  # moved: memory.turns.append_op
-
-    @property
-    def working_memory_json_schema(self) -> dict[str, Any] | None:  # moved: memory.working_memory.json_schema
-        """The JSON Schema working memory must follow, if one was given."""
-        return self.working_memory.json_schema
