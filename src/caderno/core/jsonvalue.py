@@ -6,8 +6,8 @@ receives only values that it can store and give back unchanged:
 
 - only JSON types: ``dict`` with ``str`` keys, ``list``, ``str``, ``int``,
   ``float``, ``bool``, ``None``. Tuples are refused, not converted: a tuple
-  would come back from SQLite or PostgreSQL as a list but from ``memory://``
-  as a tuple, and the backends must agree byte for byte.
+  would come back from the database as a list, so what was stored and what
+  is read would differ.
 - no NaN or ±Infinity: not JSON, and PostgreSQL ``jsonb`` rejects them.
 - no NUL and no lone surrogates in strings or keys (see
   :func:`caderno.core.messages.check_text`).
