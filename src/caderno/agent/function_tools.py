@@ -84,7 +84,7 @@ class Tool:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
+            except ValueError as exc:  # not JSON, or an integer past Python's digit limit
                 raise InvalidToolArguments(f"arguments are not valid JSON: {exc}", tool=self.name) from None
         if not isinstance(arguments, dict):
             raise InvalidToolArguments(

@@ -67,7 +67,7 @@ class ToolCall:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError:
+            except ValueError:  # not JSON, or an integer past Python's digit limit
                 pass  # keep the model's raw text
         return cls(id=str(data["id"]), name=str(data["name"]), arguments=arguments)
 

@@ -293,7 +293,7 @@ def _mastra_json(value: Any) -> Any:
             return json.loads(value.decode("utf-8"))
     try:
         return json.loads(value)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or an integer past Python's digit limit
         return value  # plain text (markdown working memory, a pre-v2 string content)
 
 

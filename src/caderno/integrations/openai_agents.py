@@ -169,7 +169,7 @@ def item_to_message(item: Any, *, tool_names: dict[str, str] | None = None) -> M
         if isinstance(raw, str):
             try:
                 parsed = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError:  # the tool call keeps the model's raw text
+            except ValueError:  # not JSON (or digits Python will not read): the call keeps the raw text
                 meta["arguments"] = "raw"
                 stored["arguments"] = ""
             else:

@@ -153,13 +153,13 @@ def parse_facts(text: str) -> list[dict[str, str]] | None:
         body = fenced.group(1).strip()
     try:
         data = json.loads(body)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or an integer past Python's digit limit
         start, end = body.find("["), body.rfind("]")
         if start < 0 or end <= start:
             return None
         try:
             data = json.loads(body[start : end + 1])
-        except json.JSONDecodeError:
+        except ValueError:
             return None
     if not isinstance(data, list):
         return None
