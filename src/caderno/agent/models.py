@@ -122,6 +122,10 @@ def _from_wire(message: dict[str, Any]) -> Message:
 class OpenAIChatModel:
     """OpenAI-compatible chat completions with tool calling (extra ``openai``).
 
+    Every request says ``"store": false``: the history is caderno's, so the
+    provider is asked not to keep its own copy (servers that do not know the
+    field ignore it).
+
     Args:
         model: model name, e.g. ``"gpt-4o-mini"`` or ``"llama3.1"``.
         base_url: API root (default ``OPENAI_BASE_URL`` or the OpenAI API).
@@ -153,7 +157,8 @@ class OpenAIChatModel:
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Message:
         import httpx
 
-        body: dict[str, Any] = {"model": self.model, "messages": [_to_wire(m) for m in messages]}
+        # ``store: false``: caderno owns the conversation, so the provider keeps no copy of it.
+        body: dict[str, Any] = {"model": self.model, "messages": [_to_wire(m) for m in messages], "store": False}
         if tools:
             body["tools"] = [t.to_openai() for t in tools]
         # ``from None`` throughout: a chained httpx error names the URL, password included.

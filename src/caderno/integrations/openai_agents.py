@@ -1,9 +1,13 @@
 """caderno as the memory of an OpenAI Agents SDK agent (``pip install 'caderno[openai-agents]'``).
 
-Three pieces:
+Four pieces:
 
 - ``CadernoSession``: the SDK's ``Session`` protocol over one caderno thread,
   ``(resource_id, session_id)``. Pass it as ``Runner.run(..., session=...)``.
+- ``model_settings``: the SDK's ``ModelSettings`` with ``store=False``, for
+  ``Agent(model_settings=...)`` or ``RunConfig(model_settings=...)``: the
+  session owns the history, so the provider should keep no copy (the SDK
+  itself asks OpenAI to store every chat completion unless told otherwise).
 - ``memory_tools``: the catalog's ``update_working_memory``, ``recall`` and
   the notebook's ``memory`` tool as SDK function tools (``caderno.tools``).
 - ``memory_instructions``: dynamic instructions that show the working memory
@@ -51,7 +55,7 @@ from ..core.errors import MissingExtra, NotFound
 from ..core.messages import Message, ToolCall
 
 if TYPE_CHECKING:
-    from agents import Agent, FunctionTool, RunContextWrapper, TResponseInputItem
+    from agents import Agent, FunctionTool, ModelSettings, RunContextWrapper, TResponseInputItem
     from agents.memory import SessionSettings
 
     from ..memory.facade import Memory
@@ -65,6 +69,7 @@ __all__ = [
     "memory_instructions",
     "memory_tools",
     "message_to_items",
+    "model_settings",
 ]
 
 #: The key of ``Message.metadata`` that holds the SDK's item.
@@ -434,3 +439,20 @@ def memory_instructions(
         return "\n\n".join(blocks + frozen)
 
     return render
+
+
+def model_settings(**settings: Any) -> ModelSettings:
+    """The SDK's ``ModelSettings(store=False, **settings)``: give it to the agent whose session is caderno's.
+
+    With ``CadernoSession`` the conversation lives in caderno, so the model
+    provider is asked not to keep a copy (the owned-conversation rule every
+    model call caderno makes follows). caderno builds no model for the SDK —
+    the agent's own ``model`` is called — so this is how that call says so::
+
+        Agent(name="household", model="gpt-4.1-mini", model_settings=model_settings(temperature=0.2))
+
+    Any other ``ModelSettings`` field passes through; ``store`` given here wins.
+    """
+    sdk = _sdk()
+    fields: dict[str, Any] = {"store": False, **settings}
+    return sdk.ModelSettings(**fields)
