@@ -13,6 +13,7 @@ from .core import errors
 from .core.errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, Unsupported, UsageError
 from .core.messages import Message, Thread, ToolCall, WorkingMemory
 from .core.version import __version__
+from .memory.agent_memory import InMemoryAgentMemory
 from .memory.connect import connect
 from .memory.facade import AgentMemory, Memory
 from .memory.journal import Journal
@@ -30,6 +31,7 @@ __all__ = [
     "ChatResult",
     "Conflict",
     "ContextParts",
+    "InMemoryAgentMemory",
     "InMemoryStore",
     "InvalidPatch",
     "Journal",

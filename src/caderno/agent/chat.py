@@ -23,8 +23,11 @@ exception: they are file writes, made at once (off the event loop), like a
 note taken on paper; see ``_notebook_call``.
 
 ``AgentChat`` also runs on any object with just the four methods of
-``caderno.AgentMemory``; recall, facts, summaries and consolidation then
-switch off (one log line), and patches are applied after the append.
+``caderno.AgentMemory`` — sync or async, with or without ``resource_id``,
+an append that returns nothing (``caderno.memory.agent_memory`` says how
+each is called); recall, facts, summaries and consolidation then switch off
+(one log line), the history is shown in the order the object returns it,
+and patches are applied after the append.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from ..core.messages import Message, ToolCall, WorkingMemory
 from ..core.records import Macro, MacroKey
 from ..core.validate import check_message, storable_reply
 from ..memory import macros as macro_rules
+from ..memory.agent_memory import bind_agent_memory
 from ..memory.consolidation import summary_span
 from ..memory.context import TokenCounter, build_prompt, estimate_tokens
 from ..memory.facade import AgentMemory, Memory
@@ -146,7 +150,10 @@ class AgentChat:
     Args:
         model: anything with ``async complete(messages, tools) -> Message``.
         memory: where history and working memory live (default: in-process):
-            a ``Memory``, or any ``caderno.AgentMemory`` (four methods).
+            a ``Memory``, or any object with the four methods of
+            ``caderno.AgentMemory``, sync or async, with or without
+            ``resource_id`` (``caderno.memory.agent_memory``;
+            ``caderno.InMemoryAgentMemory`` is one over two dicts).
         tools: functions, ``Tool`` objects, or instances with tool methods.
         instructions: the system prompt (``DEFAULT_INSTRUCTIONS`` when None).
         history_limit: how many stored messages of the thread to show (>= 2).
@@ -228,6 +235,8 @@ class AgentChat:
         self.model = model
         self.memory = memory
         self.full: Memory | None = memory if isinstance(memory, Memory) else None
+        # The four methods as this chat calls them: a foreign adapter's forms are read once, here.
+        self.port: Memory | AgentMemory = memory if self.full is not None else bind_agent_memory(memory)
         if self.full is None:
             log.info(
                 "%s has only the four AgentMemory methods: recall, facts, summaries and consolidation are off",
@@ -381,7 +390,7 @@ class AgentChat:
         try:
             async with lock:
                 if idempotency_key is not None:
-                    stored = await find_turn(self.memory, resource_id, thread_id, idempotency_key)
+                    stored = await find_turn(self.port, resource_id, thread_id, idempotency_key)
                     if stored is not None:
                         return self._replayed(check_same(stored, list(messages), idempotency_key))
                 turn = _Turn(
@@ -412,8 +421,8 @@ class AgentChat:
                 facts=bool(self.facts),
                 macros=self.macros,
             )
-        history = await self.memory.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
-        data = await self.memory.get_working_memory(resource_id=resource_id)
+        history = await self.port.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
+        data = await self.port.get_working_memory(resource_id=resource_id)
         state = None if data is None else WorkingMemory(resource_id=resource_id, data=data, version=0)
         return TurnContext(history=history, summaries=[], working_memory=state, facts=[])
 
@@ -438,7 +447,7 @@ class AgentChat:
             stored, final_state = await self._commit(resource_id, thread_id, turn, held, state)
         except UsageError:
             # Another process stored this key's turn while this one ran: return that one.
-            again = await find_turn(self.memory, resource_id, thread_id, spec.key) if spec.key else None
+            again = await find_turn(self.port, resource_id, thread_id, spec.key) if spec.key else None
             if again is None or spec.key is None:
                 raise
             return self._replayed(check_same(again, spec.new, spec.key))
@@ -458,7 +467,9 @@ class AgentChat:
         new, resource_id, thread_id, trusted = spec.new, spec.resource_id, spec.thread_id, spec.trusted
         ctx = await self._load(resource_id, thread_id)
         covered_to = max((span[1] for m, _ in ctx.summaries if (span := summary_span(m))), default=0)
-        history = [m for m in ctx.history if (m.position or 0) > covered_to]  # summarised turns show as their summary
+        # Summarised turns show as their summary. A four-method adapter's messages may carry no
+        # position (and it has no summaries): they are shown whole, in the order it returned them.
+        history = [m for m in ctx.history if m.position is None or m.position > covered_to]
         state = ctx.working_memory
         notebook = self.notebook_for(resource_id)
         query = "\n".join(m.content for m in new if m.role == "user" and m.content)
@@ -551,14 +562,14 @@ class AgentChat:
             return stored, patched or state
         # A four-method memory has no transaction spanning calls: append first,
         # so a failed append stores nothing; a patch that fails afterwards is logged.
-        stored = await self.memory.append_messages(resource_id=resource_id, thread_id=thread_id, messages=turn)
+        stored = await self.port.append_messages(resource_id=resource_id, thread_id=thread_id, messages=turn)
         for patch in held.turn.patches:
             try:
-                await self.memory.update_working_memory(resource_id=resource_id, patch=patch)
+                await self.port.update_working_memory(resource_id=resource_id, patch=patch)
             except CadernoError as exc:
                 log.warning("working-memory patch for %s not applied after the turn: %s", resource_id, exc)
         if held.turn.patches:
-            data = await self.memory.get_working_memory(resource_id=resource_id)
+            data = await self.port.get_working_memory(resource_id=resource_id)
             state = None if data is None else WorkingMemory(resource_id=resource_id, data=data, version=0)
         return stored, state
 
@@ -582,7 +593,7 @@ class AgentChat:
         memory_tool = builtin.get(call.name)
         if memory_tool is not None:
             scope = Scope(
-                memory=self.memory,
+                memory=self.port,
                 resource_id=held.resource_id,
                 thread_id=held.thread_id,
                 notebook=None if notebook is None else (lambda: notebook),
