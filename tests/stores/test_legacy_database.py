@@ -36,7 +36,7 @@ def _older_agent_db(path: Path) -> None:
         CREATE TABLE facts (id INTEGER PRIMARY KEY, category TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
             source TEXT DEFAULT '', created_at TEXT, updated_at TEXT, UNIQUE (category, key));
         CREATE INDEX facts_category ON facts (category);
-        CREATE TABLE macros (id INTEGER PRIMARY KEY, trigger_tool TEXT, trigger_pattern TEXT, next_tool TEXT,
+        CREATE TABLE macros (id INTEGER PRIMARY KEY, trigger_tool TEXT, trigger_args_pattern TEXT, next_tool TEXT,
             next_args TEXT, confidence REAL, used_count INTEGER DEFAULT 0, created_at TEXT);
         CREATE TABLE scheduled_tasks (id INTEGER PRIMARY KEY, name TEXT UNIQUE, cron_expr TEXT,
             original_schedule TEXT, prompt TEXT, source TEXT, is_oneshot INTEGER, is_paused INTEGER,
@@ -68,7 +68,7 @@ def _older_agent_db(path: Path) -> None:
         ],
     )
     conn.executemany(
-        "INSERT INTO macros (trigger_tool, trigger_pattern, next_tool, next_args, confidence, used_count) "
+        "INSERT INTO macros (trigger_tool, trigger_args_pattern, next_tool, next_args, confidence, used_count) "
         "VALUES (?,?,?,?,?,?)",
         [
             ("git_status", '{"command":"str:git"}', "git_diff", '{"staged": true}', 0.9, 3),
@@ -143,9 +143,9 @@ async def _check_everything(path: Path) -> None:
         assert once.next_run_at is not None and once.next_run_at.isoformat() == "2026-06-01T08:00:00+00:00"
 
         macros = await memory.run(ops.ReadMacros(resource_id="casa"))
-        assert [(m.next_tool, m.next_args, m.used_count) for m in macros] == [
-            ("git_diff", {"staged": True}, 3),
-            ("terminal", "ls -la", 0),
+        assert [(m.trigger_pattern, m.next_tool, m.next_args, m.used_count) for m in macros] == [
+            ('{"command":"str:git"}', "git_diff", {"staged": True}, 3),
+            ("{}", "terminal", "ls -la", 0),
         ]
         assert await memory.run(ops.ListPrefixes(resource_id="casa")) == ["git status", "ls"]
 
@@ -162,30 +162,6 @@ async def test_every_older_table_moves_once(tmp_path: Path) -> None:
     assert conn.execute("SELECT prefix FROM terminal_allowed_prefixes").fetchall() == [("rm -rf / && echo",)]
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 7
     assert conn.execute("SELECT count(*) FROM facts_history").fetchone()[0] == 1
-    conn.close()
-
-
-async def test_an_events_table_of_another_shape_beside_an_older_agents_tables_is_kept_aside(tmp_path: Path) -> None:
-    # Alone, such a table is another application's file and is refused
-    # (tests/reliability/test_hostile_files.py); beside an older agent's
-    # tables it is that agent's, kept renamed.
-    path = tmp_path / "events.db"
-    conn = sqlite3.connect(path)
-    conn.executescript(
-        """
-        CREATE TABLE terminal_allowed_prefixes (prefix TEXT);
-        CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, payload TEXT, at TEXT);
-        CREATE INDEX events_thread ON events (kind);
-        INSERT INTO events (kind, payload, at) VALUES ('login', '{"user": "ana"}', '2026-01-01');
-        """
-    )
-    conn.close()
-    for _ in range(2):
-        async with caderno.connect(str(path), embedder=None) as memory:
-            await memory.append_messages(resource_id="r", thread_id="t", messages=[caderno.Message.user("oi")])
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT kind, payload FROM legacy_events").fetchall() == [("login", '{"user": "ana"}')]
-    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2
     conn.close()
 
 

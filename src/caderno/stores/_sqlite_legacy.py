@@ -19,7 +19,8 @@ missing; a table without its required columns is left untouched):
 
 ``messages``
     required ``id, session_id, role, content``; optional ``tool_call_id,
-    tool_calls_json, tool_name, created_at, importance, consolidated_at``.
+    tool_calls_json, tool_name, created_at, importance, consolidated_at,
+    embedding, embedding_error``.
     ``tool_calls_json`` is a list (or one object) of OpenAI-style
     ``{id, function: {name, arguments}}`` or flat ``{id, name, arguments}``
     calls. Arguments that are not a JSON object stay as the raw text
@@ -33,8 +34,13 @@ missing; a table without its required columns is left untouched):
     Whatever cannot be represented is kept in ``metadata["legacy"]``:
     tool-call JSON that is not a list of calls (``tool_calls_json``), an
     unknown role (``role``; stored as ``system``, ``developer`` as ``system``,
-    ``function`` as ``tool``), an unreadable time (``created_at``). Imported
-    messages are not queued for embedding; ``caderno reindex`` does that.
+    ``function`` as ``tool``), an unreadable time (``created_at``), the older
+    agent's failure to embed it (``embedding_error``). A message the older
+    agent embedded, or tried to (``embedding`` or ``embedding_error`` set), is
+    queued for embedding: the store does not know which model will read the
+    vectors, so the old vector is not reused, and the worker embeds the text
+    again. Other imported messages wait for ``caderno reindex``, which applies
+    caderno's own rule of what is embedded.
 ``facts`` (renamed ``legacy_facts``)
     required ``category, key, value``; optional ``source, created_at,
     updated_at``. Categories are lowercased as ``Memory`` does; an empty
@@ -43,8 +49,9 @@ missing; a table without its required columns is left untouched):
     fact already there), the newest is current and the others go to
     ``facts_history``.
 ``macros`` (renamed ``legacy_macros``)
-    required ``trigger_tool, next_tool``; optional ``trigger_pattern``
-    (default ``{}``), ``next_args`` (JSON text; text that is not JSON is kept
+    required ``trigger_tool, next_tool``; optional ``trigger_args_pattern``
+    (the reference agent's column, kept as caderno's ``trigger_pattern``;
+    default ``{}``), ``next_args`` (JSON text; text that is not JSON is kept
     as a JSON string), ``confidence`` (default 0.5), ``used_count,
     success_count, failure_count, created_at, updated_at``.
 ``scheduled_tasks`` (renamed ``legacy_scheduled_tasks``)
@@ -58,9 +65,30 @@ missing; a table without its required columns is left untouched):
     required ``prefix``; optional ``created_at``. Prefixes are normalised as
     ``Memory.prefixes`` does; one that is empty or holds a shell operator is
     never approved, and stays behind in the old table.
-``events`` of another shape (renamed ``legacy_events``), and any other
-    clashing table, is kept renamed and untouched: there is no known shape
-    to map it from.
+``events`` in the reference agent's layout (renamed ``legacy_events``)
+    required ``id, session_id, event_type, data``; optional ``created_at,
+    consolidated_at, task_id, tool_name``. The agent's conversation is the
+    three event types its own history reads (``turn_from_event`` in
+    aidaemon's ``src/events/conversation_turn.rs``): ``user_message``
+    (``content``), ``assistant_response`` (``content``, ``tool_calls`` of
+    ``{id, name, arguments}``) and ``tool_result`` (``tool_call_id``,
+    ``name``, ``result``). Each session becomes a thread, in event-id order (the first event to
+    carry a ``message_id`` keeps it as its id; the event id when
+    there is none, ``aidaemon-event-<id>`` when another thread holds that
+    id), and ``metadata["legacy"]`` holds ``event_id`` and, under ``data``,
+    the payload fields caderno has no column for (``model``, token counts,
+    ``success``, ``duration_ms``, ``error``, ``extra_content`` of the
+    calls…). Every other event (``tool_call``, which repeats a call its
+    ``assistant_response`` holds; ``session_start``, ``task_end``,
+    ``error``…), and one whose ``data`` is not a JSON object, stays in
+    ``legacy_events``, untouched. These messages are not queued for
+    embedding (the agent kept no vectors for them); ``caderno reindex``
+    does that.
+
+An ``events`` table of any other layout is another application's, and the
+file is refused before anything is written (``_sqlite_schema.check_foreign``).
+The reference agent's other tables (``episodes``, ``people``, ``goals``…)
+have names caderno does not use and stay as they are.
 
 A table whose rows all moved is dropped at the end; one with rows that
 could not move keeps exactly those rows.
@@ -150,10 +178,13 @@ def import_legacy(conn: sqlite3.Connection, resource_id: str) -> None:
             ("legacy_macros", {"trigger_tool", "next_tool"}, _import_macros),
             ("legacy_scheduled_tasks", {"name", "prompt"}, _import_tasks),
             ("terminal_allowed_prefixes", {"prefix"}, _import_prefixes),
+            ("legacy_events", {"id", "session_id", "event_type", "data"}, _import_events),
         ):
             columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
             if not columns or not columns >= required:
                 continue
+            if table == "legacy_events" and not conn.execute(f"SELECT 1 {_TURNS} LIMIT 1").fetchone():
+                continue  # only events that are not conversation are left: they stay, and nothing is written
             if not moved:
                 conn.execute(
                     "INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
@@ -174,10 +205,16 @@ def _rows(conn: sqlite3.Connection, sql: str) -> Iterator[dict[str, Any]]:
         yield dict(zip(names, row, strict=True))
 
 
+#: A time written as a bare number (seconds or milliseconds since the epoch), in a TEXT column.
+_EPOCH_TEXT = re.compile(r"\s*\d+(?:\.\d+)?\s*")
+
+
 def _when(value: Any) -> str | None:
-    """RFC 3339 text of a legacy time (text or epoch number), or ``None`` when unreadable."""
+    """RFC 3339 text of a legacy time (text, or an epoch number or its text), or ``None`` when unreadable."""
     if value is None or value == "":
         return None
+    if isinstance(value, str) and _EPOCH_TEXT.fullmatch(value):
+        value = float(value)
     try:
         if isinstance(value, int | float):
             seconds = value / 1000 if value > _EPOCH_MILLIS else value
@@ -250,6 +287,10 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
                     legacy["synthesized_tool_call_id"] = True
             pending[thread] = [c for c in waiting if c[0] != call_id]
 
+        # Queued only when the older agent meant the text to be found by meaning.
+        embed = rec.get("embedding") is not None or rec.get("embedding_error") is not None
+        if rec.get("embedding_error") is not None:
+            legacy["embedding_error"] = _text(rec["embedding_error"])
         importance = rec.get("importance")
         try:
             importance = _DEFAULT_IMPORTANCE if importance is None else min(1.0, max(0.0, float(importance)))
@@ -260,7 +301,7 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
             "ON CONFLICT (resource_id, thread_id) DO NOTHING",
             (resource_id, thread, created),
         )
-        conn.execute(
+        inserted = conn.execute(
             "INSERT INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, tool_call_id, name, "
             "importance, created_at, consolidated_at, metadata) VALUES (?,?,?,'message',?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (resource_id, id) DO NOTHING",
@@ -279,6 +320,11 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
                 json.dumps({"legacy": legacy}, ensure_ascii=False) if legacy else None,
             ),
         )
+        if embed and inserted.rowcount == 1:
+            conn.execute(
+                "INSERT INTO embedding_queue (seq, resource_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (inserted.lastrowid, resource_id),
+            )
     for statement in _PLACE_IMPORTED:
         conn.execute(statement)
     return True
@@ -326,6 +372,100 @@ def _tool_calls(raw: Any, msg_id: str) -> tuple[list[dict[str, Any]] | None, str
             out["id"], out["synthesized"] = f"legacy-{msg_id}-{i}", True
         calls.append(out)
     return calls or None, None
+
+
+# -- the reference agent's event log -------------------------------------------------------------
+
+#: The event types that are conversation (the payload fields each maps to a column).
+_TURN_FIELDS = {
+    "user_message": ("user", {"content", "message_id"}),
+    "assistant_response": ("assistant", {"content", "message_id", "tool_calls"}),
+    "tool_result": ("tool", {"result", "message_id", "tool_call_id", "name"}),
+}
+
+
+#: The rows of the renamed event log that move: conversation whose payload is a JSON object.
+_TURNS = (
+    "FROM legacy_events WHERE event_type IN ({}) ".format(", ".join(f"'{t}'" for t in _TURN_FIELDS))
+    + "AND json_type(CASE WHEN json_valid(data) THEN data END) = 'object'"
+)
+
+
+def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
+    columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+    last_time: dict[str, str] = {}
+    for rec in _rows(conn, f"SELECT * {_TURNS} ORDER BY id"):
+        try:
+            data = json.loads(rec["data"])
+        except ValueError:
+            continue  # JSON SQLite reads and Python does not: it stays in the old table
+        role, mapped = _TURN_FIELDS[rec["event_type"]]
+        thread = _text(rec["session_id"], "default")
+        created = _when(rec.get("created_at")) or last_time.get(thread, now)
+        last_time[thread] = created
+        legacy: dict[str, Any] = {"event_id": rec["id"]}
+        extra = {k: v for k, v in data.items() if k not in mapped}
+        msg_id = _text(data.get("message_id")).strip() or _text(rec["id"])
+        held = conn.execute(
+            "SELECT thread_id, role FROM events WHERE resource_id = ? AND id = ?", (resource_id, msg_id)
+        ).fetchone()
+        if held == (thread, role):
+            # The same message already moved (from the older ``messages`` table, as the agent
+            # itself dedupes them): the event is not a second copy of it.
+            conn.execute(f'DELETE FROM "{table}" WHERE id = ?', (rec["id"],))
+            continue
+        if held is not None:
+            legacy["message_id"] = msg_id
+            msg_id = f"aidaemon-event-{rec['id']}"
+        calls = None
+        if role == "assistant" and data.get("tool_calls") is not None:
+            calls, raw_kept = _tool_calls(json.dumps(data["tool_calls"]), msg_id)
+            if raw_kept is not None:
+                extra["tool_calls"] = data["tool_calls"]
+            else:
+                kept = {c["id"]: c["extra_content"] for c in data["tool_calls"] if c.get("extra_content") is not None}
+                if kept:
+                    extra["extra_content"] = kept
+                synthesized = [c["id"] for c in calls or () if c.pop("synthesized", False)]
+                if synthesized:
+                    legacy["synthesized_tool_call_ids"] = synthesized
+        if role == "tool":
+            content = _text(data.get("result"))
+            call_id = _text(data.get("tool_call_id")) or f"event-tool-{rec['id']}"  # the agent's own fallback
+            name = _text(data.get("name")) or _text(rec.get("tool_name")) or None
+        else:
+            content, call_id, name = _text(data.get("content")), None, None
+        if extra:
+            legacy["data"] = extra
+        if "task_id" in columns and rec.get("task_id") is not None:
+            legacy["task_id"] = rec["task_id"]
+        conn.execute(
+            "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (resource_id, thread_id) DO NOTHING",
+            (resource_id, thread, created),
+        )
+        conn.execute(
+            "INSERT INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, tool_call_id, name, "
+            "importance, created_at, consolidated_at, metadata) VALUES (?,?,?,'message',?,?,?,?,?,?,?,?,?)",
+            (
+                msg_id,
+                resource_id,
+                thread,
+                role,
+                content,
+                json.dumps(calls, ensure_ascii=False) if calls else None,
+                call_id,
+                name,
+                _DEFAULT_IMPORTANCE,
+                created,
+                _when(rec.get("consolidated_at")),
+                json.dumps({"legacy": legacy}, ensure_ascii=False),
+            ),
+        )
+        conn.execute(f'DELETE FROM "{table}" WHERE id = ?', (rec["id"],))
+    for statement in _PLACE_IMPORTED:
+        conn.execute(statement)
+    return conn.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is None
 
 
 # -- facts, macros, tasks, prefixes -----------------------------------------------------------
@@ -385,7 +525,7 @@ def _import_macros(conn: sqlite3.Connection, table: str, resource_id: str, now: 
             (
                 resource_id,
                 _text(rec["trigger_tool"]),
-                _text(rec.get("trigger_pattern"), "{}"),
+                _text(rec.get("trigger_args_pattern"), "{}"),
                 _text(rec["next_tool"]),
                 canonical_json(args),
                 confidence,

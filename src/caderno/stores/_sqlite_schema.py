@@ -484,9 +484,9 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
 LEGACY_TABLES = frozenset({"messages", "facts", "macros", "scheduled_tasks", "terminal_allowed_prefixes", "events"})
 
 
-#: The columns that make an ``events`` table the reference agent's (kept and
-#: renamed ``legacy_events`` for a later import); any other ``events`` table
-#: belongs to another application, whose file caderno must not change.
+#: The columns that make an ``events`` table the reference agent's (renamed
+#: ``legacy_events`` and read as history); any other ``events`` table belongs
+#: to another application, whose file caderno must not change.
 REFERENCE_EVENTS_COLUMNS = frozenset({"session_id", "event_type", "data"})
 
 
@@ -507,10 +507,14 @@ def check_foreign(
             )
         return
     own = {t for t in tables if not t.startswith("sqlite_")}
-    legacy = own & LEGACY_TABLES
-    if not (events_columns or set()) >= REFERENCE_EVENTS_COLUMNS:
-        legacy.discard("events")
-    if own and not legacy:
+    if "events" in own and not (events_columns or set()) >= REFERENCE_EVENTS_COLUMNS:
+        # Even beside an older agent's tables: moving them would rename this
+        # table, and there is no layout to read it by.
+        raise StorageError(
+            f"{path} is another application's SQLite database (its events table is neither caderno's nor "
+            "the reference agent's); caderno will not change it"
+        )
+    if own and not own & LEGACY_TABLES:
         raise StorageError(
             f"{path} is another application's SQLite database (tables: {', '.join(sorted(own)[:8])}); "
             "caderno will not change it"

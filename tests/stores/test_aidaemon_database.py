@@ -1,0 +1,280 @@
+"""The reference agent's own database opens whole: its event log is history, its macros all move.
+
+The files are written by ``tests/_aidaemon.py`` from the agent's source
+(the commits are named there), never by hand here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from _aidaemon import (
+    append_event,
+    assistant_response,
+    current_database,
+    messages_era_database,
+    tool_call,
+    tool_result,
+    user_message,
+)
+
+import caderno
+from caderno.core.errors import StorageError
+from caderno.stores import ops
+from conftest import python_env
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def _at(seconds: int) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def _agent_db(path: Path) -> None:
+    """Two sessions of the agent's event log, with the tables caderno does not model beside them."""
+    conn = current_database(path)
+    s1, s2 = "telegram:100", "slack:C1"
+    append_event(conn, s1, "session_start", {"channel": "telegram", "user_id": "100"}, _at(0))
+    append_event(conn, s1, "user_message", user_message("quanto gastamos?", "tg-1"), _at(1))
+    append_event(conn, s1, "task_start", {"task_id": "task-1", "description": "budget"}, _at(2))
+    calls = [
+        {"id": "call_a", "name": "terminal", "arguments": {"command": "ls"}},
+        {"id": "call_b", "name": "budget_total", "arguments": '{"month": "2026-03"}', "extra_content": {"sig": "x"}},
+    ]
+    append_event(conn, s1, "assistant_response", assistant_response(None, calls=calls), _at(3))
+    append_event(conn, s1, "tool_call", tool_call("call_a", "terminal", {"command": "ls"}, "task-1"), _at(4))
+    append_event(conn, s1, "tool_result", tool_result("call_a", "terminal", "total 8", "task-1"), _at(5))
+    append_event(conn, s1, "tool_call", tool_call("call_b", "budget_total", {"month": "2026-03"}, "task-1"), _at(6))
+    append_event(conn, s1, "tool_result", tool_result("call_b", "budget_total", '{"total": 10}', "task-1"), _at(7))
+    append_event(conn, s1, "assistant_response", assistant_response("R$ 10"), _at(8))
+    # the other session: a platform id the first already used, and no id at all
+    append_event(conn, s2, "user_message", user_message("oi", "tg-1"), _at(10))
+    append_event(conn, s2, "user_message", user_message("tudo bem?"), _at(11))
+    conn.execute(
+        "INSERT INTO events (session_id, event_type, data, created_at) VALUES (?, 'user_message', 'not json', ?)",
+        (s2, _at(12).isoformat()),
+    )
+    conn.execute(
+        "INSERT INTO macros (trigger_tool, trigger_args_pattern, next_tool, next_args, confidence, used_count, "
+        "created_at, updated_at) VALUES ('git_status', NULL, 'git_diff', '{}', 0.7, 2, ?, ?)",
+        (T0.isoformat(), T0.isoformat()),
+    )
+    conn.execute(
+        "INSERT INTO facts (category, key, value, source, created_at, updated_at) VALUES (?,?,?,?,?,?)",
+        ("family", "daughter", "Ana", "", T0.isoformat(), T0.isoformat()),
+    )
+    conn.execute("INSERT INTO terminal_allowed_prefixes (prefix) VALUES ('git status')")
+    conn.execute(
+        "INSERT INTO episodes (session_id, summary, start_time, end_time, created_at) VALUES (?, ?, ?, ?, ?)",
+        (s1, "talked about the budget", T0.isoformat(), _at(8).isoformat(), _at(9).isoformat()),
+    )
+    conn.execute("INSERT INTO people (name, relationship) VALUES ('Ana', 'daughter')")
+    conn.execute("INSERT INTO person_facts (person_id, category, key, value) VALUES (1, 'school', 'grade', '5')")
+    conn.execute("INSERT INTO settings (key, value) VALUES ('model', 'gpt-4o-mini')")
+    conn.commit()
+    conn.close()
+
+
+def _dump(path: Path, *tables: str) -> dict[str, list[tuple[object, ...]]]:
+    conn = sqlite3.connect(path)
+    try:
+        return {t: conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid').fetchall() for t in tables}
+    finally:
+        conn.close()
+
+
+UNMODELLED = ("episodes", "people", "person_facts", "settings")
+
+
+async def _check_history(path: Path) -> None:
+    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+        got = await memory.get_messages(resource_id="casa", thread_id="telegram:100")
+        assert [(m.role, m.content) for m in got] == [
+            ("user", "quanto gastamos?"),
+            ("assistant", ""),
+            ("tool", "total 8"),
+            ("tool", '{"total": 10}'),
+            ("assistant", "R$ 10"),
+        ]
+        assert [m.id for m in got][:1] == ["tg-1"]
+        assert got[0].created_at == _at(1)
+        assert got[0].metadata == {"legacy": {"event_id": 2, "data": {"has_attachments": False}}}
+        calls = got[1].tool_calls
+        assert calls is not None
+        assert [(c.id, c.name, c.arguments) for c in calls] == [
+            ("call_a", "terminal", {"command": "ls"}),
+            ("call_b", "budget_total", {"month": "2026-03"}),
+        ]
+        assert got[1].metadata == {
+            "legacy": {
+                "event_id": 4,
+                "data": {
+                    "model": "gpt-4o-mini",
+                    "input_tokens": 120,
+                    "output_tokens": 30,
+                    "extra_content": {"call_b": {"sig": "x"}},
+                },
+            }
+        }
+        assert [(m.tool_call_id, m.name) for m in got[2:4]] == [("call_a", "terminal"), ("call_b", "budget_total")]
+        assert got[3].metadata == {
+            "legacy": {
+                "event_id": 8,
+                "task_id": "task-1",
+                "data": {"success": True, "duration_ms": 42, "task_id": "task-1"},
+            }
+        }
+
+        other = await memory.get_messages(resource_id="casa", thread_id="slack:C1")
+        assert [(m.id, m.content) for m in other] == [("aidaemon-event-10", "oi"), ("11", "tudo bem?")]
+        assert other[0].metadata is not None and other[0].metadata["legacy"]["message_id"] == "tg-1"
+
+        macros = await memory.run(ops.ReadMacros(resource_id="casa"))
+        assert [(m.trigger_pattern, m.next_tool, m.used_count) for m in macros] == [("{}", "git_diff", 2)]
+        assert [f.value for f in await memory.facts.list(resource_id="casa")] == ["Ana"]
+        assert await memory.run(ops.ListPrefixes(resource_id="casa")) == ["git status"]
+
+
+async def test_the_agents_event_log_becomes_history_once(tmp_path: Path) -> None:
+    path = tmp_path / "aidaemon.db"
+    _agent_db(path)
+    untouched = _dump(path, *UNMODELLED)
+    await _check_history(path)
+    await _check_history(path)  # a second open adds nothing
+    assert _dump(path, *UNMODELLED) == untouched
+    conn = sqlite3.connect(path)
+    # What is not conversation stays in the renamed table, as it was.
+    left = conn.execute("SELECT id, event_type, data FROM legacy_events ORDER BY id").fetchall()
+    assert [(i, t) for i, t, _ in left] == [
+        (1, "session_start"),
+        (3, "task_start"),
+        (5, "tool_call"),
+        (7, "tool_call"),
+        (12, "user_message"),
+    ]
+    assert json.loads(left[2][2])["tool_call_id"] == "call_a" and left[4][2] == "not json"
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 7
+    legacy = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'legacy_%'")}
+    assert legacy == {"legacy_events"}  # the agent's facts and macros moved whole; their old tables are gone
+    conn.close()
+
+    left_before = _dump(path, "legacy_events")
+    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+        await memory.erase_resource(resource_id="casa")
+    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+        # What stays behind is never read again: an erased resource does not come back.
+        assert "casa" not in await memory.list_resources()
+    assert _dump(path, "legacy_events") == left_before
+
+
+async def test_a_process_killed_while_reading_the_event_log_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "aidaemon.db"
+    _agent_db(path)
+    tables = ("events", "facts", "macros", "terminal_allowed_prefixes", *UNMODELLED)
+    before = _dump(path, *tables)
+    code = f"""
+        import asyncio, os
+        import caderno
+        from caderno.stores import _sqlite_legacy
+
+        def die(*args):
+            os._exit(9)  # no rollback, no close: as if the power went out
+
+        _sqlite_legacy._import_events = die
+
+        async def main():
+            await caderno.connect({str(path)!r}, embedder=None, legacy_resource_id="casa")
+
+        asyncio.run(main())
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=python_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 9, done.stderr
+    assert _dump(path, *tables) == before
+    await _check_history(path)
+
+
+def _messages_era_db(path: Path) -> None:
+    conn = messages_era_database(path)
+    vector = json.dumps([0.1] * 384).encode()  # all-MiniLM-L6-v2's size, as serde_json::to_vec wrote it
+    conn.executemany(
+        "INSERT INTO messages (id, session_id, role, content, created_at, embedding, embedding_error) "
+        "VALUES (?,?,?,?,?,?,?)",
+        [
+            ("m1", "s1", "user", "lembra do dentista", "1714557600", vector, None),  # epoch seconds, as text
+            ("m2", "s1", "assistant", "anotado", "1714557601500", None, "rate limited"),  # milliseconds
+            ("m3", "s1", "user", "e do médico?", "2024-05-01 10:00:05", None, None),
+        ],
+    )
+    stamp = "2026-01-01T00:00:00+00:00"
+    conn.executemany(
+        "INSERT INTO macros (trigger_tool, trigger_args_pattern, next_tool, next_args, confidence, used_count, "
+        "created_at, updated_at) VALUES (?,?,?,?,?,?,?,?)",
+        [
+            ("terminal", '{"command":"str:git status"}', "git_diff", "{}", 0.9, 3, stamp, stamp),
+            ("terminal", '{"command":"str:cargo build"}', "git_diff", "{}", 0.4, 1, stamp, stamp),
+            ("terminal", None, "git_diff", "{}", 0.2, 0, stamp, stamp),
+        ],
+    )
+    conn.commit()
+    conn.close()
+
+
+async def test_messages_era_rows_keep_their_times_patterns_and_embedding_intent(tmp_path: Path) -> None:
+    path = tmp_path / "older.db"
+    _messages_era_db(path)
+    for _ in range(2):  # the second open adds nothing
+        async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+            got = await memory.get_messages(resource_id="casa", thread_id="s1")
+            assert [(m.id, m.created_at.isoformat()) for m in got if m.created_at] == [
+                ("m1", "2024-05-01T10:00:00+00:00"),
+                ("m2", "2024-05-01T10:00:01.500000+00:00"),
+                ("m3", "2024-05-01T10:00:05+00:00"),
+            ]
+            assert got[1].metadata == {"legacy": {"embedding_error": "rate limited"}}
+            macros = await memory.run(ops.ReadMacros(resource_id="casa"))
+            assert sorted((m.trigger_pattern, m.confidence, m.used_count) for m in macros) == [
+                ('{"command":"str:cargo build"}', 0.4, 1),
+                ('{"command":"str:git status"}', 0.9, 3),
+                ("{}", 0.2, 0),
+            ]
+    conn = sqlite3.connect(path)
+    # The two the agent embedded (or tried to) wait for a vector; m3 waits for reindex.
+    queued = conn.execute("SELECT e.id FROM embedding_queue q JOIN events e ON e.seq = q.seq ORDER BY e.id").fetchall()
+    assert queued == [("m1",), ("m2",)]
+    assert not {"messages", "legacy_macros"} & {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+
+
+def test_an_events_table_of_another_layout_beside_an_agents_tables_is_refused_untouched(tmp_path: Path) -> None:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    path = folder / "mixed.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE terminal_allowed_prefixes (prefix TEXT);
+        CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, payload TEXT, at TEXT);
+        INSERT INTO events (kind, payload, at) VALUES ('login', '{"user": "ana"}', '2026-01-01');
+        """
+    )
+    conn.close()
+    before = path.read_bytes()
+
+    async def open_it() -> None:
+        async with caderno.connect(str(path), embedder=None):
+            pass
+
+    with pytest.raises(StorageError, match="another application's SQLite database"):
+        asyncio.run(open_it())
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == ["mixed.db"]  # no -wal, -shm or -journal
