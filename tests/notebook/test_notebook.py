@@ -173,8 +173,8 @@ def test_tool_schema() -> None:
 def test_undecodable_file_is_refused_and_never_overwritten(tmp_path: Path) -> None:
     (tmp_path / "MEMORY.md").write_bytes(b"valid\n\xff\xfe broken")
     before = (tmp_path / "MEMORY.md").read_bytes()
-    with pytest.raises(NotebookError, match="not valid UTF-8"):
-        Notebook(tmp_path).load()
+    with pytest.raises(NotebookError, match="^MEMORY.md is not valid UTF-8"):
+        Notebook(tmp_path).entries("memory")
     with pytest.raises(NotebookError, match="not valid UTF-8"):
         Notebook(tmp_path).add("memory", "new")
     assert (tmp_path / "MEMORY.md").read_bytes() == before

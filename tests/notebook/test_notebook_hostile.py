@@ -18,6 +18,12 @@ from conftest import python_env
 
 SEED = "seed entry about the project"
 
+#: What ``load()`` shows the model in place of a file it could not read.
+UNREAD = {
+    "memory": "MEMORY (your personal notes): not shown, MEMORY.md could not be read.",
+    "user": "USER PROFILE (who the user is): not shown, USER.md could not be read.",
+}
+
 
 @pytest.fixture
 def nb(tmp_path: Path) -> Notebook:
@@ -168,8 +174,7 @@ def test_symlinked_memory_pointing_outside_is_never_read_nor_written(tmp_path: P
     directory = tmp_path / "nb"
     directory.mkdir()
     (directory / "MEMORY.md").symlink_to(outside)
-    with pytest.raises(NotebookError, match="^Could not read MEMORY.md: MEMORY.md is a symbolic link"):
-        Notebook(directory).load()
+    assert Notebook(directory).load().snapshot("memory") == UNREAD["memory"]
     nb = Notebook(directory)
     for call in (lambda: nb.add("memory", "new"), lambda: nb.remove("memory", "SECRET"), lambda: nb.entries("memory")):
         with pytest.raises(NotebookError, match="symbolic link"):
@@ -188,8 +193,9 @@ def test_symlink_inside_the_directory_is_refused_too(tmp_path: Path) -> None:
     directory.mkdir()
     (directory / "notes.txt").write_text("looks harmless\n")
     (directory / "USER.md").symlink_to("notes.txt")
+    assert Notebook(directory).load().snapshot("user") == UNREAD["user"]
     with pytest.raises(NotebookError, match="USER.md is a symbolic link"):
-        Notebook(directory).load()
+        Notebook(directory).entries("user")
     with pytest.raises(NotebookError, match="symbolic link"):
         Notebook(directory).add("user", "x")
     assert (directory / "notes.txt").read_text() == "looks harmless\n"
@@ -248,7 +254,8 @@ def test_an_oversized_file_is_not_read(tmp_path: Path) -> None:
     directory.mkdir()
     (directory / "MEMORY.md").write_bytes(b"x" * (2 * 1024 * 1024))
     with pytest.raises(NotebookError, match="^Could not read MEMORY.md: larger than the 1,048,576 bytes"):
-        Notebook(directory).load()
+        Notebook(directory).entries("memory")
+    assert Notebook(directory).load().snapshot("memory") == UNREAD["memory"]
 
 
 # -- failing disks -----------------------------------------------------------------------------
@@ -326,3 +333,71 @@ def test_temp_files_a_killed_writer_left_are_swept_on_the_next_write(tmp_path: P
     assert not stale.exists()  # left by a dead process long ago
     assert fresh.exists()  # could be a live writer's: never touched
     assert nb.entries("memory") == ["first", "second"]
+
+
+# -- reads fail soft, writes fail closed --------------------------------------------------------
+
+
+def _plant(path: Path, kind: str) -> None:
+    """Put something at ``path`` that the notebook cannot read."""
+    if kind == "not UTF-8":
+        path.write_bytes(b"Ana\n\xff\xfe broken")
+    elif kind == "link":
+        (path.parent / "elsewhere.txt").write_text("SECRET beside the notebook\n")
+        path.symlink_to("elsewhere.txt")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"x" * (2 * 1024 * 1024))
+
+
+@pytest.mark.parametrize("kind", ["not UTF-8", "link", "fifo", "directory", "oversized"])
+def test_an_unreadable_user_md_hides_only_itself(tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    directory = tmp_path / "nb"
+    directory.mkdir()
+    (directory / "MEMORY.md").write_text("A meta é Amsterdam.\n")
+    _plant(directory / "USER.md", kind)
+    with caplog.at_level("WARNING", logger="caderno.memory.notebook"):
+        nb = Notebook(directory).load()
+    assert "A meta é Amsterdam." in (nb.snapshot("memory") or "")  # the healthy file is still shown
+    assert nb.snapshot("user") == UNREAD["user"]  # a note for the model, no path
+    assert str(directory / "USER.md") in caplog.text  # the detail, with the path, for the operator
+    # Writes fail closed: refused with the file's name only, nothing changed.
+    reply = json.loads(nb.tool("add", "user", content="Ana mora em Lisboa."))
+    assert reply["success"] is False and "USER.md" in reply["error"] and str(tmp_path) not in reply["error"]
+    assert "SECRET" not in reply["error"]
+    if kind == "not UTF-8":
+        assert (directory / "USER.md").read_bytes() == b"Ana\n\xff\xfe broken"
+    nb.add("memory", "Voo em maio.")  # the other file still takes writes
+    assert Notebook(directory).load().snapshot("user") == UNREAD["user"]
+    assert "Voo em maio." in (Notebook(directory).load().snapshot("memory") or "")
+
+
+async def test_the_model_sees_the_healthy_block_and_no_path(tmp_path: Path) -> None:
+    """Through AgentChat: MEMORY.md reaches the prompt beside an undecodable USER.md; no path anywhere.
+
+    One backend is enough: the notebook is files, whatever holds the conversation.
+    """
+    import caderno
+    from caderno import AgentChat, Message, ScriptedModel, ToolCall
+
+    directory = tmp_path / "nb"
+    directory.mkdir()
+    (directory / "MEMORY.md").write_text("A meta é Amsterdam.\n")
+    _plant(directory / "USER.md", "not UTF-8")
+    add = {"action": "add", "target": "user", "content": "Ana mora em Lisboa."}
+    model = ScriptedModel(
+        [Message.assistant(tool_calls=[ToolCall(id="m1", name="memory", arguments=add)]), Message.assistant("ok")]
+    )
+    async with caderno.connect(f"sqlite:///{tmp_path / 'caderno.db'}") as memory:
+        chat = AgentChat(model=model, memory=memory, notebook=Notebook(directory))
+        result = await chat.ask(messages="oi", resource_id="r", thread_id="t")
+    first = model.requests[0].text()
+    assert "MEMORY (your personal notes)" in first and "A meta é Amsterdam." in first
+    assert UNREAD["user"] in first
+    error = result.tool_calls[0].error or ""
+    assert "not valid UTF-8" in error
+    assert all(str(tmp_path) not in text for text in (first, error, model.requests[1].text()))
+    assert (directory / "USER.md").read_bytes() == b"Ana\n\xff\xfe broken"

@@ -16,9 +16,17 @@ and their ``.lock`` files are never followed when they are symbolic links:
 the notebook refuses them (a planted link could feed another file into the
 prompt, or make a write land elsewhere). The directory itself may be a link,
 because users point it at a synced folder and only they can place that
-link. Any OS failure (disk full, size limit, permissions) becomes a
-:class:`~caderno.core.errors.NotebookError`, which ``tool()`` hands the model as
-its failure JSON; the file is left as it was.
+link.
+
+Reads and writes fail in opposite ways. A read for the prompt fails soft,
+per file: ``load()`` shows a file it cannot read (a link, a FIFO, an
+oversized file, bytes that are not UTF-8, a permission error) as a one-line
+note without its path, logs the detail, and still shows the other file. A
+write fails closed: any OS failure (disk full, size limit, permissions) or a
+file it cannot read becomes a :class:`~caderno.core.errors.NotebookError`,
+which ``tool()`` hands the model as its failure JSON, and the file is left as
+it was. Neither ever puts a directory into the model's text: the files are
+named by their names only.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -40,6 +49,8 @@ from ..core.messages import ToolSpec
 from ..core.text import first_invisible
 
 __all__ = ["DELIMITER", "MEMORY_TOOL_SPEC", "Notebook", "NotebookOutcome"]
+
+log = logging.getLogger("caderno.memory.notebook")
 
 Target = Literal["memory", "user"]
 DELIMITER = "\n§\n"
@@ -255,20 +266,33 @@ class Notebook:
             return _parse(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise NotebookError(
-                f"{path} is not valid UTF-8 (byte {exc.start}); refusing to read or overwrite it. Fix the file by hand."
+                f"{path.name} is not valid UTF-8 (byte {exc.start}); refusing to read or overwrite it. "
+                f"Fix the file by hand."
             ) from None
 
     def load(self) -> Notebook:
-        """Read both files (duplicates dropped, first kept) and freeze the snapshot."""
+        """Read both files (duplicates dropped, first kept) and freeze the snapshot.
+
+        Never raises for a file it cannot read: that file's block becomes a
+        short note (its name, no path; the model then knows its notes exist
+        but are hidden, and a write to it will be refused) and the detail,
+        with the path, goes to the log. The other file is shown as usual.
+        """
         self._snapshot = {}
         for target in FILES:
-            entries = _dedupe(self._read(target))
+            try:
+                entries = _dedupe(self._read(target))
+            except NotebookError as exc:
+                log.warning("notebook file %s not shown: %s", self.path(target), exc)
+                self._snapshot[target] = f"{HEADERS[target]}: not shown, {FILES[target]} could not be read."
+                continue
             self._snapshot[target] = self._render(target, entries) if entries else None
         return self
 
     def snapshot(self, target: str) -> str | None:
         """The block frozen at ``load()``, or ``None`` when that file was empty.
 
+        A file ``load()`` could not read gives its one-line note instead.
         Nothing done after ``load()`` changes it.
         """
         self._check_target(target)
@@ -277,7 +301,12 @@ class Notebook:
         return self._snapshot[target]
 
     def entries(self, target: str) -> list[str]:
-        """The live entries, read from disk now."""
+        """The live entries, read from disk now.
+
+        Raises:
+            NotebookError: the file cannot be read. Every write reads through
+                here first, so a write never replaces a file it could not read.
+        """
         return _dedupe(self._read(target))
 
     def _render(self, target: str, entries: list[str]) -> str:
