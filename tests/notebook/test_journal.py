@@ -79,25 +79,38 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_journal_cli(tmp_path: Path) -> None:
+@pytest.mark.parametrize("group", ["memory", "journal"])
+def test_journal_cli_speaks_the_design(tmp_path: Path, group: str) -> None:
+    """``caderno memory STORE add|list`` prints the notebook design's lines; ``journal`` is the same group."""
     d = str(tmp_path)
-    out = cli("journal", "semantic", "add", "--record", '{"fato": "renda R$ 14.000"}', "--agent", "bot", "--dir", d)
+    out = cli(group, "semantic", "add", "--record", '{"fato": "renda R$ 14.000"}', "--dir", d)
     assert out.returncode == 0, out.stderr
     first, path = out.stdout.splitlines()
-    assert first.startswith("journal semantic: appended ") and first.endswith(" (agent bot)")
-    assert path == str(tmp_path / "semantic.jsonl")
-    listed = cli("journal", "semantic", "list", "--dir", d).stdout.splitlines()
-    assert listed[0] == f"journal semantic: 1 record(s) under {tmp_path / 'semantic.jsonl'}"
-    assert listed[1].endswith("[bot] at " + json.loads((tmp_path / "semantic.jsonl").read_text())["timestamp"])
+    written = json.loads((tmp_path / "semantic.jsonl").read_text())
+    assert first == f"memory semantic: appended {written['id']} (agent cli)"
+    assert path == f"  {tmp_path / 'semantic.jsonl'}"
+    by_bot = cli(group, "semantic", "add", "--record", '{"fato": "meta Amsterdam"}', "--agent", "bot", "--dir", d)
+    bot = json.loads((tmp_path / "semantic.jsonl").read_text().splitlines()[1])
+    bot_id, bot_time = bot["id"], bot["timestamp"]
+    assert by_bot.stdout.splitlines()[0] == f"memory semantic: appended {bot_id} (agent bot)"
+    listed = cli(group, "semantic", "list", "--dir", d)
+    assert listed.returncode == 0 and listed.stderr == ""
+    assert listed.stdout.splitlines() == [
+        f"{bot_id} [agent bot] at {bot_time}",
+        f"{written['id']} [agent cli] at {written['timestamp']}",
+    ]
+    only_bot = cli(group, "semantic", "list", "--agent", "bot", "--dir", d).stdout.splitlines()
+    assert only_bot == [f"{bot_id} [agent bot] at {bot_time}"]
+    assert cli(group, "episodic", "list", "--dir", d).stdout == ""
     for args, message in [
-        (("journal", "semantic", "add", "--dir", d), "journal add requires --record <json>"),
-        (("journal", "semantic", "add", "--record", "[1]", "--dir", d), "must be a JSON object"),
-        (("journal", "semantic", "add", "--record", "{x", "--dir", d), "not valid JSON"),
-        (("journal", "diary", "list", "--dir", d), "episodic, semantic, procedural, decision, transcript"),
+        ((group, "semantic", "add", "--dir", d), "caderno: error: memory add requires --record <json>\n"),
+        ((group, "semantic", "add", "--record", "[1]", "--dir", d), "must be a JSON object"),
+        ((group, "semantic", "add", "--record", "{x", "--dir", d), "not valid JSON"),
+        ((group, "diary", "list", "--dir", d), "episodic, semantic, procedural, decision, transcript"),
     ]:
         bad = cli(*args)
-        assert bad.returncode == 1 and message in bad.stderr, (args, bad.stderr)
-    assert len((tmp_path / "semantic.jsonl").read_text().splitlines()) == 1
+        assert bad.returncode == 1 and message in bad.stderr and bad.stdout == "", (args, bad.stderr)
+    assert len((tmp_path / "semantic.jsonl").read_text().splitlines()) == 2
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".jsonl") == ["semantic.jsonl"]
 
 
@@ -114,3 +127,16 @@ def test_notes_cli(tmp_path: Path) -> None:
     assert blocked.returncode == 1 and "Blocked:" in blocked.stderr
     only_user = json.loads(cli("notes", "show", "--target", "user", "--json", "--dir", d).stdout)
     assert only_user == {"user": ["Prefere EUR."]}
+
+
+def test_notes_show_hides_only_the_unreadable_file(tmp_path: Path) -> None:
+    (tmp_path / "MEMORY.md").write_text("Meta Amsterdam.\n")
+    (tmp_path / "USER.md").write_bytes(b"Ana\n\xff")
+    shown = cli("notes", "show", "--dir", str(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    assert "Meta Amsterdam." in shown.stdout and str(tmp_path) not in shown.stdout
+    assert "USER PROFILE (who the user is): not shown, USER.md could not be read." in shown.stdout
+    assert f"{tmp_path / 'USER.md'} not shown: USER.md is not valid UTF-8" in shown.stderr
+    added = cli("notes", "add", "user", "Ana mora em Lisboa.", "--dir", str(tmp_path))
+    assert added.returncode == 1 and "USER.md is not valid UTF-8" in added.stderr
+    assert (tmp_path / "USER.md").read_bytes() == b"Ana\n\xff"

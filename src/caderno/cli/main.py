@@ -715,15 +715,22 @@ def notes_remove(target: str, old_text: str, directory: Path | None) -> None:
 # -- journals ---------------------------------------------------------------------
 
 
-@main.group()
+@main.group("memory")
 @click.argument("store")
 @click.pass_context
 def journal(ctx: click.Context, store: str) -> None:
-    """Append-only JSONL journals: STORE is episodic, semantic, procedural, decision or transcript."""
-    from ..memory.journal import STORES
+    """Append-only JSONL journals: STORE is episodic, semantic, procedural, decision or transcript.
 
-    if store not in STORES:
-        fail(f"unknown journal store {store!r}; use one of: {', '.join(STORES)}")
+    ``caderno memory STORE …`` is the notebook design's name; ``caderno
+    journal STORE …`` is the same group under caderno's older name, with the
+    same output.
+    """
+    from ..memory.journal import Journal
+
+    try:
+        Journal.check_store(store)
+    except CadernoError as exc:
+        fail(str(exc))
     ctx.obj = {**ctx.obj, "store": store}
 
 
@@ -742,12 +749,12 @@ _journal_dir = click.option(
 @_journal_dir
 @click.pass_context
 def journal_add(ctx: click.Context, record: str | None, agent: str, directory: Path | None) -> None:
-    """Append one record."""
+    """Append one record; prints its id, then the file it went to."""
     from ..memory.journal import Journal
 
     store = ctx.obj["store"]
     if record is None:
-        fail("journal add requires --record <json>")
+        fail("memory add requires --record <json>")
     try:
         data = loads_strict(record, "--record")
     except CadernoError as exc:
@@ -759,8 +766,8 @@ def journal_add(ctx: click.Context, record: str | None, agent: str, directory: P
         entry_id = j.append(store, data, agent=agent)
     except CadernoError as exc:
         fail(str(exc))
-    click.echo(f"journal {store}: appended {entry_id} (agent {agent})")
-    click.echo(str(j.path(store)))
+    click.echo(f"memory {store}: appended {entry_id} (agent {agent})")
+    click.echo(f"  {j.path(store)}")
 
 
 @journal.command("list")
@@ -769,18 +776,18 @@ def journal_add(ctx: click.Context, record: str | None, agent: str, directory: P
 @json_option
 @click.pass_context
 def journal_list(ctx: click.Context, agent: str | None, directory: Path | None, as_json: bool) -> None:
-    """List records, newest first."""
+    """List records, newest first: one line each, ``<id> [agent <name>] at <timestamp>``."""
     from ..memory.journal import Journal
 
-    store = ctx.obj["store"]
-    j = Journal(directory)
-    entries = j.list(store, agent=agent)
+    entries = Journal(directory).list(ctx.obj["store"], agent=agent)
     if as_json:
         emit_json(entries)
         return
-    click.echo(f"journal {store}: {len(entries)} record(s) under {j.path(store)}")
     for e in entries:
-        click.echo(f"{e['id']} [{e.get('agent')}] at {e.get('timestamp')}")
+        click.echo(f"{e['id']} [agent {e.get('agent')}] at {e.get('timestamp')}")
+
+
+main.add_command(journal, "journal")
 
 
 @main.command("demo")

@@ -37,10 +37,20 @@ class Journal:
     def __init__(self, directory: str | Path | None = None) -> None:
         self.directory = Path(directory) if directory is not None else caderno_home() / "journal"
 
-    def path(self, store: str) -> Path:
+    @staticmethod
+    def check_store(store: str) -> str:
+        """``store`` if it is one of :data:`STORES`.
+
+        Raises:
+            UsageError: naming the five stores.
+        """
         if store not in STORES:
             raise UsageError(f"unknown journal store {store!r}; use one of: {', '.join(STORES)}")
-        return self.directory / f"{store}.jsonl"
+        return store
+
+    def path(self, store: str) -> Path:
+        """The JSONL file of ``store``."""
+        return self.directory / f"{self.check_store(store)}.jsonl"
 
     def append(self, store: str, record: dict[str, Any], agent: str = "cli") -> str:
         """Append one record; returns its time-ordered id."""
