@@ -236,3 +236,29 @@ def tool_result(call_id: str, name: str, result: str, task_id: str, *, message_i
     if message_id is not None:
         data["message_id"] = message_id
     return data
+
+
+def set_fact(conn: sqlite3.Connection, category: str, key: str, value: str, source: str, at: datetime) -> None:
+    """As ``upsert_fact`` in ``src/state/sqlite/facts.rs``: a new value supersedes the live row, never updates it."""
+    now = at.astimezone(UTC).isoformat()
+    live = conn.execute(
+        "SELECT id, value FROM facts WHERE category = ? AND key = ? AND superseded_at IS NULL", (category, key)
+    ).fetchone()
+    if live is not None and live[1] == value:
+        conn.execute("UPDATE facts SET updated_at = ? WHERE id = ?", (now, live[0]))
+        return
+    if live is not None:
+        conn.execute("UPDATE facts SET superseded_at = ? WHERE id = ?", (now, live[0]))
+    conn.execute(
+        "INSERT INTO facts (category, key, value, source, created_at, updated_at, recall_count, channel_id, privacy) "
+        "VALUES (?, ?, ?, ?, ?, ?, 0, NULL, 'global')",
+        (category, key, value, source, now, now),
+    )
+
+
+def forget_fact(conn: sqlite3.Connection, category: str, key: str, at: datetime) -> None:
+    """As ``delete_fact_by_key`` in ``src/state/sqlite/facts.rs``: the row stays, marked superseded."""
+    conn.execute(
+        "UPDATE facts SET superseded_at = ? WHERE category = ? AND key = ? AND superseded_at IS NULL",
+        (at.astimezone(UTC).isoformat(), category, key),
+    )

@@ -20,7 +20,9 @@ from _aidaemon import (
     append_event,
     assistant_response,
     current_database,
+    forget_fact,
     messages_era_database,
+    set_fact,
     tool_call,
     tool_result,
     user_message,
@@ -278,3 +280,25 @@ def test_an_events_table_of_another_layout_beside_an_agents_tables_is_refused_un
         asyncio.run(open_it())
     assert path.read_bytes() == before
     assert sorted(p.name for p in folder.iterdir()) == ["mixed.db"]  # no -wal, -shm or -journal
+
+
+async def test_the_agents_replaced_facts_are_history_and_its_forgotten_ones_never_come_back(tmp_path: Path) -> None:
+    path = tmp_path / "aidaemon.db"
+    conn = current_database(path)
+    set_fact(conn, "family", "daughter", "Ana", "user", _at(0))
+    set_fact(conn, "family", "daughter", "Ana Clara", "user", _at(60))
+    set_fact(conn, "health", "allergy", "penicilina", "user", _at(120))
+    forget_fact(conn, "health", "allergy", _at(180))  # the user asked the agent to forget it
+    set_fact(conn, "work", "employer", "ACME", "consolidation", _at(30))
+    conn.commit()
+    conn.close()
+    forgotten = _dump(path, "facts")["facts"][2:3]
+    assert forgotten[0][3] == "penicilina"
+    for _ in range(2):  # the second open adds nothing
+        async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+            facts = {(f.category, f.key): f.value for f in await memory.facts.list(resource_id="casa")}
+            assert facts == {("family", "daughter"): "Ana Clara", ("work", "employer"): "ACME"}
+            history = await memory.run(ops.ReadFactHistory(resource_id="casa", category="family", key="daughter"))
+            assert [(h["value"], datetime.fromisoformat(h["replaced_at"])) for h in history] == [("Ana", _at(60))]
+    # The forgotten value is neither current nor history: it stays, alone, in the agent's renamed table.
+    assert _dump(path, "legacy_facts") == {"legacy_facts": forgotten}

@@ -47,7 +47,11 @@ missing; a table without its required columns is left untouched):
     source becomes ``agent`` (the older agent wrote it through its tool).
     When two rows meet on one key (categories differing only in case, or a
     fact already there), the newest is current and the others go to
-    ``facts_history``.
+    ``facts_history``. The reference agent never deletes a fact: it sets
+    ``superseded_at``, on a replaced value and on a forgotten one alike. A
+    superseded row whose key has a live row goes to ``facts_history``
+    (replaced at its ``superseded_at``) and is never current; one whose key
+    has none was forgotten, and stays behind in the old table.
 ``macros`` (renamed ``legacy_macros``)
     required ``trigger_tool, next_tool``; optional ``trigger_args_pattern``
     (the reference agent's column, kept as caderno's ``trigger_pattern``;
@@ -183,8 +187,8 @@ def import_legacy(conn: sqlite3.Connection, resource_id: str) -> None:
             columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
             if not columns or not columns >= required:
                 continue
-            if table == "legacy_events" and not conn.execute(f"SELECT 1 {_TURNS} LIMIT 1").fetchone():
-                continue  # only events that are not conversation are left: they stay, and nothing is written
+            if not _has_rows_to_move(conn, table, columns):
+                continue  # what is left stays as it is, and nothing is written
             if not moved:
                 conn.execute(
                     "INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
@@ -196,6 +200,15 @@ def import_legacy(conn: sqlite3.Connection, resource_id: str) -> None:
                 conn.execute(f'DROP TABLE "{table}"')
     finally:
         conn.text_factory = factory
+
+
+def _has_rows_to_move(conn: sqlite3.Connection, table: str, columns: set[str]) -> bool:
+    """False for a table holding only rows that always stay (so a later open reads nothing again)."""
+    if table == "legacy_events":
+        return conn.execute(f"SELECT 1 {_TURNS} LIMIT 1").fetchone() is not None
+    if table == "legacy_facts" and "superseded_at" in columns:
+        return conn.execute(f'SELECT 1 FROM "{table}" WHERE superseded_at IS NULL LIMIT 1').fetchone() is not None
+    return True
 
 
 def _rows(conn: sqlite3.Connection, sql: str) -> Iterator[dict[str, Any]]:
@@ -472,38 +485,60 @@ def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: 
 
 
 def _import_facts(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
-    facts: list[tuple[str, str, str, str, str, str]] = []
-    for rec in _rows(conn, f'SELECT * FROM "{table}"'):
+    columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+    # Only the agent's layout can leave rows behind, and it has a rowid to name them by.
+    rowid = "rowid" if "superseded_at" in columns else "NULL"
+    rows = list(_rows(conn, f'SELECT {rowid} AS legacy_rowid, * FROM "{table}"'))
+
+    def named(n: int) -> tuple[str, str]:
+        rec = rows[n]
+        category = _text(rec["category"]).strip().lower() or "general"
+        return category, _text(rec["key"]).strip() or f"legacy-{rec.get('id', n)}"
+
+    live = {named(n) for n, rec in enumerate(rows) if rec.get("superseded_at") is None}
+    forgotten: list[int] = []
+    # (superseded, category, key, value, source, created, updated, replaced_at)
+    facts: list[tuple[bool, str, str, str, str, str, str, str | None]] = []
+    for n, rec in enumerate(rows):
+        category, key = named(n)
+        superseded = rec.get("superseded_at") is not None
+        if superseded and (category, key) not in live:
+            forgotten.append(rec["legacy_rowid"])  # the agent's deleted fact: never current again
+            continue
         created = _when(rec.get("created_at")) or _when(rec.get("updated_at")) or now
         source = _text(rec.get("source")).strip() or "agent"
-        category = _text(rec["category"]).strip().lower() or "general"
-        key = _text(rec["key"]).strip() or f"legacy-{rec.get('id', len(facts))}"
-        facts.append((category, key, _text(rec["value"]), source, created, _when(rec.get("updated_at")) or created))
-    facts.sort(key=lambda f: f[5], reverse=True)  # newest first: it becomes the current value
+        updated = _when(rec.get("updated_at")) or created
+        replaced_at = _when(rec.get("superseded_at")) if superseded else None
+        facts.append((superseded, category, key, _text(rec["value"]), source, created, updated, replaced_at))
+    # The agent's live rows first, newest first: the first to land on a key is its current value.
+    facts.sort(key=lambda f: (not f[0], f[6]), reverse=True)
     replaced = []
-    for category, key, value, source, created, updated in facts:
+    for _, category, key, value, source, created, updated, replaced_at in facts:
         done = conn.execute(
             "INSERT INTO facts (resource_id, category, key, value, source, created_at, updated_at) "
             "VALUES (?,?,?,?,?,?,?) ON CONFLICT (resource_id, category, key) DO NOTHING",
             (resource_id, category, key, value, source, created, updated),
         ).rowcount
         if not done:
-            replaced.append((category, key, value, source, updated))
-    for category, key, value, source, updated in reversed(replaced):  # history reads oldest first
+            replaced.append((category, key, value, source, updated, replaced_at))
+    for category, key, value, source, updated, replaced_at in reversed(replaced):  # history reads oldest first
         current = conn.execute(
             "SELECT value, updated_at FROM facts WHERE resource_id = ? AND category = ? AND key = ?",
             (resource_id, category, key),
         ).fetchone()
-        if current[0] == value:
+        if current[0] == value and replaced_at is None:
             continue
         entry = (resource_id, category, key, value, updated)
         conn.execute(
             "INSERT INTO facts_history (resource_id, category, key, value, source, valid_from, replaced_at) "
             "SELECT ?,?,?,?,?,?,? WHERE NOT EXISTS (SELECT 1 FROM facts_history WHERE resource_id = ? "
             "AND category = ? AND key = ? AND value = ? AND valid_from = ?)",
-            (*entry[:4], source, updated, current[1], *entry),
+            (*entry[:4], source, updated, replaced_at or current[1], *entry),
         )
-    return True
+    if not forgotten:
+        return True
+    conn.execute(f'DELETE FROM "{table}" WHERE rowid NOT IN ({", ".join("?" * len(forgotten))})', forgotten)
+    return False
 
 
 def _import_macros(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
