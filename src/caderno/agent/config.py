@@ -1,7 +1,10 @@
 """``caderno.toml``: the database, the model, and scheduled tasks from a file.
 
 The path comes from ``--config`` or ``$CADERNO_CONFIG``. Every section is
-optional::
+optional; the two top-level settings must come before the first ``[table]``::
+
+    consolidation_interval_hours = 6      # hours between consolidation passes (worker, serve)
+    working_memory_cap = 50               # newest messages per thread kept in the SQLite store's cache
 
     [database]
     url = "sqlite:///caderno.db"          # or postgresql://…
@@ -10,6 +13,9 @@ optional::
     base_url = "http://localhost:11434/v1"
     model = "qwen2.5:7b"
     api_key_env = "OPENAI_API_KEY"        # the variable holding the key (never the key itself)
+
+    [model.fast]                          # consolidation's summaries and facts (none: extractive only)
+    model = "qwen2.5:1.5b"                # a key left out is [model]'s
 
     [[scheduled_tasks]]
     resource = "casa-gabriel"
@@ -35,6 +41,7 @@ model or the app (``source = "tool"``) are never touched.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -48,6 +55,10 @@ from ..core.records import ScheduledTask
 __all__ = ["Config", "ServerSettings", "load_config"]
 
 _TASK_KEYS = {"resource", "name", "schedule", "prompt", "timezone", "trusted", "thread"}
+_MODEL_KEYS = {"base_url", "model", "api_key_env"}
+#: The file's top-level settings (the design's names), beside its tables.
+_SETTINGS = {"consolidation_interval_hours", "working_memory_cap"}
+_TABLES = {"database", "model", "scheduled_tasks", "server"}
 
 #: Most bytes of any request body, on every route (the memory proxy and /mcp
 #: included): the largest body a route takes is an import (16 MiB, thousands of
@@ -116,6 +127,10 @@ class Config:
     """``[[scheduled_tasks]]`` entries, checked for their keys."""
     server: ServerSettings = field(default_factory=ServerSettings)
     """``[server]``: the edge's limits."""
+    consolidation_interval_hours: float | None = None
+    """Hours between consolidation passes (``None``: ``ConsolidationSettings.interval_hours``)."""
+    working_memory_cap: int | None = None
+    """The SQLite store's ``cache_messages`` (``None``: the store's default)."""
 
     def tasks(self, *, now: datetime | None = None) -> list[ScheduledTask]:
         """The config tasks, validated (each a ``UsageError`` naming its entry when wrong)."""
@@ -146,16 +161,81 @@ class Config:
 
     def chat_model(self) -> Any:
         """The ``[model]`` as an ``OpenAIChatModel``, or ``None`` when the file names none."""
-        if not self.model:
-            return None
-        from .models import OpenAIChatModel
+        chat = {k: v for k, v in self.model.items() if k != "fast"}
+        return _chat_model(chat) if chat else None
 
-        key_env = self.model.get("api_key_env")
-        return OpenAIChatModel(
-            model=str(self.model.get("model", "")),
-            base_url=self.model.get("base_url"),
-            api_key=os.environ.get(key_env) if key_env else None,
-        )
+    def fast_model(self) -> Any:
+        """``[model.fast]`` (a key it leaves out is ``[model]``'s) as an ``OpenAIChatModel``, else ``None``."""
+        fast = self.model.get("fast")
+        if fast is None:
+            return None
+        return _chat_model({**{k: v for k, v in self.model.items() if k != "fast"}, **fast})
+
+    def connect_options(self) -> dict[str, Any]:
+        """``caderno.connect`` keywords for what the file sets: consolidation and the recent-message cache.
+
+        The fast model is built here (``None`` without ``[model.fast]``): whoever
+        opens the memory with these options closes it
+        (``memory.consolidation.settings.fast_model.aclose()``).
+        """
+        from ..memory.consolidation import ConsolidationSettings
+
+        settings = ConsolidationSettings(fast_model=self.fast_model())
+        if self.consolidation_interval_hours is not None:
+            settings = dataclasses.replace(settings, interval_hours=self.consolidation_interval_hours)
+        options: dict[str, Any] = {"consolidation": settings}
+        if self.working_memory_cap is not None:
+            options["cache_messages"] = self.working_memory_cap
+        return options
+
+
+def _chat_model(table: dict[str, Any]) -> Any:
+    """An ``OpenAIChatModel`` from a checked ``[model]``-shaped table."""
+    from .models import OpenAIChatModel
+
+    key_env = table.get("api_key_env")
+    return OpenAIChatModel(
+        model=str(table.get("model", "")),
+        base_url=table.get("base_url"),
+        api_key=os.environ.get(key_env) if key_env else None,
+    )
+
+
+def _check_model(model: dict[str, Any], where: object) -> None:
+    """``[model]`` and ``[model.fast]``: known keys, each a string.
+
+    Raises:
+        UsageError: naming the table, the key and the file.
+    """
+    fast = model.get("fast")
+    if fast is not None and not isinstance(fast, dict):
+        raise UsageError(f"{where}: [model] fast must be a table: [model.fast]")
+    for name, table, allowed in (("[model]", model, _MODEL_KEYS | {"fast"}), ("[model.fast]", fast or {}, _MODEL_KEYS)):
+        unknown = set(table) - allowed
+        if unknown:
+            hint = " (top-level settings go before the first [table])" if unknown & _SETTINGS else ""
+            raise UsageError(f"{where}: {name} has unknown key(s) {', '.join(sorted(unknown))}{hint}")
+        for key in _MODEL_KEYS & set(table):
+            if not isinstance(table[key], str) or not table[key]:
+                raise UsageError(f"{where}: {name} {key} must be a non-empty string, not {table[key]!r}")
+
+
+def _check_settings(data: dict[str, Any], where: object) -> dict[str, Any]:
+    """The top-level settings: a positive number of hours, a cache of zero or more messages.
+
+    Raises:
+        UsageError: naming the setting, its value and the file.
+    """
+    hours = data.get("consolidation_interval_hours")
+    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float)) or not 0 < hours < 1e6):
+        raise UsageError(f"{where}: consolidation_interval_hours must be a positive number of hours, not {hours!r}")
+    cap = data.get("working_memory_cap")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        raise UsageError(f"{where}: working_memory_cap must be a whole number of messages (0 or more), not {cap!r}")
+    return {
+        "consolidation_interval_hours": float(hours) if hours is not None else None,
+        "working_memory_cap": cap,
+    }
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
@@ -174,9 +254,9 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         raise UsageError(f"config file {where} does not exist") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"cannot read config file {where}: {exc}") from None
-    unknown = set(data) - {"database", "model", "scheduled_tasks", "server"}
+    unknown = set(data) - _TABLES - _SETTINGS
     if unknown:
-        raise UsageError(f"{where}: unknown section(s) {', '.join(sorted(unknown))}")
+        raise UsageError(f"{where}: unknown section(s) or setting(s) {', '.join(sorted(unknown))}")
     tasks = data.get("scheduled_tasks", [])
     if not isinstance(tasks, list) or any(not isinstance(t, dict) for t in tasks):
         raise UsageError(f"{where}: scheduled_tasks must be [[scheduled_tasks]] tables")
@@ -189,10 +269,12 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     server = data.get("server", {})
     if not isinstance(database, dict) or not isinstance(model, dict) or not isinstance(server, dict):
         raise UsageError(f"{where}: [database], [model] and [server] must be tables")
+    _check_model(model, where)
     return Config(
         path=where,
         database_url=database.get("url"),
         model=model,
         scheduled_tasks=tasks,
         server=ServerSettings.from_table(server, where),
+        **_check_settings(data, where),
     )

@@ -74,11 +74,16 @@ READ_ONLY = frozenset(
 
 
 async def open_memory(ctx: click.Context) -> Memory:
+    """The memory on ``--db`` with what caderno.toml sets: consolidation (its fast model, its period) and the cache.
+
+    ``caderno worker``, ``serve`` and ``consolidate`` summarise and extract
+    facts with ``[model.fast]`` when the file names one.
+    """
     db = ctx.obj["db"]
     command = ctx.command_path[len(ctx.find_root().command_path) :].strip()
     if command in READ_ONLY and not _database_exists(str(db)):
         fail(f"no database at {db} (nothing stored yet); commands that write create it")
-    return await connect(db)
+    return await connect(db, **ctx.obj["config"].connect_options())
 
 
 def _database_exists(db: str) -> bool:

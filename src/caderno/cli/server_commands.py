@@ -145,6 +145,7 @@ def serve(
             fail(str(exc))
         if config.database_url and ctx.find_root().params.get("db") is None:
             ctx.obj["db"] = config.database_url
+        ctx.obj["config"] = config  # open_memory reads its consolidation and cache settings
     try:
         wanted = config.tasks() if config.path is not None else None
         model = config.chat_model()
@@ -212,8 +213,10 @@ async def _serve(
         await server.serve()
     finally:
         await memory.close()  # the lifespan closed it already unless startup failed
-        if model is not None:
-            await asyncio.shield(model.aclose())
+        # The chat model, and consolidation's [model.fast] (built by open_memory).
+        for client in (model, memory.consolidation.settings.fast_model):
+            if client is not None:
+                await asyncio.shield(client.aclose())
 
 
 COMMANDS = (keys, serve)
