@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from _aidaemon import (
+    MESSAGES_ERA,
     append_event,
     assistant_response,
     current_database,
@@ -302,3 +303,29 @@ async def test_the_agents_replaced_facts_are_history_and_its_forgotten_ones_neve
             assert [(h["value"], datetime.fromisoformat(h["replaced_at"])) for h in history] == [("Ana", _at(60))]
     # The forgotten value is neither current nor history: it stays, alone, in the agent's renamed table.
     assert _dump(path, "legacy_facts") == {"legacy_facts": forgotten}
+
+
+async def test_a_message_in_both_the_old_table_and_the_event_log_moves_once(tmp_path: Path) -> None:
+    # Between its two layouts the agent kept both, the messages table a
+    # projection of the events with the same message ids; its own migration
+    # dedupes on (session, type, message_id), and so does caderno's.
+    path = tmp_path / "both.db"
+    conn = current_database(path)
+    conn.executescript(MESSAGES_ERA)
+    conn.executemany(
+        "INSERT INTO messages (id, session_id, role, content, created_at) VALUES (?,?,?,?,?)",
+        [("u-1", "s", "user", "oi", _at(0).isoformat()), ("a-1", "s", "assistant", "olá", _at(1).isoformat())],
+    )
+    append_event(conn, "s", "user_message", user_message("oi", "u-1"), _at(0))
+    append_event(conn, "s", "assistant_response", assistant_response("olá", message_id="a-1"), _at(1))
+    append_event(conn, "s", "user_message", user_message("e agora?", "u-2"), _at(2))
+    conn.commit()
+    conn.close()
+    for _ in range(2):
+        async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+            got = await memory.get_messages(resource_id="casa", thread_id="s")
+            assert [(m.id, m.content) for m in got] == [("u-1", "oi"), ("a-1", "olá"), ("u-2", "e agora?")]
+    conn = sqlite3.connect(path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not {"messages", "legacy_events"} & tables  # everything moved: both old tables are gone
+    conn.close()
