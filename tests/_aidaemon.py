@@ -238,8 +238,21 @@ def tool_result(call_id: str, name: str, result: str, task_id: str, *, message_i
     return data
 
 
-def set_fact(conn: sqlite3.Connection, category: str, key: str, value: str, source: str, at: datetime) -> None:
-    """As ``upsert_fact`` in ``src/state/sqlite/facts.rs``: a new value supersedes the live row, never updates it."""
+def set_fact(
+    conn: sqlite3.Connection,
+    category: str,
+    key: str,
+    value: str,
+    source: str,
+    at: datetime,
+    *,
+    privacy: str = "global",
+    channel_id: str | None = None,
+) -> None:
+    """As ``upsert_fact`` in ``src/state/sqlite/facts.rs``: a new value supersedes the live row, never updates it.
+
+    ``privacy`` is ``FactPrivacy`` of ``src/types.rs``: ``global``, ``channel`` or ``private``.
+    """
     now = at.astimezone(UTC).isoformat()
     live = conn.execute(
         "SELECT id, value FROM facts WHERE category = ? AND key = ? AND superseded_at IS NULL", (category, key)
@@ -251,8 +264,8 @@ def set_fact(conn: sqlite3.Connection, category: str, key: str, value: str, sour
         conn.execute("UPDATE facts SET superseded_at = ? WHERE id = ?", (now, live[0]))
     conn.execute(
         "INSERT INTO facts (category, key, value, source, created_at, updated_at, recall_count, channel_id, privacy) "
-        "VALUES (?, ?, ?, ?, ?, ?, 0, NULL, 'global')",
-        (category, key, value, source, now, now),
+        "VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
+        (category, key, value, source, now, now, channel_id, privacy),
     )
 
 

@@ -283,7 +283,7 @@ def test_an_events_table_of_another_layout_beside_an_agents_tables_is_refused_un
     assert sorted(p.name for p in folder.iterdir()) == ["mixed.db"]  # no -wal, -shm or -journal
 
 
-async def test_the_agents_replaced_facts_are_history_and_its_forgotten_ones_never_come_back(tmp_path: Path) -> None:
+async def test_the_agents_replaced_facts_are_history_its_forgotten_and_scoped_ones_stay_behind(tmp_path: Path) -> None:
     path = tmp_path / "aidaemon.db"
     conn = current_database(path)
     set_fact(conn, "family", "daughter", "Ana", "user", _at(0))
@@ -291,18 +291,24 @@ async def test_the_agents_replaced_facts_are_history_and_its_forgotten_ones_neve
     set_fact(conn, "health", "allergy", "penicilina", "user", _at(120))
     forget_fact(conn, "health", "allergy", _at(180))  # the user asked the agent to forget it
     set_fact(conn, "work", "employer", "ACME", "consolidation", _at(30))
+    # Shown only in direct messages, and only in one channel: caderno has no such scope.
+    set_fact(conn, "health", "diagnosis", "ansiedade", "user", _at(40), privacy="private")
+    set_fact(conn, "work", "salary", "R$ 9000", "user", _at(50))
+    set_fact(conn, "work", "salary", "R$ 9500", "user", _at(55), privacy="channel", channel_id="slack:C1")
     conn.commit()
     conn.close()
-    forgotten = _dump(path, "facts")["facts"][2:3]
-    assert forgotten[0][3] == "penicilina"
+    rows = _dump(path, "facts")["facts"]
+    stay = [r for r in rows if r[3] in ("penicilina", "ansiedade", "R$ 9000", "R$ 9500")]
+    assert len(stay) == 4
     for _ in range(2):  # the second open adds nothing
         async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
             facts = {(f.category, f.key): f.value for f in await memory.facts.list(resource_id="casa")}
             assert facts == {("family", "daughter"): "Ana Clara", ("work", "employer"): "ACME"}
             history = await memory.run(ops.ReadFactHistory(resource_id="casa", category="family", key="daughter"))
             assert [(h["value"], datetime.fromisoformat(h["replaced_at"])) for h in history] == [("Ana", _at(60))]
-    # The forgotten value is neither current nor history: it stays, alone, in the agent's renamed table.
-    assert _dump(path, "legacy_facts") == {"legacy_facts": forgotten}
+    # The forgotten value, and the scoped ones with their key's older value,
+    # are neither current nor history: they stay, alone, in the agent's renamed table.
+    assert _dump(path, "legacy_facts") == {"legacy_facts": stay}
 
 
 async def test_a_message_in_both_the_old_table_and_the_event_log_moves_once(tmp_path: Path) -> None:

@@ -51,7 +51,10 @@ missing; a table without its required columns is left untouched):
     ``superseded_at``, on a replaced value and on a forgotten one alike. A
     superseded row whose key has a live row goes to ``facts_history``
     (replaced at its ``superseded_at``) and is never current; one whose key
-    has none was forgotten, and stays behind in the old table.
+    has none was forgotten, and stays behind in the old table. So does a
+    fact the agent showed only in one channel or in direct messages
+    (``privacy`` ``channel`` or ``private``), with its key's older values:
+    caderno's facts are seen by every thread of the resource.
 ``macros`` (renamed ``legacy_macros``)
     required ``trigger_tool, next_tool``; optional ``trigger_args_pattern``
     (the reference agent's column, kept as caderno's ``trigger_pattern``;
@@ -206,8 +209,9 @@ def _has_rows_to_move(conn: sqlite3.Connection, table: str, columns: set[str]) -
     """False for a table holding only rows that always stay (so a later open reads nothing again)."""
     if table == "legacy_events":
         return conn.execute(f"SELECT 1 {_TURNS} LIMIT 1").fetchone() is not None
-    if table == "legacy_facts" and "superseded_at" in columns:
-        return conn.execute(f'SELECT 1 FROM "{table}" WHERE superseded_at IS NULL LIMIT 1').fetchone() is not None
+    if table == "legacy_facts":
+        live, _ = _fact_scope(columns)
+        return conn.execute(f'SELECT 1 FROM "{table}" WHERE {live} LIMIT 1').fetchone() is not None
     return True
 
 
@@ -484,26 +488,41 @@ def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: 
 # -- facts, macros, tasks, prefixes -----------------------------------------------------------
 
 
+def _fact_scope(columns: set[str]) -> tuple[str, str]:
+    """SQL for "a live fact that moves" and "a fact scoped to a channel or to DMs" in the agent's layout.
+
+    The reference agent marks a replaced or forgotten fact ``superseded_at``
+    and scopes one with ``privacy`` (``global``, ``channel``, ``private``);
+    caderno's facts have neither, and every thread of the resource sees them.
+    """
+    scoped = "coalesce(lower(trim(privacy)), '') NOT IN ('', 'global')" if "privacy" in columns else "0"
+    live = f"superseded_at IS NULL AND NOT ({scoped})" if "superseded_at" in columns else f"NOT ({scoped})"
+    return live, scoped
+
+
 def _import_facts(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
     columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
-    # Only the agent's layout can leave rows behind, and it has a rowid to name them by.
-    rowid = "rowid" if "superseded_at" in columns else "NULL"
-    rows = list(_rows(conn, f'SELECT {rowid} AS legacy_rowid, * FROM "{table}"'))
+    live_sql, scoped_sql = _fact_scope(columns)
+    # Only the agent's layout leaves rows behind, and its table has a rowid to name them by.
+    rowid = "rowid" if columns & {"superseded_at", "privacy"} else "NULL"
+    flags = f"{rowid} AS legacy_rowid, ({live_sql}) AS legacy_live, ({scoped_sql}) AS legacy_scoped"
+    rows = list(_rows(conn, f'SELECT {flags}, * FROM "{table}"'))
 
     def named(n: int) -> tuple[str, str]:
         rec = rows[n]
         category = _text(rec["category"]).strip().lower() or "general"
         return category, _text(rec["key"]).strip() or f"legacy-{rec.get('id', n)}"
 
-    live = {named(n) for n, rec in enumerate(rows) if rec.get("superseded_at") is None}
-    forgotten: list[int] = []
+    live = {named(n) for n, rec in enumerate(rows) if rec["legacy_live"]}
+    kept: list[int] = []
     # (superseded, category, key, value, source, created, updated, replaced_at)
     facts: list[tuple[bool, str, str, str, str, str, str, str | None]] = []
     for n, rec in enumerate(rows):
         category, key = named(n)
         superseded = rec.get("superseded_at") is not None
-        if superseded and (category, key) not in live:
-            forgotten.append(rec["legacy_rowid"])  # the agent's deleted fact: never current again
+        if rec["legacy_scoped"] or (category, key) not in live:
+            # A fact the agent forgot, or showed only in some conversations: it stays in the old table.
+            kept.append(rec["legacy_rowid"])
             continue
         created = _when(rec.get("created_at")) or _when(rec.get("updated_at")) or now
         source = _text(rec.get("source")).strip() or "agent"
@@ -535,9 +554,9 @@ def _import_facts(conn: sqlite3.Connection, table: str, resource_id: str, now: s
             "AND category = ? AND key = ? AND value = ? AND valid_from = ?)",
             (*entry[:4], source, updated, replaced_at or current[1], *entry),
         )
-    if not forgotten:
+    if not kept:
         return True
-    conn.execute(f'DELETE FROM "{table}" WHERE rowid NOT IN ({", ".join("?" * len(forgotten))})', forgotten)
+    conn.execute(f'DELETE FROM "{table}" WHERE rowid NOT IN ({", ".join("?" * len(kept))})', kept)
     return False
 
 
