@@ -158,3 +158,36 @@ async def test_serve_consolidates_with_the_fast_model(tmp_path: Path) -> None:
     upstream = fast_upstream()
     async with serving(upstream.app()) as up:
         await consolidated_by_the_fast_model(db, ["serve", "--port", str(free_port())], upstream, up)
+
+
+async def test_serve_consolidates_every_configured_interval(tmp_path: Path) -> None:
+    """A second pass comes after ``consolidation_interval_hours`` (here 3.6 s), not after the default 6 hours."""
+    db = tmp_path / "i.db"
+    await seed(db)
+    toml = write(tmp_path, "consolidation_interval_hours = 0.001\n")
+    log = (tmp_path / "out.log").open("w")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "caderno.cli", "--db", str(db), "--config", str(toml), "serve", "--port", str(free_port()),
+        env=python_env(), stdout=log, stderr=log,
+    )  # fmt: skip
+    try:
+        later: list[Any] = []
+        for _ in range(300):
+            async with caderno.connect(f"sqlite:///{db}", embedder=None) as memory:
+                if not later and await memory.consolidation.summaries(resource_id="casa", thread_id="t"):
+                    # The first pass (at start) is done: a thread written now waits for the next one.
+                    filler = " ".join(["Outra conversa sobre o orçamento de março, EUR 1.200."] * 8)
+                    await memory.append_messages(
+                        resource_id="casa", thread_id="t2", messages=[Message.user(f"{i}: {filler}") for i in range(30)]
+                    )
+                    later.append(True)
+                elif later and await memory.consolidation.summaries(resource_id="casa", thread_id="t2"):
+                    break
+            assert process.returncode is None, (tmp_path / "out.log").read_text()
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("no second pass: " + (tmp_path / "out.log").read_text())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 30)
+        log.close()
