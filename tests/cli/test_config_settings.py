@@ -160,14 +160,16 @@ async def test_serve_consolidates_with_the_fast_model(tmp_path: Path) -> None:
         await consolidated_by_the_fast_model(db, ["serve", "--port", str(free_port())], upstream, up)
 
 
-async def test_serve_consolidates_every_configured_interval(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["worker"]], ids=["serve", "worker"])
+async def test_a_host_consolidates_every_configured_interval(tmp_path: Path, command: list[str]) -> None:
     """A second pass comes after ``consolidation_interval_hours`` (here 3.6 s), not after the default 6 hours."""
     db = tmp_path / "i.db"
     await seed(db)
     toml = write(tmp_path, "consolidation_interval_hours = 0.001\n")
     log = (tmp_path / "out.log").open("w")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "caderno.cli", "--db", str(db), "--config", str(toml), "serve", "--port", str(free_port()),
+        sys.executable, "-m", "caderno.cli", "--db", str(db), "--config", str(toml),
+        *[str(free_port()) if part == "0" else part for part in command],
         env=python_env(), stdout=log, stderr=log,
     )  # fmt: skip
     try:

@@ -551,10 +551,15 @@ async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: boo
 
 
 @main.command("worker")
-@click.option("--interval-hours", type=float, default=6.0, show_default=True, help="Time between consolidation passes.")
+@click.option(
+    "--interval-hours",
+    type=float,
+    default=None,
+    help="Time between consolidation passes (default: the config's consolidation_interval_hours, else 6).",
+)
 @click.pass_context
 @run_async
-async def worker_cmd(ctx: click.Context, interval_hours: float) -> None:
+async def worker_cmd(ctx: click.Context, interval_hours: float | None) -> None:
     """Run until stopped: embed pending messages, consolidate every INTERVAL, run due scheduled tasks.
 
     With a config file, its [[scheduled_tasks]] are synced at start, and due
@@ -567,10 +572,11 @@ async def worker_cmd(ctx: click.Context, interval_hours: float) -> None:
     wanted = config.tasks() if config.path is not None else None
     memory = await open_memory(ctx)
     try:
-        click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {interval_hours:g} h (Ctrl-C to stop)", err=True)
+        every = interval_hours if interval_hours is not None else memory.consolidation.settings.interval_hours
+        click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {every:g} h (Ctrl-C to stop)", err=True)
         if wanted is not None:
             click.echo(sync_report_text(await memory.tasks.sync_config(wanted)), err=True)
-        jobs = [memory.run_background(interval_hours=interval_hours)]
+        jobs = [memory.run_background(interval_hours=every)]
         if model is None:
             click.echo(f"{NO_MODEL}; this worker only embeds and consolidates", err=True)
         else:
@@ -583,8 +589,10 @@ async def worker_cmd(ctx: click.Context, interval_hours: float) -> None:
         click.echo("caderno worker stopped", err=True)
     finally:
         await memory.close()
-        if model is not None:
-            await model.aclose()
+        # The chat model, and consolidation's [model.fast] (built by open_memory).
+        for client in (model, memory.consolidation.settings.fast_model):
+            if client is not None:
+                await client.aclose()
 
 
 async def _until_stopped(jobs: list[Coroutine[Any, Any, None]]) -> None:
