@@ -229,3 +229,33 @@ async def test_a_caderno_database_with_older_tables_beside_it_takes_them_in(tmp_
                 ("{}", "git_diff", {}, 0.5)
             ]
     assert "legacy_macros" not in _tables(path)
+
+
+async def test_the_older_agents_consolidated_at_is_kept_aside_and_caderno_summarises_the_history(
+    tmp_path: Path,
+) -> None:
+    # For the older agent, consolidated_at means "facts extracted"; for caderno, "covered by a
+    # summary". Copied over, it would hide the history from caderno's summaries for good.
+    path = tmp_path / "older.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE messages (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, role TEXT NOT NULL,
+            content TEXT, created_at TEXT NOT NULL, consolidated_at TEXT);
+        """
+    )
+    conn.executemany(
+        "INSERT INTO messages (id, session_id, role, content, created_at, consolidated_at) VALUES (?,?,?,?,?,?)",
+        [
+            ("m1", "s1", "user", "a meta é EUR 6.000 para Amsterdam", "2026-05-01 10:00:00", "2026-05-02 03:00:00"),
+            ("m2", "s1", "assistant", "anotado", "2026-05-01 10:00:01", None),
+        ],
+    )
+    conn.commit()
+    conn.close()
+    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+        got = await memory.get_messages(resource_id="casa", thread_id="s1")
+        assert got[0].metadata == {"legacy": {"facts_extracted_at": "2026-05-02T03:00:00.000000+00:00"}}
+        assert got[1].metadata is None
+        free = await memory.run(ops.ReadUnconsolidated(resource_id="casa", thread_id="s1"))
+        assert [m.id for m in free] == ["m1", "m2"]

@@ -31,6 +31,9 @@ missing; a table without its required columns is left untouched):
     {"inferred_tool_call_id": true}}``; when no single call fits it gets
     ``legacy-<row id>`` and ``{"legacy": {"synthesized_tool_call_id": true}}``
     (the context window then treats it as an orphan result, and drops it).
+    ``consolidated_at`` (the older agent's "facts extracted") is kept as
+    ``metadata["legacy"]["facts_extracted_at"]``, not as caderno's column (a
+    summary covers the message), so caderno's consolidation summarises it.
     Whatever cannot be represented is kept in ``metadata["legacy"]``:
     tool-call JSON that is not a list of calls (``tool_calls_json``), an
     unknown role (``role``; stored as ``system``, ``developer`` as ``system``,
@@ -304,6 +307,10 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
                     legacy["synthesized_tool_call_id"] = True
             pending[thread] = [c for c in waiting if c[0] != call_id]
 
+        # The older agent's consolidated_at says its facts were extracted, not that a summary
+        # covers the message (caderno's meaning): kept aside, so caderno summarises the history.
+        if rec.get("consolidated_at") is not None:
+            legacy["facts_extracted_at"] = _when(rec["consolidated_at"])
         # Queued only when the older agent meant the text to be found by meaning.
         embed = rec.get("embedding") is not None or rec.get("embedding_error") is not None
         if rec.get("embedding_error") is not None:
@@ -333,7 +340,7 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
                 name,
                 importance,
                 created,
-                rec.get("consolidated_at"),
+                None,  # not covered by any caderno summary yet
                 json.dumps({"legacy": legacy}, ensure_ascii=False) if legacy else None,
             ),
         )
@@ -456,6 +463,8 @@ def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: 
             legacy["data"] = extra
         if "task_id" in columns and rec.get("task_id") is not None:
             legacy["task_id"] = rec["task_id"]
+        if rec.get("consolidated_at") is not None:  # facts extracted, in the agent's meaning (see above)
+            legacy["facts_extracted_at"] = _when(rec["consolidated_at"])
         conn.execute(
             "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
             "ON CONFLICT (resource_id, thread_id) DO NOTHING",
@@ -475,7 +484,7 @@ def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: 
                 name,
                 _DEFAULT_IMPORTANCE,
                 created,
-                _when(rec.get("consolidated_at")),
+                None,  # not covered by any caderno summary yet
                 json.dumps({"legacy": legacy}, ensure_ascii=False),
             ),
         )
