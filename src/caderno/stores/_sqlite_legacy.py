@@ -229,6 +229,49 @@ def _rows(conn: sqlite3.Connection, sql: str) -> Iterator[dict[str, Any]]:
 _EPOCH_TEXT = re.compile(r"\s*\d+(?:\.\d+)?\s*")
 
 
+
+def _insert_message(
+    conn: sqlite3.Connection,
+    where: tuple[str, str, str],
+    role: str,
+    content: str,
+    calls: list[dict[str, Any]] | None,
+    call_id: str | None,
+    name: str | None,
+    importance: float,
+    created: str | None,
+    legacy: dict[str, Any],
+) -> sqlite3.Cursor:
+    """One moved message, and its thread when new; ``where`` is (resource, thread, message id).
+
+    Never marked consolidated: no caderno summary covers it yet. Keyed on the
+    message id, so a repeated run adds nothing (``rowcount`` 0).
+    """
+    resource_id, thread, msg_id = where
+    conn.execute(
+        "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (resource_id, thread_id) DO NOTHING",
+        (resource_id, thread, created),
+    )
+    return conn.execute(
+        "INSERT INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, tool_call_id, name, "
+        "importance, created_at, consolidated_at, metadata) VALUES (?,?,?,'message',?,?,?,?,?,?,?,NULL,?) "
+        "ON CONFLICT (resource_id, id) DO NOTHING",
+        (
+            msg_id,
+            resource_id,
+            thread,
+            role,
+            content,
+            json.dumps(calls, ensure_ascii=False) if calls else None,
+            call_id,
+            name,
+            importance,
+            created,
+            json.dumps({"legacy": legacy}, ensure_ascii=False) if legacy else None,
+        ),
+    )
+
 def _when(value: Any) -> str | None:
     """RFC 3339 text of a legacy time (text, or an epoch number or its text), or ``None`` when unreadable."""
     if value is None or value == "":
@@ -320,29 +363,17 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
             importance = _DEFAULT_IMPORTANCE if importance is None else min(1.0, max(0.0, float(importance)))
         except (TypeError, ValueError):
             importance = _DEFAULT_IMPORTANCE
-        conn.execute(
-            "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (resource_id, thread_id) DO NOTHING",
-            (resource_id, thread, created),
-        )
-        inserted = conn.execute(
-            "INSERT INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, tool_call_id, name, "
-            "importance, created_at, consolidated_at, metadata) VALUES (?,?,?,'message',?,?,?,?,?,?,?,?,?) "
-            "ON CONFLICT (resource_id, id) DO NOTHING",
-            (
-                msg_id,
-                resource_id,
-                thread,
-                role,
-                _text(rec["content"]),
-                json.dumps(calls, ensure_ascii=False) if calls else None,
-                call_id,
-                name,
-                importance,
-                created,
-                None,  # not covered by any caderno summary yet
-                json.dumps({"legacy": legacy}, ensure_ascii=False) if legacy else None,
-            ),
+        inserted = _insert_message(
+            conn,
+            (resource_id, thread, msg_id),
+            role,
+            _text(rec["content"]),
+            calls,
+            call_id,
+            name,
+            importance,
+            created,
+            legacy,
         )
         if embed and inserted.rowcount == 1:
             conn.execute(
@@ -465,28 +496,17 @@ def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: 
             legacy["task_id"] = rec["task_id"]
         if rec.get("consolidated_at") is not None:  # facts extracted, in the agent's meaning (see above)
             legacy["facts_extracted_at"] = _when(rec["consolidated_at"])
-        conn.execute(
-            "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (resource_id, thread_id) DO NOTHING",
-            (resource_id, thread, created),
-        )
-        conn.execute(
-            "INSERT INTO events (id, resource_id, thread_id, kind, role, content, tool_calls, tool_call_id, name, "
-            "importance, created_at, consolidated_at, metadata) VALUES (?,?,?,'message',?,?,?,?,?,?,?,?,?)",
-            (
-                msg_id,
-                resource_id,
-                thread,
-                role,
-                content,
-                json.dumps(calls, ensure_ascii=False) if calls else None,
-                call_id,
-                name,
-                _DEFAULT_IMPORTANCE,
-                created,
-                None,  # not covered by any caderno summary yet
-                json.dumps({"legacy": legacy}, ensure_ascii=False),
-            ),
+        _insert_message(
+            conn,
+            (resource_id, thread, msg_id),
+            role,
+            content,
+            calls,
+            call_id,
+            name,
+            _DEFAULT_IMPORTANCE,
+            created,
+            legacy,
         )
         conn.execute(f'DELETE FROM "{table}" WHERE id = ?', (rec["id"],))
     for statement in _PLACE_IMPORTED:
