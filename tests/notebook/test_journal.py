@@ -137,6 +137,9 @@ def test_notes_show_hides_only_the_unreadable_file(tmp_path: Path) -> None:
     assert "Meta Amsterdam." in shown.stdout and str(tmp_path) not in shown.stdout
     assert "USER PROFILE (who the user is): not shown, USER.md could not be read." in shown.stdout
     assert f"{tmp_path / 'USER.md'} not shown: USER.md is not valid UTF-8" in shown.stderr
+    as_json = cli("notes", "show", "--json", "--dir", str(tmp_path))
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == {"memory": ["Meta Amsterdam."], "user": None}
     added = cli("notes", "add", "user", "Ana mora em Lisboa.", "--dir", str(tmp_path))
     assert added.returncode == 1 and "USER.md is not valid UTF-8" in added.stderr
     assert (tmp_path / "USER.md").read_bytes() == b"Ana\n\xff"

@@ -16,6 +16,7 @@ from _api_helpers import Api, api_fixture, assert_problem, build  # noqa: E402, 
 from fastapi.routing import APIRoute  # noqa: E402
 
 import caderno  # noqa: E402
+from caderno import Notebook  # noqa: E402
 from caderno.core.errors import StorageError  # noqa: E402
 from caderno.core.jsonvalue import MAX_PATCH_BYTES  # noqa: E402
 from caderno.server import create_app  # noqa: E402
@@ -246,6 +247,19 @@ async def test_notebook_snapshot_is_frozen_and_refusals_are_422(api: Api) -> Non
             await c.post(f"{R}/notebook/diario", json={"action": "add", "content": "x"}), 422, "invalid-request"
         )
         assert_problem(await c.post(f"{R}/notebook/memory", json={"action": "add"}), 422, "notebook")
+
+
+async def test_an_unreadable_notebook_file_hides_only_itself_over_http(api: Api, caderno_home: Path) -> None:
+    async with api.client(await api.key("casa")) as c:
+        await c.post(f"{R}/notebook/memory", json={"action": "add", "content": "Feira às quintas."})
+        user_md = Notebook.for_resource(caderno_home, "casa").path("user")
+        user_md.write_bytes(b"Ana\n\xff")  # not UTF-8
+        book = await c.get(f"{R}/notebook")
+        assert book.status_code == 200, book.text
+        assert book.json()["entries"] == {"memory": ["Feira às quintas."], "user": None}
+        assert str(caderno_home) not in book.text
+        refused = await c.post(f"{R}/notebook/user", json={"action": "add", "content": "x"})
+        assert refused.status_code == 422 and user_md.read_bytes() == b"Ana\n\xff"  # writes fail closed
 
 
 async def test_notebook_routes_refuse_ids_that_are_paths_and_write_nothing(

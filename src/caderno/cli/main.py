@@ -675,7 +675,7 @@ def notes_show(target: str | None, directory: Path | None, as_json: bool) -> Non
         nb = _notebook(directory).load()
         targets = [target] if target else ["memory", "user"]
         if as_json:
-            emit_json({t: nb.entries(t) for t in targets})
+            emit_json({t: nb.readable_entries(t) for t in targets})  # null: that file cannot be read
             return
         for t in targets:
             click.echo(nb.snapshot(t) or f"({t}: empty)")

@@ -309,6 +309,19 @@ class Notebook:
         """
         return _dedupe(self._read(target))
 
+    def readable_entries(self, target: str) -> list[str] | None:
+        """The live entries, or ``None`` when the file cannot be read: a read that hides only that file.
+
+        For readers that show both files (the CLI's ``notes show --json``, the
+        HTTP API); the reason goes to the log, never to the caller, since it
+        holds the file's path.
+        """
+        try:
+            return self.entries(target)
+        except NotebookError as exc:
+            log.warning("notebook file %s not shown: %s", self.path(target), exc)
+            return None
+
     def _render(self, target: str, entries: list[str]) -> str:
         used = len(DELIMITER.join(entries))
         header = f"{HEADERS[target]} [{_usage(used, self.limits[target])}]"

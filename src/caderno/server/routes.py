@@ -607,7 +607,7 @@ async def get_notebook(request: Request, rid: OwnResource) -> dict[str, Any]:
         book = _notebook(request, rid, write=False)
         return {
             "snapshot": {t: book.snapshot(t) for t in ("memory", "user")},
-            "entries": {t: book.entries(t) for t in ("memory", "user")},
+            "entries": {t: book.readable_entries(t) for t in ("memory", "user")},
         }
 
     return await asyncio.to_thread(read)

@@ -189,8 +189,10 @@ class NotebookSnapshot(BaseModel):
 
 
 class NotebookEntries(BaseModel):
-    memory: list[str]
-    user: list[str]
+    """The live entries of each file; ``null`` when that file cannot be read (it hides only itself)."""
+
+    memory: list[str] | None
+    user: list[str] | None
 
 
 class NotebookOut(BaseModel):
