@@ -140,7 +140,10 @@ async def test_legacy_messages_table_is_migrated_once(tmp_path: Path) -> None:
             assert [t.id for t in await memory.list_threads(resource_id="casa")] == ["s2", "s1"]
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT name FROM sqlite_master WHERE name='messages'").fetchone() is None
-    assert conn.execute("SELECT consolidated_at FROM events WHERE id='m2'").fetchone()[0] == "2026-05-02T00:00:00Z"
+    # The older agent's consolidated_at ("facts extracted") is kept aside, not as caderno's (a summary covers it).
+    consolidated, metadata = conn.execute("SELECT consolidated_at, metadata FROM events WHERE id='m2'").fetchone()
+    assert consolidated is None
+    assert json.loads(metadata)["legacy"]["facts_extracted_at"] == "2026-05-02T00:00:00.000000+00:00"
 
 
 async def test_legacy_migration_after_a_half_finished_run_does_not_duplicate(tmp_path: Path) -> None:
