@@ -35,6 +35,29 @@ BEGIN
 END $$;
 """
 
+
+#: Migration 0013's three trigger functions end with this step, written once
+#: as the text that ran (a literal of that migration alone): the changed
+#: messages and the 2 before and 2 after each, in their thread, get their
+#: search_tsv again. ``c`` is the changed messages, as each function selects them.
+_REFRESH_CONTEXT_0013 = """            t AS (
+                SELECT c.resource_id, c.seq FROM c
+                UNION
+                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
+                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
+                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
+                        ORDER BY b.seq DESC LIMIT 2)
+                    UNION ALL
+                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
+                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
+                        ORDER BY a.seq LIMIT 2)) n
+            )
+            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
+                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
+            RETURN NULL;
+"""
+
+
 MIGRATIONS: list[_migrate.Migration] = [
     (
         "0001_core",
@@ -387,7 +410,7 @@ END $$;
         # they were when this migration was written.
         "0013_index_time_context",
         [
-            """
+            f"""
         ALTER TABLE events DROP COLUMN content_tsv;
         ALTER TABLE events ADD COLUMN search_tsv tsvector;
         CREATE FUNCTION caderno_terms(body text) RETURNS tsvector LANGUAGE sql IMMUTABLE AS $$
@@ -417,22 +440,7 @@ END $$;
         BEGIN
             
             WITH c AS (SELECT resource_id, thread_id, seq FROM changed_rows WHERE kind = 'message'),
-            t AS (
-                SELECT c.resource_id, c.seq FROM c
-                UNION
-                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
-                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
-                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
-                        ORDER BY b.seq DESC LIMIT 2)
-                    UNION ALL
-                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
-                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
-                        ORDER BY a.seq LIMIT 2)) n
-            )
-            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
-                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
-            RETURN NULL;
-        END $$;
+{_REFRESH_CONTEXT_0013}        END $$;
         CREATE FUNCTION caderno_context_updated() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             -- Only a change of content changes a context; this also ends the
@@ -443,42 +451,12 @@ END $$;
             END IF;
             
             WITH c AS (SELECT n.resource_id, n.thread_id, n.seq FROM changed_rows n JOIN old_rows o ON o.resource_id = n.resource_id AND o.seq = n.seq WHERE n.kind = 'message' AND n.content IS DISTINCT FROM o.content),
-            t AS (
-                SELECT c.resource_id, c.seq FROM c
-                UNION
-                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
-                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
-                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
-                        ORDER BY b.seq DESC LIMIT 2)
-                    UNION ALL
-                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
-                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
-                        ORDER BY a.seq LIMIT 2)) n
-            )
-            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
-                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
-            RETURN NULL;
-        END $$;
+{_REFRESH_CONTEXT_0013}        END $$;
         CREATE FUNCTION caderno_context_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             
             WITH c AS (SELECT resource_id, thread_id, seq FROM old_rows WHERE kind = 'message'),
-            t AS (
-                SELECT c.resource_id, c.seq FROM c
-                UNION
-                SELECT n.resource_id, n.seq FROM c CROSS JOIN LATERAL (
-                    (SELECT b.resource_id, b.seq FROM events b WHERE b.resource_id = c.resource_id
-                        AND b.thread_id = c.thread_id AND b.kind = 'message' AND b.seq < c.seq
-                        ORDER BY b.seq DESC LIMIT 2)
-                    UNION ALL
-                    (SELECT a.resource_id, a.seq FROM events a WHERE a.resource_id = c.resource_id
-                        AND a.thread_id = c.thread_id AND a.kind = 'message' AND a.seq > c.seq
-                        ORDER BY a.seq LIMIT 2)) n
-            )
-            UPDATE events e SET search_tsv = caderno_search_tsv(e.resource_id, e.thread_id, e.seq, e.content, e.created_at)
-                FROM t WHERE e.resource_id = t.resource_id AND e.seq = t.seq;
-            RETURN NULL;
-        END $$;
+{_REFRESH_CONTEXT_0013}        END $$;
         CREATE TRIGGER events_context_insert AFTER INSERT ON events REFERENCING NEW TABLE AS changed_rows
             FOR EACH STATEMENT EXECUTE FUNCTION caderno_context_inserted();
         CREATE TRIGGER events_context_update AFTER UPDATE ON events

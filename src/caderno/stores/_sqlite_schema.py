@@ -20,6 +20,24 @@ from ._sql import run_plan_sync
 #: The table that records applied migrations, in SQLite's types.
 LEDGER = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
 
+
+#: Migration 0013's trigger bodies share this step, written once as the text
+#: that ran (a literal of that migration alone; no later code uses it): the 2
+#: messages before and the 2 after ``old`` in its thread, already indexed, are
+#: queued to be indexed again, since ``old`` is part of their context.
+_REQUEUE_NEIGHBOURS_0013 = """                INSERT OR IGNORE INTO fts_redo (seq)
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
+                        ORDER BY seq DESC LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
+                    UNION ALL
+                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
+                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
+                        ORDER BY seq LIMIT 2)
+                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
+"""
+
+
 MIGRATIONS: list[_migrate.Migration] = [
     (
         "0001_core",
@@ -389,31 +407,15 @@ MIGRATIONS: list[_migrate.Migration] = [
             """CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
                 DELETE FROM events_fts WHERE rowid = old.seq;
                 DELETE FROM fts_redo WHERE seq = old.seq;
-                INSERT OR IGNORE INTO fts_redo (seq)
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
-                        ORDER BY seq DESC LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
-                    UNION ALL
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
-                        ORDER BY seq LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
-            END""",
+"""
+            + _REQUEUE_NEIGHBOURS_0013
+            + "            END",
             """CREATE TRIGGER events_au AFTER UPDATE OF content ON events BEGIN
                 DELETE FROM events_fts WHERE rowid = old.seq;
                 INSERT OR IGNORE INTO fts_redo (seq) SELECT old.seq WHERE old.seq <= (SELECT indexed_upto FROM fts_state);
-                INSERT OR IGNORE INTO fts_redo (seq)
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq < old.seq
-                        ORDER BY seq DESC LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state)
-                    UNION ALL
-                    SELECT seq FROM (SELECT seq FROM events WHERE resource_id = old.resource_id
-                        AND thread_id = old.thread_id AND kind = 'message' AND seq > old.seq
-                        ORDER BY seq LIMIT 2)
-                    WHERE seq <= (SELECT indexed_upto FROM fts_state);
-            END""",
+"""
+            + _REQUEUE_NEIGHBOURS_0013
+            + "            END",
             # Every message is indexed again, by the first search or batch.
             "UPDATE fts_state SET indexed_upto = 0",
         ],
