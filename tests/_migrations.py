@@ -1,18 +1,24 @@
 """A helper module (``from _migrations import …``), beside ``_pg.py``: databases as an older caderno left them.
 
-Both run caderno's own migration runner (``caderno.stores._migrate``) over
-the migrations up to one of them, as the caderno that stopped there did.
+Both ``…_migrated_up_to`` run caderno's own migration runner
+(``caderno.stores._migrate``) over the migrations up to one of them, as the
+caderno that stopped there did; ``open_killed_during`` opens a file in a
+process that dies in the middle of the older agent's import.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from caderno.core.clock import to_iso, utcnow
 from caderno.stores import _migrate, _postgres_schema, _sqlite_schema
 from caderno.stores._sql import Q, run_plan_sync, to_pyformat
+from conftest import python_env
 
 
 def migration(name: str, *, dialect: str = "sqlite") -> list[str]:
@@ -54,3 +60,31 @@ def postgres_migrated_up_to(conn: Any, last: str) -> None:
     migrations = _up_to(_postgres_schema.MIGRATIONS, last)
     done = run_plan_sync(_migrate.applied(migrations, _postgres_schema.LEDGER), execute)
     run_plan_sync(_migrate.apply(migrations, done, utcnow()), execute)
+
+
+def open_killed_during(path: Path, step: str) -> None:
+    """Open ``path`` in a process that dies (no rollback, no close) when the legacy import reaches ``step``.
+
+    ``step`` names a function of ``caderno.stores._sqlite_legacy``; the
+    process exits with status 9 the moment it is called, as if the power
+    went out mid-migration.
+    """
+    code = f"""
+        import asyncio, os
+        import caderno
+        from caderno.stores import _sqlite_legacy
+
+        def die(*args):
+            os._exit(9)
+
+        _sqlite_legacy.{step} = die
+
+        async def main():
+            await caderno.connect({str(path)!r}, embedder=None, legacy_resource_id="casa")
+
+        asyncio.run(main())
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=python_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 9, done.stderr

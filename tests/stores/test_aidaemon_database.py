@@ -9,9 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import subprocess
-import sys
-import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,11 +25,11 @@ from _aidaemon import (
     tool_result,
     user_message,
 )
+from _migrations import open_killed_during
 
 import caderno
 from caderno.core.errors import StorageError
 from caderno.stores import ops
-from conftest import python_env
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -183,25 +180,7 @@ async def test_a_process_killed_while_reading_the_event_log_leaves_the_file_as_i
     _agent_db(path)
     tables = ("events", "facts", "macros", "terminal_allowed_prefixes", *UNMODELLED)
     before = _dump(path, *tables)
-    code = f"""
-        import asyncio, os
-        import caderno
-        from caderno.stores import _sqlite_legacy
-
-        def die(*args):
-            os._exit(9)  # no rollback, no close: as if the power went out
-
-        _sqlite_legacy._import_events = die
-
-        async def main():
-            await caderno.connect({str(path)!r}, embedder=None, legacy_resource_id="casa")
-
-        asyncio.run(main())
-    """
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=python_env(), capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 9, done.stderr
+    open_killed_during(path, "_import_events")
     assert _dump(path, *tables) == before
     await _check_history(path)
 

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from _migrations import sqlite_migrated_up_to
+from _migrations import open_killed_during, sqlite_migrated_up_to
 
 import caderno
 from caderno.stores import _sqlite_legacy, ops
-from conftest import python_env
 
 _CALLS = json.dumps(
     [
@@ -187,24 +183,7 @@ async def test_a_process_killed_midway_leaves_the_old_tables_and_a_reopen_comple
     path = tmp_path / "older.db"
     _older_agent_db(path)
     before = _tables(path)
-    code = f"""
-        import asyncio, os
-        import caderno
-        from caderno.stores import _sqlite_legacy
-
-        def die(*args):
-            os._exit(9)  # no rollback, no close: as if the power went out
-
-        _sqlite_legacy._import_tasks = die
-        async def main():
-            await caderno.connect({str(path)!r}, embedder=None, legacy_resource_id="casa")
-
-        asyncio.run(main())
-    """
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=python_env(), capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 9, done.stderr
+    open_killed_during(path, "_import_tasks")
     assert _tables(path) == before
     await _check_everything(path)
 
