@@ -42,7 +42,7 @@ from datetime import datetime
 from typing import Any
 
 from ..core.clock import utcnow
-from ..core.errors import CadernoError, InvalidToolArguments, ModelError, NotebookError, UsageError
+from ..core.errors import CadernoError, InvalidToolArguments, ModelError, UsageError
 from ..core.messages import Message, ToolCall, WorkingMemory
 from ..core.records import Macro, MacroKey
 from ..core.validate import check_message, storable_reply
@@ -326,12 +326,9 @@ class AgentChat:
         key = (resource_id, thread_id)
         blocks = self._snapshots.get(key)
         if blocks is None:
-            try:
-                await asyncio.to_thread(notebook.load)
-                blocks = [s for s in (notebook.snapshot("memory"), notebook.snapshot("user")) if s]
-            except NotebookError as exc:  # a planted link, a FIFO, a huge file: run without the notes
-                log.warning("notebook of %s not shown: %s", resource_id, exc)
-                blocks = []
+            # A file load() cannot read (a planted link, a FIFO, a huge file) hides only itself.
+            await asyncio.to_thread(notebook.load)
+            blocks = [s for s in (notebook.snapshot("memory"), notebook.snapshot("user")) if s]
             self._snapshots[key] = blocks
             while len(self._snapshots) > SNAPSHOT_CACHE:
                 self._snapshots.popitem(last=False)

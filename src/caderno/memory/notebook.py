@@ -280,13 +280,11 @@ class Notebook:
         """
         self._snapshot = {}
         for target in FILES:
-            try:
-                entries = _dedupe(self._read(target))
-            except NotebookError as exc:
-                log.warning("notebook file %s not shown: %s", self.path(target), exc)
+            entries = self.readable_entries(target)
+            if entries is None:
                 self._snapshot[target] = f"{HEADERS[target]}: not shown, {FILES[target]} could not be read."
-                continue
-            self._snapshot[target] = self._render(target, entries) if entries else None
+            else:
+                self._snapshot[target] = self._render(target, entries) if entries else None
         return self
 
     def snapshot(self, target: str) -> str | None:
