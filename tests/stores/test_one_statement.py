@@ -4,8 +4,9 @@ An operation alone in a batch runs without BEGIN/COMMIT when its plan sends
 one statement (``caderno.stores.postgres.one_statement``): one statement is
 atomic on its own. The list is written by hand beside the store, so this
 test runs every operation's plan on a real PostgreSQL — in a transaction it
-rolls back, over a scene where each operation has work to do — and counts
-the statements each one sends (an ``executemany`` counts one per row):
+rolls back, over a scene where each operation has work to do
+(``_op_cases``) — and counts the statements each one sends (an
+``executemany`` counts one per row):
 
 * an operation the store runs alone never sends more than one (it would
   commit half of itself);
@@ -18,245 +19,33 @@ comes with a decision.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
+import _op_cases
 import pytest
+from _op_cases import Scene, cases, runnable, sent
 
-import caderno
-from caderno import Message
-from caderno.core.clock import new_id, utcnow
-from caderno.core.records import ApiKey, Item, Macro, ScheduledTask
-from caderno.memory.dump import check_dump
-from caderno.memory.state import advance, build_task
 from caderno.stores import ops, postgres
-from caderno.stores._sql import Q, run_plan
-from conftest import _fresh_url
 
 pytestmark = pytest.mark.postgres
 
-R, T = "casa", "t1"
-NOW = utcnow()
-VECTOR = b"\x00\x00\x80\x3f" * 3
-ROLES = frozenset({"user", "assistant"})
-
-
-def _messages(*texts: str) -> tuple[Message, ...]:
-    return tuple(
-        Message.user(text)._stamped(id=new_id(), created_at=NOW, importance=0.9 if "!" in text else 0.5)
-        for text in texts
-    )
-
-
-def _append(thread: str, *texts: str) -> ops.Append:
-    messages = _messages(*texts)
-    return ops.Append(resource_id=R, thread_id=thread, messages=messages, embed=frozenset(m.id for m in messages))
-
-
-@dataclasses.dataclass
-class Scene:
-    """A store with something for every operation to do, and what the cases name."""
-
-    store: postgres.PostgresStore
-    stored: list[Message]
-    task: ScheduledTask
-    item: Item
-    dump: dict[str, Any]
-
-
-@pytest.fixture(params=["postgres", "pgvector"])
-async def scene(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Scene]:
-    """Messages with vectors and a summary, facts, working memory, a task, a macro, a key, an item."""
-    for url in _fresh_url(request, tmp_path):
-        memory = await caderno.connect(url, embedder=None)
-        store = memory.store
-        assert isinstance(store, postgres.PostgresStore)
-        (stored,) = await store.batch([_append(T, "Amsterdam costs EUR 6,000!", "ok then", "and the car?")])
-        await store.batch([_append("t2", "another thread")])
-        (jobs,) = await store.batch([ops.ClaimEmbeddings(limit=2, lease_seconds=0, now=NOW)])
-        done = tuple((j.resource_id, j.seq, VECTOR) for j in jobs)
-        summary = Message.system("summary")._stamped(id=new_id(), created_at=NOW)
-        task = build_task(resource_id=R, name="daily", schedule="daily at 9", prompt="resumo", now=NOW)
-        item = Item(resource_id=R, namespace=("docs",), key="k", value={"t": "cat"}, updated_at=NOW)
-        await store.batch(
-            [
-                ops.FinishEmbeddings(model="m", dim=3, done=done, failed=(), now=NOW),
-                ops.WriteSummary(resource_id=R, thread_id=T, summary=summary, covered=(stored[0].seq,), now=NOW),
-                _fact("R$ 14,000"),
-                _fact("R$ 15,000"),
-                _patch(None),
-                ops.PutTask(task=task, create=True),
-                _learn("cat"),
-                ops.AllowPrefix(resource_id=R, prefix="git status", now=NOW),
-                ops.PutItem(item=item, embed=("cat",)),
-                ops.CreateKey(key=ApiKey(id="k1", name="app", resources=(R,), created_at=NOW), token_hash="h"),
-                ops.LogConsolidation(resource_id=R, thread_id=T, step="summary", outcome="ok", detail="", now=NOW),
-            ]
-        )
-        try:
-            yield Scene(store, stored, task, item, await memory.export_resource(resource_id=R))
-        finally:
-            await memory.close()
-
-
-def _fact(value: str) -> ops.UpsertFact:
-    return ops.UpsertFact(resource_id=R, category="finance", key="income", value=value, source="user", now=NOW)
-
-
-def _patch(expected: int | None) -> ops.PatchWorkingMemory:
-    return ops.PatchWorkingMemory(
-        resource_id=R,
-        update=lambda current: {**(current or {}), "goal": "Amsterdam"},
-        patch={"goal": "Amsterdam"},
-        expected_version=expected,
-        source="test",
-        now=NOW,
-    )
-
-
-def _task(name: str, source: str = "tool") -> ScheduledTask:
-    return build_task(resource_id=R, name=name, schedule="hourly", prompt="p", source=source, now=NOW)
-
-
-def _learn(next_tool: str) -> ops.LearnMacros:
-    macro = Macro(trigger_tool="ls", trigger_pattern="ls", next_tool=next_tool, next_args={}, confidence=0.7)
-    return ops.LearnMacros(resource_id=R, learn=lambda known: {**known, macro.key: macro}, now=NOW)
-
-
-def cases(scene: Scene) -> list[ops.Op[Any]]:
-    """At least one case per operation type; more where the plan takes another path."""
-    stored, task, item = scene.stored, scene.task, scene.item
-    first, second = stored[0], stored[1]
-    later = NOW + timedelta(days=2)
-    one_job = ops.ItemEmbeddingJob(
-        resource_id=R, namespace=item.namespace, key=item.key, updated_at=item.updated_at, texts=("cat",), attempts=0
-    )
-    wide = _append(T, *(f"m{i}" for i in range(postgres._postgres_plans.APPEND_CHUNK + 1)))
-    copy = check_dump({**scene.dump, "resource_id": "new"})
-    edit = dict(resource_id=R, content="EUR 7,000", rescore=lambda m: (0.5, True), actor="t", reason=None, now=NOW)
-    return [
-        # history and thread records
-        _append(T, "one more"),
-        _append("new thread", "first", "second"),
-        wide,
-        ops.ReadThread(resource_id=R, thread_id=T),
-        ops.ReadThread(resource_id=R, thread_id=T, limit=1, before=3),
-        ops.ListThreads(resource_id=R),
-        ops.GetThread(resource_id=R, thread_id=T),
-        ops.PutThread(resource_id=R, thread_id="t3", create=True, title="x", now=NOW),
-        ops.PutThread(resource_id=R, thread_id=T, create=False, title="x", now=NOW),
-        ops.DeleteThread(resource_id=R, thread_id=T),
-        ops.PopMessage(resource_id=R, thread_id=T, actor="t", reason=None, now=NOW),
-        ops.EditMessage(message_id=first.id, **edit),
-        ops.DeleteMessage(resource_id=R, message_id=second.id, actor="t", reason=None, now=NOW),
-        ops.ReadMessageLog(resource_id=R),
-        ops.ReadMessageLog(resource_id=R, message_id=first.id),
-        ops.SetImportance(resource_id=R, message_id=first.id, value=0.1),
-        # working memory and whole resources
-        ops.ReadWorkingMemory(resource_id=R),
-        _patch(1),
-        ops.ReadWorkingMemoryLog(resource_id=R),
-        ops.ListResources(),
-        ops.EraseResource(resource_id=R),
-        ops.ExportResource(resource_id=R),
-        ops.ImportResource(dump=copy, now=NOW, embed_roles=ROLES),
-        # facts
-        _fact("R$ 16,000"),
-        ops.ReadFacts(resource_id=R),
-        ops.ReadFacts(resource_id=R, category="finance"),
-        ops.ReadFactHistory(resource_id=R, category="finance", key="income"),
-        ops.ForgetFact(resource_id=R, category="finance", key="income"),
-        ops.ForgetFact(resource_id=R, category="finance", key="nope"),
-        # recall
-        ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=later),
-        ops.FinishEmbeddings(model="m", dim=3, done=((R, stored[2].seq, VECTOR),), failed=(), now=NOW),
-        ops.CountPendingEmbeddings(),
-        ops.ReadVectors(resource_id=R, model="m", after_id=0),
-        ops.SearchVectors(resource_id=R, model="m", query=(1.0, 1.0, 1.0), k=5, min_similarity=0.0),
-        ops.SearchVectors(resource_id=R, model="m", query=(1.0, 1.0, 1.0), k=5, min_similarity=0.0, thread_id=T),
-        ops.LexicalSearch(resource_id=R, terms=("amsterdam",), limit=5),
-        ops.LexicalSearch(resource_id=R, terms=("amsterdam",), limit=5, thread_id=T),
-        ops.ReadSalient(resource_id=R, threshold=0.8, limit=5),
-        ops.ReadSalient(resource_id=R, threshold=0.8, limit=5, thread_id=T),
-        ops.ReadBySeq(resource_id=R, seqs=(first.seq, second.seq)),
-        ops.ReadNeighbours(resource_id=R, thread_id=T, seq=second.seq, before=1, after=1),
-        ops.Reindex(resource_id=R, embed_roles=ROLES),
-        ops.Reindex(resource_id=None, embed_roles=ROLES),
-        # consolidation
-        ops.FindConsolidationCandidates(resource_id=R, min_chars=1),
-        ops.FindConsolidationCandidates(resource_id=None, min_chars=1),
-        ops.ClaimConsolidation(resource_id=R, thread_id=T, lease_seconds=60, now=NOW),
-        ops.ReleaseConsolidation(resource_id=R, thread_id=T),
-        ops.ReadUnconsolidated(resource_id=R, thread_id=T),
-        ops.ReadSummaries(resource_id=R, thread_id=T),
-        ops.WriteSummary(
-            resource_id=R, thread_id=T, summary=_messages("s")[0], covered=(second.seq, stored[2].seq), now=NOW
-        ),
-        ops.ReadFactCandidates(resource_id=R, min_importance=0.7, limit=10),
-        ops.MarkFactsExtracted(resource_id=R, seqs=(first.seq, second.seq), now=NOW),
-        ops.LogConsolidation(resource_id=R, thread_id=T, step="facts", outcome="failed", detail="x", now=NOW),
-        ops.ReadConsolidationLog(resource_id=R),
-        # agent state
-        ops.PutTask(task=_task("other"), create=True),
-        ops.PutTask(task=dataclasses.replace(task, is_paused=True), create=False),
-        ops.ListTasks(resource_id=R),
-        ops.ListTasks(resource_id=None),
-        ops.DeleteTask(resource_id=R, name="daily"),
-        ops.ClaimDueTasks(now=later, limit=10, lease_seconds=60, advance=advance),
-        ops.FinishTask(resource_id=R, task_id=task.id, ran_at=later, delete=False),
-        ops.FinishTask(resource_id=R, task_id=task.id, ran_at=later, delete=True),
-        ops.SyncConfigTasks(tasks=(_task("c", source="config"),), now=NOW),
-        ops.ReadMacros(resource_id=R),
-        ops.ReadMacros(resource_id=R, trigger_tool="ls"),
-        _learn("head"),
-        ops.MarkMacroUsed(resource_id=R, key=("ls", "ls", "cat", "{}"), now=NOW),
-        ops.AllowPrefix(resource_id=R, prefix="ls", now=NOW),
-        ops.RevokePrefix(resource_id=R, prefix="git status"),
-        ops.ListPrefixes(resource_id=R),
-        # keys
-        ops.CreateKey(key=ApiKey(id="k2", name="x", resources=(), admin=True, created_at=NOW), token_hash="h2"),
-        ops.FindKey(token_hash="h"),
-        ops.ListKeys(),
-        ops.RevokeKey(key_id="k1", now=NOW),
-        # items
-        ops.PutItem(item=dataclasses.replace(item, value={"t": "dog"}), embed=("dog",)),
-        ops.PutItem(item=dataclasses.replace(item, key="k2")),
-        ops.DeleteItem(resource_id=R, namespace=item.namespace, key=item.key),
-        ops.GetItem(resource_id=R, namespace=item.namespace, key=item.key),
-        ops.SearchItems(resource_id=R, prefix=("docs",)),
-        ops.ListItemNamespaces(resource_id=R),
-        ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=later),
-        ops.FinishItemEmbeddings(model="m", dim=3, done=((one_job, VECTOR),), failed=(), now=NOW),
-        ops.ReadItemVectors(resource_id=R, prefix=(), model="m"),
-    ]
+#: The fixture, under its name here (pytest finds fixtures by module attribute).
+scene = _op_cases.scene
 
 
 async def _statements(store: postgres.PostgresStore, op: ops.Op[Any]) -> int:
-    """The statements ``op``'s plan sends, run in a transaction that is rolled back."""
-    sent = 0
-    async with store._pool.connection() as conn:
-
-        async def execute(q: Q) -> Any:
-            nonlocal sent
-            sent += len(q.params) if q.fetch == "many" else 1
-            return await postgres._execute(conn, q)
-
-        async with conn.transaction(force_rollback=True):
-            await run_plan(store._handler(op)(postgres.DIALECT, op), execute)
-    return sent
+    """How many statements ``op``'s plan sends (an ``executemany`` one per row)."""
+    return sum(len(q.params) if q.fetch == "many" else 1 for q in await sent(store, op))
 
 
 async def test_the_operations_run_alone_are_exactly_those_of_one_statement(scene: Scene) -> None:
-    runnable = ops.ALL | (ops.VECTOR_SEARCH if scene.store.pgvector_schema else frozenset())
-    sent = [(op, await _statements(scene.store, op)) for op in cases(scene) if type(op) in runnable]
-    assert {type(op) for op, _ in sent} == runnable, "every operation needs a case here"
-    several = [type(op).__name__ for op, n in sent if postgres.one_statement(op) and n > 1]
+    kinds = runnable(scene)
+    sent_ = [(op, await _statements(scene.store, op)) for op in cases(scene) if type(op) in kinds]
+    assert {type(op) for op, _ in sent_} == kinds, "every operation needs a case in tests/stores/_op_cases.py"
+    several = [type(op).__name__ for op, n in sent_ if postgres.one_statement(op) and n > 1]
     assert several == [], f"run alone, yet more than one statement: {several}"
     most: dict[type[Any], int] = {}
-    for op, n in sent:
+    for op, n in sent_:
         most[type(op)] = max(n, most.get(type(op), 0))
     left_out = sorted(kind.__name__ for kind, n in most.items() if kind not in postgres._ONE_STATEMENT and n <= 1)
     assert left_out == [], f"one statement in every case: add {left_out} to postgres._ONE_STATEMENT"
