@@ -24,7 +24,7 @@ FLAT = {
 }  # fmt: skip
 PARTS = {
     "threads", "messages", "working_memory", "facts", "consolidation", "turns",
-    "tasks", "macros", "prefixes", "keys",
+    "tasks", "macros", "prefixes", "keys", "notebook",
 }  # fmt: skip
 #: What a part is built on, kept as attributes for the integrations that need the machinery.
 MACHINERY = {"store", "embedder", "indexer", "vectors", "retriever"}

@@ -18,6 +18,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
+import caderno  # noqa: E402
+from caderno.memory.connect import open_store  # noqa: E402
 from conftest import free_port, python_env, wait_healthy  # noqa: E402
 
 TOOLS = {
@@ -132,19 +134,23 @@ async def test_stdio_server_serves_every_tool_and_resource(tmp_path: Path) -> No
         }
         wm = (await session.read_resource("caderno://casa/working-memory")).contents[0]
         assert json.loads(wm.text)["version"] == 2  # type: ignore[union-attr]
-        # The snapshot froze at this server's first use of the notebook (the
-        # add above, before it wrote): the model's instructions stay put, the
-        # next session sees the entry.
-        assert (await session.read_resource("caderno://casa/notebook/user")).contents[0].text == ""  # type: ignore[union-attr]
+        # The block as a conversation starting now sees it, from the database
+        # notebook (the client keeps what it read for its conversation).
+        user = (await session.read_resource("caderno://casa/notebook/user")).contents[0]
+        assert "Prefere respostas curtas." in user.text  # type: ignore[union-attr]
+        assert (await session.read_resource("caderno://casa/notebook/memory")).contents[0].text == ""  # type: ignore[union-attr]
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         user = (await session.read_resource("caderno://casa/notebook/user")).contents[0]
         assert "Prefere respostas curtas." in user.text  # type: ignore[union-attr]
         await _ok(session, "memory", action="add", target="memory", content="O jantar de sexta ficou marcado.")
         memory_block = (await session.read_resource("caderno://casa/notebook/memory")).contents[0]
-        assert memory_block.text == ""  # type: ignore[union-attr]
+        assert "O jantar de sexta ficou marcado." in memory_block.text  # type: ignore[union-attr]
         with pytest.raises(Exception, match="not found"):
             await session.read_resource("caderno://outra/working-memory")
+    async with caderno.Memory(open_store(f"sqlite:///{db}"), embedder=None) as stored:
+        # The entries are rows of the resource: a second MCP server, or the HTTP API, sees the same notebook.
+        assert await stored.notebook("casa").entries("user") == ["Prefere respostas curtas."]
 
 
 def test_mcp_command_refuses_a_bad_resource_id(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ from _api_helpers import Api, api_fixture, assert_problem, build  # noqa: E402, 
 from fastapi.routing import APIRoute  # noqa: E402
 
 import caderno  # noqa: E402
-from caderno import Notebook  # noqa: E402
 from caderno.core.errors import StorageError  # noqa: E402
 from caderno.core.jsonvalue import MAX_PATCH_BYTES  # noqa: E402
 from caderno.server import create_app  # noqa: E402
@@ -226,7 +225,7 @@ async def test_bodies_over_the_limits_are_413(api: Api) -> None:
         assert (await c.get(f"{R}/working-memory")).json()["version"] == 0
 
 
-async def test_notebook_snapshot_is_frozen_and_refusals_are_422(api: Api) -> None:
+async def test_notebook_lives_in_the_database_and_refusals_are_422(api: Api, caderno_home: Path) -> None:
     async with api.client(await api.key("casa")) as c:
         r = await c.post(f"{R}/notebook/user", json={"action": "add", "content": "Prefere café sem açúcar."})
         assert (
@@ -234,38 +233,35 @@ async def test_notebook_snapshot_is_frozen_and_refusals_are_422(api: Api) -> Non
         )
         r = await c.post(f"{R}/notebook/memory", json={"action": "add", "content": "Feira às quintas."})
         book = (await c.get(f"{R}/notebook")).json()
-        # Frozen at the first use in this process, before the writes.
-        assert book["snapshot"] == {"memory": None, "user": None}
+        # Without a thread: what a conversation starting now would freeze.
+        assert "Feira às quintas." in book["snapshot"]["memory"] and "café" in book["snapshot"]["user"]
         assert book["entries"] == {"memory": ["Feira às quintas."], "user": ["Prefere café sem açúcar."]}
+        # A conversation's snapshot: none before it froze one, then the stored one, unmoved by later writes.
+        frozen = (await c.get(f"{R}/notebook", params={"thread_id": "jantar"})).json()["snapshot"]
+        assert frozen == {"memory": None, "user": None}
+        taken = await api.memory.notebook("casa").freeze("jantar")
         r = await c.post(
             f"{R}/notebook/memory", json={"action": "replace", "old_text": "quintas", "content": "Feira às sextas."}
         )
         assert r.json()["entries"] == ["Feira às sextas."]
+        assert (await c.get(f"{R}/notebook", params={"thread_id": "jantar"})).json()["snapshot"] == taken
+        assert "sextas" in (await c.get(f"{R}/notebook")).json()["snapshot"]["memory"]
         refused = await c.post(f"{R}/notebook/memory", json={"action": "remove", "old_text": "não existe"})
         assert "não existe" in assert_problem(refused, 422, "notebook")["detail"]
         assert_problem(
             await c.post(f"{R}/notebook/diario", json={"action": "add", "content": "x"}), 422, "invalid-request"
         )
         assert_problem(await c.post(f"{R}/notebook/memory", json={"action": "add"}), 422, "notebook")
-
-
-async def test_an_unreadable_notebook_file_hides_only_itself_over_http(api: Api, caderno_home: Path) -> None:
-    async with api.client(await api.key("casa")) as c:
-        await c.post(f"{R}/notebook/memory", json={"action": "add", "content": "Feira às quintas."})
-        user_md = Notebook.for_resource(caderno_home, "casa").path("user")
-        user_md.write_bytes(b"Ana\n\xff")  # not UTF-8
-        book = await c.get(f"{R}/notebook")
-        assert book.status_code == 200, book.text
-        assert book.json()["entries"] == {"memory": ["Feira às quintas."], "user": None}
-        assert str(caderno_home) not in book.text
-        refused = await c.post(f"{R}/notebook/user", json={"action": "add", "content": "x"})
-        assert refused.status_code == 422 and user_md.read_bytes() == b"Ana\n\xff"  # writes fail closed
+    # Rows, not files: the server wrote nothing under its home, and the export carries the notebook.
+    assert not (caderno_home / "notebooks").exists()
+    dump = await api.memory.export_resource(resource_id="casa")
+    assert dump["notebook"] == {"memory": ["Feira às sextas."], "user": ["Prefere café sem açúcar."]}
 
 
 async def test_notebook_routes_refuse_ids_that_are_paths_and_write_nothing(
     api: Api, caderno_home: Path
 ) -> None:
-    # The notebook routes keep files, not rows: the id rules apply to them too.
+    # The notebook routes apply the id rules as every route does, and write nothing for a refused id.
     before = sorted(p.relative_to(caderno_home) for p in caderno_home.rglob("*"))
     async with api.client(api.admin) as c:
         for bad in ("%2E%2E", "a%01b", "%E2%80%AEevil"):

@@ -36,6 +36,7 @@ FROZEN = {
     "0013_index_time_context": ("407c4e2031917673", "23e5b7beef6782cf"),
     "0014_summary_spans": ("b51c26ed22f4934e", "999893a1d47ff3e5"),
     "0015_cheaper_context_triggers": ("e3b0c44298fc1c14", "72826420ac7df290"),
+    "0016_notebook_and_turns": ("8411b30aa035520d", "aad41d8913bb0738"),
 }
 
 

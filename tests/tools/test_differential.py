@@ -51,6 +51,7 @@ from caderno.core.jsonvalue import MAX_JSON_DEPTH, MAX_PATCH_BYTES  # noqa: E402
 from caderno.core.validate import MAX_FACT_VALUE  # noqa: E402
 from caderno.integrations.mcp import build_server, stdio_pick  # noqa: E402
 from caderno.integrations.openai_agents import memory_tools  # noqa: E402
+from caderno.memory.notebook import NotebookPort  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.proxy import RESOURCE_HEADER, THREAD_HEADER, install_proxy  # noqa: E402
 from caderno.tools.base import ToolDef  # noqa: E402
@@ -237,9 +238,11 @@ def sdk_carries(raw: str) -> bool:
 class Store:
     memory: caderno.Memory
     home: Path
+    in_database: bool
+    """Where its notebook lives: the database (MCP, the proxy) or files under ``home`` (AgentChat, the SDK)."""
 
-    def notebook(self, rid: str) -> Notebook:
-        return Notebook.for_resource(self.home, rid)
+    def notebook(self, rid: str) -> NotebookPort:
+        return self.memory.notebook(rid) if self.in_database else Notebook.for_resource(self.home, rid).port()
 
     async def seed(self, rid: str) -> None:
         m = self.memory
@@ -259,8 +262,8 @@ class Store:
         await m.facts.remember(resource_id=rid, category="family", key="filha", value="Ana, adora xadrez")
         await m.tasks.add(resource_id=rid, name="lembrete", schedule="0 9 3 5 *", prompt="Aniversário da Ana", now=T0)
         book = self.notebook(rid)
-        book.add("user", "Prefere respostas curtas.")
-        book.add("memory", "O jantar é sexta.")
+        await book.apply("add", "user", "Prefere respostas curtas.", None)
+        await book.apply("add", "memory", "O jantar é sexta.", None)
 
     async def effect(self, rid: str) -> dict[str, Any]:
         """What a call left in the memory: working memory and its log, facts, tasks, notebook."""
@@ -275,7 +278,7 @@ class Store:
             "log": [(e["version"], e["patch"], e["source"]) for e in log],
             "facts": sorted((f.category, f.key, f.value, f.source) for f in facts),
             "tasks": sorted((t.name, t.cron_expr, t.is_paused, t.prompt, t.source, t.next_run_at) for t in tasks),
-            "notebook": {target: book.entries(target) for target in ("memory", "user")},
+            "notebook": {target: await book.readable_entries(target) for target in ("memory", "user")},
         }
 
 
@@ -294,7 +297,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         memory = await caderno.connect(
             f"sqlite:///{tmp_path / f'{name}.db'}", embedder=None, working_memory_schema=SCHEMA
         )
-        stores[name] = Store(memory=memory, home=tmp_path / f"home-{name}")
+        stores[name] = Store(memory=memory, home=tmp_path / f"home-{name}", in_database=name in ("mcp", "proxy"))
     upstream = Upstream()
     proxied = stores["proxy"]
     admin, _ = await proxied.memory.keys.create(admin=True, name="differential")
@@ -302,14 +305,11 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         async with serving(upstream.app()) as up:
             model = OpenAIChatModel(model="scripted", base_url=f"{up}/v1", api_key="upstream")
             app = create_app(proxied.memory, model=model, background=False, routers=[install_proxy])
-            # The proxy's notebooks live under $CADERNO_HOME; point it at this store's home.
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setenv("CADERNO_HOME", str(proxied.home))
-                try:
-                    async with serving(app) as base_url:
-                        yield World(stores=stores, upstream=upstream, proxy_url=base_url, admin=admin)
-                finally:
-                    await model.aclose()
+            try:
+                async with serving(app) as base_url:
+                    yield World(stores=stores, upstream=upstream, proxy_url=base_url, admin=admin)
+            finally:
+                await model.aclose()
     finally:
         for store in stores.values():
             await store.memory.close()
@@ -322,7 +322,13 @@ async def through_agent(world: World, rid: str, case: Case) -> str | None:
     store = world.stores["agent"]
     issued = ToolCall(id="c1", name=case.tool, arguments=as_model_sent(case.raw))
     model = ScriptedModel([Message.assistant(tool_calls=[issued]), Message.assistant("feito")])
-    chat = AgentChat(model=model, memory=store.memory, notebook=store.notebook, recall=True, schedule_tool=True)
+    chat = AgentChat(
+        model=model,
+        memory=store.memory,
+        notebook=lambda r: Notebook.for_resource(store.home, r),
+        recall=True,
+        schedule_tool=True,
+    )
     await chat.ask(messages="vai", resource_id=rid, thread_id="conversa")
     (result,) = [m.content for m in model.requests[1].messages if m.role == "tool"]
     return result
@@ -333,7 +339,7 @@ async def through_mcp(world: World, rid: str, case: Case) -> str | None:
     if arguments is None:
         return None
     store = world.stores["mcp"]
-    server = build_server(store.memory, stdio_pick(rid), notebooks={rid: store.notebook(rid).load()})
+    server = build_server(store.memory, stdio_pick(rid))
     async with Client(server) as client:
         result = await client.call_tool(case.tool, arguments)
     (content,) = result.content

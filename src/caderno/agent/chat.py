@@ -33,10 +33,12 @@ and patches are applied after the append.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -51,7 +53,8 @@ from ..memory.agent_memory import bind_agent_memory
 from ..memory.consolidation import summary_span
 from ..memory.context import TokenCounter, build_prompt, estimate_tokens
 from ..memory.facade import AgentMemory, Memory
-from ..memory.notebook import Notebook
+from ..memory.notebook import Notebook, NotebookPort, StoredNotebook
+from ..memory.turns import TurnLease
 from ..memory.turns import TurnContext
 from ..stores import ops
 from ..tools.base import Scope, ToolDef, Turn, as_text
@@ -70,8 +73,11 @@ __all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "RecallSettings", 
 
 log = logging.getLogger("caderno.agent")
 
-#: Conversations whose frozen notebook snapshot this process keeps (least recently used go first).
-SNAPSHOT_CACHE = 1024
+#: Resources whose file notebook this process keeps open, with its conversations' snapshots
+#: (least recently used go first). A database notebook keeps nothing here.
+NOTEBOOK_CACHE = 1024
+#: Default seconds a turn waits for another turn on its thread (in any process) before ``ThreadBusy``.
+TURN_WAIT = 30.0
 #: Default deadline of a whole turn (every model call and tool call of one
 #: ``ask``), in seconds. A healthy upstream answers a turn of a few steps in
 #: seconds to tens of seconds and a slow local model in about a minute; two
@@ -158,12 +164,16 @@ class AgentChat:
         instructions: the system prompt (``DEFAULT_INSTRUCTIONS`` when None).
         history_limit: how many stored messages of the thread to show (>= 2).
         max_steps: most model calls in one turn.
-        notebook: a ``Notebook`` for one resource, or a factory
-            ``resource_id -> Notebook`` (e.g. ``Notebook.for_resource``). Its
-            snapshot is frozen per conversation, at the thread's first turn
-            in this process, and opens every prompt of that conversation;
-            the ``memory`` tool edits the files. One ``Notebook`` instance
-            used for two resources is refused.
+        notebook: ``True`` for the database notebook of each resource (a
+            ``Memory`` only: ``memory.notebook(resource_id)``, shared by
+            every process), a file ``Notebook`` for one resource, or a
+            factory ``resource_id -> Notebook | StoredNotebook`` (e.g.
+            ``Notebook.for_resource``). Its snapshot is frozen per
+            conversation at the thread's first turn and opens every prompt
+            of that conversation: stored with the thread for a database
+            notebook (any process resumes it), kept in this process for a
+            file one. The ``memory`` tool edits it. One ``Notebook``
+            instance used for two resources is refused.
         recall: automatic recall before each turn (``True`` for the default
             ``RecallSettings``): hits from earlier conversations that are not
             in the history window are shown in a system block.
@@ -188,6 +198,9 @@ class AgentChat:
             may take before it fails with ``ModelError`` and stores nothing
             (default ``TURN_TIMEOUT``; ``None``: no deadline). The commit
             itself is not cut short.
+        turn_wait: seconds a turn waits while another turn holds its thread
+            (in this process or another one on the same database) before it
+            is refused with ``ThreadBusy`` (default ``TURN_WAIT``).
     """
 
     def __init__(
@@ -199,7 +212,7 @@ class AgentChat:
         instructions: str | None = None,
         history_limit: int = 40,
         max_steps: int = 8,
-        notebook: Notebook | Callable[[str], Notebook] | None = None,
+        notebook: Notebook | Callable[[str], Notebook | StoredNotebook] | bool | None = None,
         recall: RecallSettings | bool | None = None,
         recall_tool: bool = True,
         max_context_tokens: int | None = None,
@@ -213,6 +226,7 @@ class AgentChat:
         macros: bool = False,
         approve: Approver | None = None,
         turn_timeout: float | None = TURN_TIMEOUT,
+        turn_wait: float = TURN_WAIT,
     ) -> None:
         if history_limit < 2:
             raise UsageError("history_limit must be at least 2 (one exchange)")
@@ -269,10 +283,14 @@ class AgentChat:
         for reserved in (*offered("agent"), SCHEDULE):
             if reserved.name in self.tools:
                 raise UsageError(f"the tool name {reserved.name} is reserved")
-        self.notebook = notebook
-        self._notebooks: dict[str, Notebook] = {}
+        if notebook is True:
+            if self.full is None:
+                raise UsageError("notebook=True is the database notebook of a Memory; pass a Notebook here")
+            notebook = self.full.notebook
+        self.notebook = notebook or None
+        self._notebooks: OrderedDict[str, NotebookPort] = OrderedDict()
         self._notebook_owner: str | None = None
-        self._snapshots: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+        self.turn_wait = turn_wait
         self.instructions = DEFAULT_INSTRUCTIONS if instructions is None else instructions
         self.history_limit = history_limit
         self.max_steps = max_steps
@@ -295,7 +313,7 @@ class AgentChat:
     def tool_specs(self) -> list[ToolSpec]:
         return [*(t.spec for t in self.builtin_tools.values()), *(t.spec for t in self.tools.values())]
 
-    def notebook_for(self, resource_id: str) -> Notebook | None:
+    def notebook_for(self, resource_id: str) -> NotebookPort | None:
         """The resource's notebook (``None`` when there is none).
 
         Raises:
@@ -312,28 +330,25 @@ class AgentChat:
                     f"{resource_id!r} (notes would leak between them). Pass a factory such as "
                     "lambda r: Notebook.for_resource(home, r)"
                 )
-            return self.notebook
-        nb = self._notebooks.get(resource_id)
-        if nb is None:
-            nb = self._notebooks[resource_id] = self.notebook(resource_id)
-        return nb
+        port = self._notebooks.get(resource_id)
+        if port is None:
+            book = self.notebook if isinstance(self.notebook, Notebook) else self.notebook(resource_id)
+            port = book.port()
+            if isinstance(book, StoredNotebook):
+                return port  # holds nothing: every call reads the database
+            self._notebooks[resource_id] = port
+            while len(self._notebooks) > NOTEBOOK_CACHE:
+                self._notebooks.popitem(last=False)
+        self._notebooks.move_to_end(resource_id)
+        return port
 
     async def notebook_snapshot(self, resource_id: str, thread_id: str) -> list[str]:
-        """The notebook blocks of a conversation, frozen at its first turn in this process."""
+        """The notebook blocks of a conversation, frozen at its first turn (see ``notebook``)."""
         notebook = self.notebook_for(resource_id)
         if notebook is None:
             return []
-        key = (resource_id, thread_id)
-        blocks = self._snapshots.get(key)
-        if blocks is None:
-            # A file load() cannot read (a planted link, a FIFO, a huge file) hides only itself.
-            await asyncio.to_thread(notebook.load)
-            blocks = [s for s in (notebook.snapshot("memory"), notebook.snapshot("user")) if s]
-            self._snapshots[key] = blocks
-            while len(self._snapshots) > SNAPSHOT_CACHE:
-                self._snapshots.popitem(last=False)
-        self._snapshots.move_to_end(key)
-        return blocks
+        # A file it cannot read (a planted link, a FIFO, a huge file) hides only itself.
+        return await notebook.blocks(thread_id)
 
     async def ask(
         self,
@@ -364,9 +379,13 @@ class AgentChat:
         nothing. A caller cancelled while the turn is committing does not
         undo it: the commit is one transaction, all or nothing.
 
-        Two asks on the same thread in this process run one after the other;
-        across processes they may interleave by whole turns (each turn is
-        one transaction).
+        Two asks on the same thread run one after the other, in this
+        process (a lock) and across processes on one database (a lease on
+        the thread, renewed while the turn runs, with an expiry so that a
+        killed process releases it; no database lock is held across a
+        model call). A turn that waits past ``turn_wait`` is refused with
+        ``ThreadBusy``; one whose lease was taken over after it expired
+        stores nothing and raises ``ThreadBusy``.
 
         Raises:
             ModelError: the model failed, returned an empty message or a tool
@@ -385,7 +404,7 @@ class AgentChat:
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
-            async with lock:
+            async with lock, self._hold(resource_id, thread_id) as lease:
                 if idempotency_key is not None:
                     stored = await find_turn(self.port, resource_id, thread_id, idempotency_key)
                     if stored is not None:
@@ -397,6 +416,7 @@ class AgentChat:
                     trusted=trusted,
                     instructions=instructions,
                     key=idempotency_key,
+                    lease=lease,
                 )
                 return await self._turn(turn)
         finally:
@@ -405,6 +425,12 @@ class AgentChat:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
+
+    def _hold(self, resource_id: str, thread_id: str) -> AbstractAsyncContextManager[TurnLease | None]:
+        """The thread's turn lease across processes (a ``Memory`` whose store keeps leases); else nothing."""
+        if self.full is not None and self.full.supports(*ops.TURNS):
+            return self.full.turns.hold(resource_id=resource_id, thread_id=thread_id, wait=self.turn_wait)
+        return contextlib.nullcontext(None)
 
     # -- one turn ----------------------------------------------------------------
 
@@ -441,7 +467,7 @@ class AgentChat:
             ids = turn_ids(resource_id, thread_id, spec.key, len(turn))
             turn = [m.with_(id=i) for m, i in zip(turn, ids, strict=True)]
         try:
-            stored, final_state = await self._commit(resource_id, thread_id, turn, held, state)
+            stored, final_state = await self._commit(resource_id, thread_id, turn, held, state, spec.lease)
         except UsageError:
             # Another process stored this key's turn while this one ran: return that one.
             again = await find_turn(self.port, resource_id, thread_id, spec.key) if spec.key else None
@@ -542,7 +568,13 @@ class AgentChat:
         return turn, records, held, state, prompt
 
     async def _commit(
-        self, resource_id: str, thread_id: str, turn: list[Message], held: _Held, state: WorkingMemory | None
+        self,
+        resource_id: str,
+        thread_id: str,
+        turn: list[Message],
+        held: _Held,
+        state: WorkingMemory | None,
+        lease: TurnLease | None,
     ) -> tuple[list[Message], WorkingMemory | None]:
         """Store the turn: one transaction on a ``Memory`` (messages, patches, facts)."""
         if self.full is not None:
@@ -555,6 +587,7 @@ class AgentChat:
                 messages=turn,
                 patches=[(p, WM_SOURCE) for p in held.turn.patches],
                 extra=extra,
+                lease=lease,
             )
             return stored, patched or state
         # A four-method memory has no transaction spanning calls: append first,
@@ -581,7 +614,7 @@ class AgentChat:
         self,
         call: ToolCall,
         held: _Held,
-        notebook: Notebook | None,
+        notebook: NotebookPort | None,
         builtin: dict[str, ToolDef[Any]],
         specs: list[ToolSpec],
     ) -> ToolCallRecord:
@@ -728,6 +761,8 @@ class _Turn:
     trusted: bool
     instructions: str | None
     key: str | None
+    lease: TurnLease | None = None
+    """The thread's turn lease this turn holds (its commit checks it), if the store keeps leases."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -9,6 +9,7 @@ The tree::
     │   └── Unsupported                the store does not handle an operation
     ├── NotFound (LookupError)         missing, including a thread owned by another resource
     ├── Conflict                       expected_version mismatch
+    │   └── ThreadBusy                 another turn holds the thread (any process)
     ├── NotebookError                  carries the message the model will read
     ├── ModelError                     a model adapter failed or ran out of steps
     ├── MissingExtra (ImportError)     an optional dependency is not installed
@@ -34,6 +35,7 @@ __all__ = [
     "NotebookError",
     "SchemaTooNew",
     "StorageError",
+    "ThreadBusy",
     "Unsupported",
     "UsageError",
 ]
@@ -95,6 +97,17 @@ class Conflict(CadernoError):
         self.resource_id = resource_id
         self.expected = expected
         self.actual = actual
+
+
+class ThreadBusy(Conflict):
+    """Another turn holds the thread (in this process or another one) past the wait, or took it over.
+
+    HTTP 409. Nothing of the refused turn was stored; the client may retry.
+    """
+
+    def __init__(self, message: str, *, resource_id: str, thread_id: str) -> None:
+        super().__init__(message, resource_id=resource_id, expected=None, actual=None)
+        self.thread_id = thread_id
 
 
 class NotebookError(CadernoError):

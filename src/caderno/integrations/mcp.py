@@ -22,22 +22,21 @@ patch, version conflict, a full notebook) is an MCP tool error whose text is
 
 Resources: ``caderno://{resource}/working-memory`` (JSON, as
 ``get_working_memory`` answers) and ``caderno://{resource}/notebook/{memory|user}``
-— the notebook block as the model sees it in its instructions, frozen at
-this server's first use of the notebook (see ``caderno.memory.notebook``: the
-snapshot stays put while writes reach disk).
+— the notebook block as a conversation starting now sees it in its
+instructions, read from the database notebook (``memory.notebook``) shared
+by every process. MCP names no conversation, so the client keeps the block
+it read for the rest of its conversation; this server keeps nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from ..core.errors import CadernoError, MissingExtra
-from ..core.files import caderno_home
 from ..memory.facade import Memory
-from ..memory.notebook import Notebook
+from ..memory.notebook import NotebookPort
 from ..tools.base import Effect, Outcome, Scope, ToolDef, check_value, refused
 from ..tools.catalog import offered
 from ..tools.working_memory import state_payload
@@ -108,7 +107,11 @@ def _resource_errors() -> Iterator[None]:
 
 
 def build_server(
-    memory: Memory, pick: Pick, *, listed: tuple[str, ...] = (), notebooks: dict[str, Notebook] | None = None
+    memory: Memory,
+    pick: Pick,
+    *,
+    listed: tuple[str, ...] = (),
+    notebook: Callable[[str], NotebookPort] | None = None,
 ) -> MCPServer[Any]:
     """The MCP server over ``memory``.
 
@@ -119,19 +122,13 @@ def build_server(
         listed: resources whose MCP resources are listed by ``resources/list``
             (stdio: the one resource); the URI templates serve every resource
             ``pick`` allows either way.
-        notebooks: the notebooks by resource, shared with the HTTP API when
-            mounted there (one frozen snapshot per process).
+        notebook: the resource's notebook (default: the database one,
+            ``memory.notebook(resource)``).
     """
     from ..core.version import __version__
 
-    books: dict[str, Notebook] = {} if notebooks is None else notebooks
-
-    def notebook_of(rid: str) -> Notebook:
-        # Loaded (snapshot frozen) on first use, then kept: the model's
-        # instructions stay the same for the life of this server.
-        if rid not in books:
-            books.setdefault(rid, Notebook.for_resource(caderno_home(), rid).load())
-        return books[rid]
+    def notebook_of(rid: str) -> NotebookPort:
+        return notebook(rid) if notebook is not None else memory.notebook(rid)
 
     tools: list[Tool] = [_CatalogTool.bind(tool, memory, pick, notebook_of) for tool in offered("mcp")]
     server: MCPServer[Any] = MCPServer(name="caderno", version=__version__, instructions=INSTRUCTIONS, tools=tools)
@@ -144,7 +141,7 @@ def build_server(
         if target not in ("memory", "user"):
             raise ResourceNotFoundError(f"no notebook {target!r}: use memory or user")
         with _resource_errors():
-            return await asyncio.to_thread(lambda: notebook_of(rid).snapshot(target) or "")
+            return (await notebook_of(rid).snapshot_now())[target] or ""
 
     @server.resource(
         "caderno://{resource}/working-memory",
@@ -160,7 +157,7 @@ def build_server(
     @server.resource(
         "caderno://{resource}/notebook/{target}",
         name="notebook",
-        description="The notebook block (target memory or user) as it appears in the instructions, frozen.",
+        description="The notebook block (target memory or user) as a conversation starting now sees it.",
         mime_type="text/markdown",
     )
     async def notebook_template(resource: str, target: str, ctx: Context) -> str:
@@ -194,7 +191,7 @@ def _list_resources(
         server.resource(
             f"caderno://{rid}/notebook/{target}",
             name=f"{rid} notebook: {target}",
-            description=f"The notebook's frozen snapshot of {what}, as the model's instructions show it.",
+            description=f"The notebook block of {what}, as a conversation starting now sees it.",
             mime_type="text/markdown",
         )(_reader(read_notebook, rid, target))
 
@@ -217,7 +214,7 @@ class _CatalogTool(Tool):
 
     @classmethod
     def bind(
-        cls, tool: ToolDef[Any], memory: Memory, pick: Pick, notebook_of: Callable[[str], Notebook]
+        cls, tool: ToolDef[Any], memory: Memory, pick: Pick, notebook_of: Callable[[str], NotebookPort]
     ) -> _CatalogTool:
         schema = {**tool.parameters, "properties": {**tool.parameters["properties"], "resource": RESOURCE_ARGUMENT}}
 

@@ -380,7 +380,8 @@ def memory_tools(
     from ..tools.catalog import offered
 
     book = _notebook(resource_id, notebook)
-    scope = Scope(memory=memory, resource_id=resource_id, notebook=lambda: book)
+    port = book.port()
+    scope = Scope(memory=memory, resource_id=resource_id, notebook=lambda: port)
     return [_function_tool(sdk, tool, scope) for tool in offered("openai-agents")]
 
 

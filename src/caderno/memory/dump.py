@@ -48,7 +48,7 @@ def check_dump(data: Any) -> dict[str, Any]:
         raise UsageError(f"unsupported export version {data.get('version')!r}; this caderno reads {VERSION}")
     check_json(data, "export", max_bytes=None, max_depth=DUMP_DEPTH)  # JSON only, bounded depth, no NaN
     check_name(data.get("resource_id"), "export resource_id")
-    unknown = set(data) - {"format", "version", "resource_id", "working_memory", "threads", *_LISTS}
+    unknown = set(data) - {"format", "version", "resource_id", "working_memory", "notebook", "threads", *_LISTS}
     if unknown:
         raise UsageError(f"export has unknown section(s): {', '.join(sorted(unknown))}")
     # New lists: entries are replaced by checked copies, never in the caller's lists.
@@ -90,6 +90,7 @@ def check_dump(data: Any) -> dict[str, Any]:
         check_time(e["created_at"], f"{where}.created_at")
     _check_state(out)
     _check_items(out["items"])
+    out["notebook"] = _check_notebook(data.get("notebook"))
 
     ids: set[str] = set()
     threads = []
@@ -172,6 +173,27 @@ def _message(raw: Any, where: str) -> Message:
     except UsageError as exc:
         raise UsageError(f"export {where}: {exc}") from None
     return m
+
+
+def _check_notebook(raw: Any) -> dict[str, list[str]]:
+    """The notebook section: each entry by the notebook's own rules (it reaches the model's instructions)."""
+    from ..core.errors import NotebookError
+    from .notebook import check_entry
+
+    if raw is None:
+        return {"memory": [], "user": []}
+    if not isinstance(raw, dict) or set(raw) - {"memory", "user"}:
+        raise UsageError("export notebook must be an object with the lists memory and user")
+    out: dict[str, list[str]] = {}
+    for target in ("memory", "user"):
+        entries = raw.get(target) or []
+        if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+            raise UsageError(f"export notebook.{target} must be a list of strings")
+        try:
+            out[target] = list(dict.fromkeys(check_entry(e) for e in entries))
+        except NotebookError as exc:
+            raise UsageError(f"export notebook.{target}: {exc}") from None
+    return out
 
 
 def _check_state(out: dict[str, Any]) -> None:

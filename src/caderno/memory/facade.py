@@ -50,6 +50,7 @@ from .facts import Facts
 from .importance import EMBEDDED_ROLES
 from .indexer import Indexer
 from .messages import Messages, detached
+from .notebook import MEMORY_CHAR_LIMIT, USER_CHAR_LIMIT, StoredNotebook
 from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Recalled, Retriever, VectorIndex
 from .state import Keys, Macros, Prefixes, Tasks
 from .threads import Threads
@@ -176,6 +177,18 @@ class Memory:
         """Approved command prefixes (``caderno.memory.state.Prefixes``)."""
         self.keys = Keys(self.run)
         """HTTP API keys (``caderno.memory.state.Keys``)."""
+
+    def notebook(
+        self, resource_id: str, *, memory_char_limit: int = MEMORY_CHAR_LIMIT, user_char_limit: int = USER_CHAR_LIMIT
+    ) -> StoredNotebook:
+        """The resource's notebook in this database (``caderno.memory.notebook.StoredNotebook``).
+
+        The same rules and budgets as a file ``Notebook``, seen alike by every
+        process on the database.
+        """
+        return StoredNotebook(
+            self.run, resource_id, memory_char_limit=memory_char_limit, user_char_limit=user_char_limit
+        )
 
     # -- the port ----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ named by their names only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import hashlib
@@ -38,17 +39,23 @@ import json
 import logging
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from ..core.clock import utcnow
 from ..core.errors import NotebookError
 from ..core.files import atomic_write, locked, read_regular
 from ..core.messages import ToolSpec
 from ..core.text import first_invisible
+from ..core.validate import check_id, check_name
+from ..stores import ops
+from ..stores.base import Runner
 
-__all__ = ["DELIMITER", "MEMORY_TOOL_SPEC", "Notebook", "NotebookOutcome"]
+__all__ = ["DELIMITER", "MEMORY_TOOL_SPEC", "Notebook", "NotebookOutcome", "NotebookPort", "StoredNotebook"]
 
 log = logging.getLogger("caderno.memory.notebook")
 
@@ -221,6 +228,183 @@ def _preview(entry: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+# -- the rules, wherever the notebook lives ---------------------------------------------------
+
+#: Default character budgets of the two targets, delimiters included.
+MEMORY_CHAR_LIMIT = 2200
+USER_CHAR_LIMIT = 1375
+#: Conversations whose frozen snapshot a file notebook keeps in this process (least recently used go first).
+SNAPSHOT_CACHE = 1024
+#: Compare-and-swap attempts of a database notebook write before it gives up (each loses only to another
+#: writer's success, so running out means the notebook is being rewritten faster than it can be read).
+WRITE_ATTEMPTS = 8
+
+#: An edit of one target's entries: ``(entries, limit) -> (new entries, message, changed)``.
+Edit = Callable[[list[str], int], tuple[list[str], str, bool]]
+
+
+def check_target(target: Any) -> str:
+    if target not in FILES:
+        raise NotebookError(f"Invalid target {target!r}. Use 'memory' or 'user'.")
+    return str(target)
+
+
+def check_entry(content: str | None, what: str = "Content") -> str:
+    """An entry as it is stored (stripped), or ``NotebookError``: empty, a ``§`` line, or what ``scan`` refuses."""
+    content = (content or "").strip()
+    if not content:
+        raise NotebookError(f"{what} is empty; nothing to save.")
+    if re.search(r"(^|\n)§(\n|$)", content):
+        raise NotebookError(f"{what} may not contain a line holding only '§' (the entry separator).")
+    scan(content)
+    return content
+
+
+def _check_old_text(old_text: str | None) -> str:
+    if not (old_text or "").strip():
+        raise NotebookError("old_text is empty. Give a short, unique piece of the entry to change.")
+    return (old_text or "").strip()
+
+
+def _match(entries: list[str], old_text: str) -> int:
+    hits = [i for i, e in enumerate(entries) if old_text in e]
+    if not hits:
+        raise NotebookError(f"No entry matched {old_text!r}. Current entries:\n{_listing(entries)}")
+    if len({entries[i] for i in hits}) > 1:
+        previews = "\n".join(f"- {_preview(entries[i])}" for i in hits)
+        raise NotebookError(f"Multiple entries matched {old_text!r}. Be more specific. Matches:\n{previews}")
+    return hits[0]
+
+
+def _check_limit(target: str, limit: int, before: list[str], after: list[str], what: str) -> None:
+    used, new_used = len(DELIMITER.join(before)), len(DELIMITER.join(after))
+    if new_used > limit:
+        raise NotebookError(
+            f"{FILES[target]} is at {used:,}/{limit:,} chars; {what} would make it {new_used:,}. "
+            f"Consolidate first: merge or shorten entries with 'replace', or drop stale ones with 'remove', "
+            f"then retry. Current entries:\n{_listing(before)}"
+        )
+
+
+def _listing(entries: list[str]) -> str:
+    return "\n".join(f"- {_preview(e, 120)}" for e in entries) or "(none)"
+
+
+def plan_edit(action: Any, target: Any, content: Any, old_text: Any) -> Edit:
+    """Check one action's arguments and return the edit it makes; ``NotebookError`` with the model's message.
+
+    The arguments come from a model: a number or a list where text belongs is
+    an error it can read, not a TypeError in the agent. Everything that does
+    not need the current entries is checked here, before any read or lock.
+    """
+    for name, value in (("action", action), ("target", target), ("content", content), ("old_text", old_text)):
+        if value is not None and not isinstance(value, str):
+            raise NotebookError(f"'{name}' must be a string, not {type(value).__name__}.")
+    target = check_target(target)
+    if action == "add":
+        if content is None:
+            raise NotebookError("'add' needs content: the entry to save.")
+        entry = check_entry(content, "Content")
+
+        def add(entries: list[str], limit: int) -> tuple[list[str], str, bool]:
+            if entry in entries:
+                return entries, "Entry already exists (no duplicate added).", False
+            new = entries + [entry]
+            _check_limit(target, limit, entries, new, f"adding this entry ({len(entry):,} chars)")
+            return new, "Entry added.", True
+
+        return add
+    if action == "replace":
+        if old_text is None:
+            raise NotebookError("'replace' needs old_text: a short unique piece of the entry to change.")
+        if content is None:
+            raise NotebookError("'replace' needs content: the new text of the entry.")
+        old = _check_old_text(old_text)
+        if not content.strip():
+            raise NotebookError("New content is empty. To delete an entry, use 'remove'.")
+        entry = check_entry(content, "New content")
+
+        def replace(entries: list[str], limit: int) -> tuple[list[str], str, bool]:
+            index = _match(entries, old)
+            new = _dedupe(entries[:index] + [entry] + entries[index + 1 :])
+            _check_limit(target, limit, entries, new, "this replacement")
+            return new, "Entry replaced.", True
+
+        return replace
+    if action == "remove":
+        if old_text is None:
+            raise NotebookError("'remove' needs old_text: a short unique piece of the entry to remove.")
+        old = _check_old_text(old_text)
+
+        def remove(entries: list[str], limit: int) -> tuple[list[str], str, bool]:
+            index = _match(entries, old)
+            return entries[:index] + entries[index + 1 :], "Entry removed.", True
+
+        return remove
+    raise NotebookError(f"Unknown action {action!r}. Use: add, replace, remove.")
+
+
+def render(target: str, entries: list[str], limit: int) -> str | None:
+    """The block the model's instructions show for ``target`` (``None`` when it has no entries)."""
+    if not entries:
+        return None
+    header = f"{HEADERS[target]} [{_usage(len(DELIMITER.join(entries)), limit)}]"
+    return f"{RULE}\n{header}\n{RULE}\n{DELIMITER.join(entries)}"
+
+
+def outcome(target: str, entries: list[str], limit: int, message: str) -> NotebookOutcome:
+    return NotebookOutcome(
+        target=target,
+        entries=entries,
+        entry_count=len(entries),
+        usage=_usage(len(DELIMITER.join(entries)), limit),
+        message=message,
+    )
+
+
+def tool_json(result: NotebookOutcome | NotebookError, usage: str | None) -> str:
+    """The notebook's own JSON answer (``{"success": …}``) for a direct caller of ``tool()``."""
+    if isinstance(result, NotebookError):
+        payload: dict[str, Any] = {"success": False, "error": str(result)}
+        if usage is not None:
+            payload["usage"] = usage
+        return json.dumps(payload, ensure_ascii=False)
+    return json.dumps({"success": True, **asdict(result)}, ensure_ascii=False)
+
+
+class NotebookPort(Protocol):
+    """What the agent, the tools and the servers use of a notebook, wherever it lives.
+
+    ``Notebook(dir).port()`` (files, this machine) and ``StoredNotebook``
+    (the database, every process) both give one.
+    """
+
+    async def blocks(self, thread_id: str) -> list[str]:
+        """The conversation's frozen notebook blocks, taken at its first call."""
+        ...
+
+    async def apply(
+        self, action: Any, target: Any, content: Any, old_text: Any, *, dry_run: bool = False
+    ) -> NotebookOutcome:
+        """Run one action; ``NotebookError`` with the model's message."""
+        ...
+
+    async def usage(self, target: Any) -> str | None:
+        """How full ``target`` is now; ``None`` when unknown."""
+        ...
+
+    async def readable_entries(self, target: str) -> list[str] | None:
+        """The live entries, or ``None`` when they cannot be read."""
+        ...
+
+    async def snapshot_now(self) -> dict[str, str | None]:
+        """The blocks a conversation starting now would freeze."""
+        ...
+
+
+# -- the notebook in files --------------------------------------------------------------------
+
+
 class Notebook:
     """MEMORY.md and USER.md in one directory, with a snapshot frozen at load.
 
@@ -230,7 +414,9 @@ class Notebook:
         user_char_limit: most characters of USER.md, delimiters included.
     """
 
-    def __init__(self, directory: str | Path, *, memory_char_limit: int = 2200, user_char_limit: int = 1375) -> None:
+    def __init__(
+        self, directory: str | Path, *, memory_char_limit: int = MEMORY_CHAR_LIMIT, user_char_limit: int = USER_CHAR_LIMIT
+    ) -> None:
         self.directory = Path(directory)
         self.limits = {"memory": memory_char_limit, "user": user_char_limit}
         self._snapshot: dict[str, str | None] | None = None
@@ -243,12 +429,14 @@ class Notebook:
         such as ``../../etc``, absolute paths, NUL bytes or very long ids can
         never leave ``home``, and two ids never share a directory.
         """
-        slug = re.sub(r"[^A-Za-z0-9_-]", "_", resource_id)[:48] or "_"
-        digest = hashlib.sha256(resource_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        return cls(Path(home) / "notebooks" / f"{slug}-{digest}", **limits)
+        return cls(resource_directory(home, resource_id), **limits)
 
     def path(self, target: str) -> Path:
-        return self.directory / FILES[self._check_target(target)]
+        return self.directory / FILES[check_target(target)]
+
+    def port(self) -> NotebookPort:
+        """This notebook as the agent and the servers use it (off the event loop; snapshots kept per conversation)."""
+        return _FilePort(self)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -278,14 +466,19 @@ class Notebook:
         but are hidden, and a write to it will be refused) and the detail,
         with the path, goes to the log. The other file is shown as usual.
         """
-        self._snapshot = {}
+        self._snapshot = self.snapshot_now()
+        return self
+
+    def snapshot_now(self) -> dict[str, str | None]:
+        """Both blocks as a conversation starting now would freeze them (a file it cannot read: its note)."""
+        blocks: dict[str, str | None] = {}
         for target in FILES:
             entries = self.readable_entries(target)
             if entries is None:
-                self._snapshot[target] = f"{HEADERS[target]}: not shown, {FILES[target]} could not be read."
+                blocks[target] = f"{HEADERS[target]}: not shown, {FILES[target]} could not be read."
             else:
-                self._snapshot[target] = self._render(target, entries) if entries else None
-        return self
+                blocks[target] = render(target, entries, self.limits[target])
+        return blocks
 
     def snapshot(self, target: str) -> str | None:
         """The block frozen at ``load()``, or ``None`` when that file was empty.
@@ -293,7 +486,7 @@ class Notebook:
         A file ``load()`` could not read gives its one-line note instead.
         Nothing done after ``load()`` changes it.
         """
-        self._check_target(target)
+        check_target(target)
         if self._snapshot is None:
             raise NotebookError("call load() before snapshot()")
         return self._snapshot[target]
@@ -320,45 +513,32 @@ class Notebook:
             log.warning("notebook file %s not shown: %s", self.path(target), exc)
             return None
 
-    def _render(self, target: str, entries: list[str]) -> str:
-        used = len(DELIMITER.join(entries))
-        header = f"{HEADERS[target]} [{_usage(used, self.limits[target])}]"
-        return f"{RULE}\n{header}\n{RULE}\n{DELIMITER.join(entries)}"
-
     # -- writing -----------------------------------------------------------------------------
 
     def add(self, target: str, content: str, *, dry_run: bool = False) -> NotebookOutcome:
         """Add an entry. Raises ``NotebookError`` with a message for the model."""
-        content = self._check_content(content, "Content")
-        with self._locked(target):
-            entries = self.entries(target)
-            if content in entries:
-                return self._outcome(target, entries, "Entry already exists (no duplicate added).")
-            new = entries + [content]
-            self._check_limit(target, entries, new, f"adding this entry ({len(content):,} chars)")
-            return self._commit(target, new, "Entry added.", dry_run)
+        return self.apply("add", target, content, None, dry_run=dry_run)
 
     def replace(self, target: str, old_text: str, content: str, *, dry_run: bool = False) -> NotebookOutcome:
         """Replace the one entry containing ``old_text`` with ``content``."""
-        old_text = self._check_old_text(old_text)
-        if not (content or "").strip():
-            raise NotebookError("New content is empty. To delete an entry, use 'remove'.")
-        content = self._check_content(content, "New content")
-        with self._locked(target):
-            entries = self.entries(target)
-            index = self._match(target, entries, old_text)
-            new = entries[:index] + [content] + entries[index + 1 :]
-            new = _dedupe(new)
-            self._check_limit(target, entries, new, "this replacement")
-            return self._commit(target, new, "Entry replaced.", dry_run)
+        return self.apply("replace", target, content, old_text, dry_run=dry_run)
 
     def remove(self, target: str, old_text: str, *, dry_run: bool = False) -> NotebookOutcome:
         """Remove the one entry containing ``old_text``."""
-        old_text = self._check_old_text(old_text)
+        return self.apply("remove", target, None, old_text, dry_run=dry_run)
+
+    def apply(
+        self, action: Any, target: Any, content: Any, old_text: Any, *, dry_run: bool = False
+    ) -> NotebookOutcome:
+        """Dispatch one action under the file's lock; raises ``NotebookError`` with the model's message."""
+        edit = plan_edit(action, target, content, old_text)
+        limit = self.limits[target]
         with self._locked(target):
             entries = self.entries(target)
-            index = self._match(target, entries, old_text)
-            return self._commit(target, entries[:index] + entries[index + 1 :], "Entry removed.", dry_run)
+            new, message, changed = edit(entries, limit)
+            if changed and not dry_run:
+                self._write(target, new)
+            return outcome(target, new, limit, message)
 
     @contextlib.contextmanager
     def _locked(self, target: str) -> Iterator[None]:
@@ -373,74 +553,23 @@ class Notebook:
                 ) from None
             yield
 
-    def _commit(self, target: str, entries: list[str], message: str, dry_run: bool) -> NotebookOutcome:
-        if not dry_run:
-            path = self.path(target)
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                atomic_write(path, DELIMITER.join(entries) + ("\n" if entries else ""))
-            except OSError as exc:
-                # The write is atomic, so a full disk or a size limit leaves
-                # the old file whole; the model gets a reason, not a crash.
-                raise NotebookError(
-                    f"Could not write {path.name}: {_os_problem(exc, path.name)}. {path.name} is unchanged; "
-                    f"this is a problem with the disk, not with the entry, so do not retry now."
-                ) from None
-        return self._outcome(target, entries, message)
-
-    def _outcome(self, target: str, entries: list[str], message: str) -> NotebookOutcome:
-        used = len(DELIMITER.join(entries))
-        return NotebookOutcome(
-            target=target,
-            entries=entries,
-            entry_count=len(entries),
-            usage=_usage(used, self.limits[target]),
-            message=message,
-        )
-
-    def _check_target(self, target: str) -> str:
-        if target not in FILES:
-            raise NotebookError(f"Invalid target {target!r}. Use 'memory' or 'user'.")
-        return target
-
-    @staticmethod
-    def _check_content(content: str | None, what: str) -> str:
-        content = (content or "").strip()
-        if not content:
-            raise NotebookError(f"{what} is empty; nothing to save.")
-        if re.search(r"(^|\n)§(\n|$)", content):
-            raise NotebookError(f"{what} may not contain a line holding only '§' (the entry separator).")
-        scan(content)
-        return content
-
-    @staticmethod
-    def _check_old_text(old_text: str | None) -> str:
-        if not (old_text or "").strip():
-            raise NotebookError("old_text is empty. Give a short, unique piece of the entry to change.")
-        return (old_text or "").strip()
-
-    def _match(self, target: str, entries: list[str], old_text: str) -> int:
-        hits = [i for i, e in enumerate(entries) if old_text in e]
-        if not hits:
-            raise NotebookError(f"No entry matched {old_text!r}. Current entries:\n{self._listing(entries)}")
-        if len({entries[i] for i in hits}) > 1:
-            previews = "\n".join(f"- {_preview(entries[i])}" for i in hits)
-            raise NotebookError(f"Multiple entries matched {old_text!r}. Be more specific. Matches:\n{previews}")
-        return hits[0]
-
-    def _check_limit(self, target: str, before: list[str], after: list[str], what: str) -> None:
-        limit = self.limits[target]
-        used, new_used = len(DELIMITER.join(before)), len(DELIMITER.join(after))
-        if new_used > limit:
+    def _write(self, target: str, entries: list[str]) -> None:
+        path = self.path(target)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, DELIMITER.join(entries) + ("\n" if entries else ""))
+        except OSError as exc:
+            # The write is atomic, so a full disk or a size limit leaves
+            # the old file whole; the model gets a reason, not a crash.
             raise NotebookError(
-                f"{FILES[target]} is at {used:,}/{limit:,} chars; {what} would make it {new_used:,}. "
-                f"Consolidate first: merge or shorten entries with 'replace', or drop stale ones with 'remove', "
-                f"then retry. Current entries:\n{self._listing(before)}"
-            )
+                f"Could not write {path.name}: {_os_problem(exc, path.name)}. {path.name} is unchanged; "
+                f"this is a problem with the disk, not with the entry, so do not retry now."
+            ) from None
 
-    @staticmethod
-    def _listing(entries: list[str]) -> str:
-        return "\n".join(f"- {_preview(e, 120)}" for e in entries) or "(none)"
+    def replace_all(self, target: str, entries: list[str]) -> None:
+        """Write ``target``'s entries as given (already checked), under its lock: ``caderno notes export``."""
+        with self._locked(check_target(target)):
+            self._write(target, entries)
 
     # -- the model's tool ----------------------------------------------------------------------
 
@@ -460,14 +589,9 @@ class Notebook:
         tool); both show ``usage`` beside a refusal.
         """
         try:
-            outcome = self.apply(action, target, content, old_text, dry_run=dry_run)
+            return tool_json(self.apply(action, target, content, old_text, dry_run=dry_run), None)
         except NotebookError as exc:
-            payload: dict[str, Any] = {"success": False, "error": str(exc)}
-            usage = self.usage(target)
-            if usage is not None:
-                payload["usage"] = usage
-            return json.dumps(payload, ensure_ascii=False)
-        return json.dumps({"success": True, **asdict(outcome)}, ensure_ascii=False)
+            return tool_json(exc, self.usage(target))
 
     def usage(self, target: Any) -> str | None:
         """How full ``target`` is now (``P% — used/limit chars``), read from disk; ``None`` when unknown.
@@ -483,31 +607,185 @@ class Notebook:
             return None
         return _usage(len(DELIMITER.join(live)), self.limits[target])
 
-    def apply(
-        self, action: str, target: str, content: str | None, old_text: str | None, *, dry_run: bool = False
+
+def resource_directory(home: str | Path, resource_id: str) -> Path:
+    """The directory of a resource's file notebook under ``home`` (a slug plus a hash: never a path)."""
+    slug = re.sub(r"[^A-Za-z0-9_-]", "_", resource_id)[:48] or "_"
+    digest = hashlib.sha256(resource_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return Path(home) / "notebooks" / f"{slug}-{digest}"
+
+
+class _FilePort:
+    """A file ``Notebook`` as a ``NotebookPort``: file work off the event loop, snapshots kept in this process.
+
+    A file notebook belongs to one machine, so its conversations' snapshots
+    live here, bounded (``SNAPSHOT_CACHE``; a conversation pushed out takes a
+    new snapshot at its next turn).
+    """
+
+    def __init__(self, book: Notebook) -> None:
+        self.book = book
+        self._snapshots: OrderedDict[str, list[str]] = OrderedDict()
+
+    async def blocks(self, thread_id: str) -> list[str]:
+        found = self._snapshots.get(thread_id)
+        if found is None:
+            now = await self.snapshot_now()
+            found = self._snapshots[thread_id] = [b for b in now.values() if b]
+            while len(self._snapshots) > SNAPSHOT_CACHE:
+                self._snapshots.popitem(last=False)
+        self._snapshots.move_to_end(thread_id)
+        return found
+
+    async def apply(
+        self, action: Any, target: Any, content: Any, old_text: Any, *, dry_run: bool = False
     ) -> NotebookOutcome:
-        """Dispatch one action; raises ``NotebookError`` with the model's message."""
-        # The arguments come from a model: a number or a list where text
-        # belongs must be an error it can read, not a TypeError in the agent.
-        for name, value in (("action", action), ("target", target), ("content", content), ("old_text", old_text)):
-            if value is not None and not isinstance(value, str):
-                raise NotebookError(f"'{name}' must be a string, not {type(value).__name__}.")
-        self._check_target(target)
-        if action == "add":
-            if content is None:
-                raise NotebookError("'add' needs content: the entry to save.")
-            return self.add(target, content, dry_run=dry_run)
-        if action == "replace":
-            if old_text is None:
-                raise NotebookError("'replace' needs old_text: a short unique piece of the entry to change.")
-            if content is None:
-                raise NotebookError("'replace' needs content: the new text of the entry.")
-            return self.replace(target, old_text, content, dry_run=dry_run)
-        if action == "remove":
-            if old_text is None:
-                raise NotebookError("'remove' needs old_text: a short unique piece of the entry to remove.")
-            return self.remove(target, old_text, dry_run=dry_run)
-        raise NotebookError(f"Unknown action {action!r}. Use: add, replace, remove.")
+        return await asyncio.to_thread(self.book.apply, action, target, content, old_text, dry_run=dry_run)
+
+    async def usage(self, target: Any) -> str | None:
+        return await asyncio.to_thread(self.book.usage, target)
+
+    async def readable_entries(self, target: str) -> list[str] | None:
+        return await asyncio.to_thread(self.book.readable_entries, target)
+
+    async def snapshot_now(self) -> dict[str, str | None]:
+        return await asyncio.to_thread(self.book.snapshot_now)
+
+
+# -- the notebook in the database -------------------------------------------------------------
+
+
+class StoredNotebook:
+    """A resource's notebook in the database: the same rules, seen alike by every process.
+
+    Each target's entries are one row with a version; an edit reads, applies
+    the rules (``plan_edit``: budgets, unique substrings, the scan) and
+    writes by compare-and-swap, reading again when another writer got there
+    first. A conversation's snapshot is stored with its thread the first
+    time the conversation loads it (``blocks``), so whichever process serves
+    its next turn shows the same one, and a new conversation takes a new one.
+
+    Get one from ``memory.notebook(resource_id)``.
+    """
+
+    def __init__(
+        self,
+        run: Runner,
+        resource_id: str,
+        *,
+        memory_char_limit: int = MEMORY_CHAR_LIMIT,
+        user_char_limit: int = USER_CHAR_LIMIT,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._run = run
+        self.resource_id = resource_id
+        self.limits = {"memory": memory_char_limit, "user": user_char_limit}
+        self._clock = clock
+
+    def port(self) -> NotebookPort:
+        return self
+
+    async def _pages(self) -> dict[str, tuple[tuple[str, ...], int]]:
+        return await self._run(ops.ReadNotebook(resource_id=check_id(self.resource_id, "resource id")))
+
+    async def entries(self, target: str) -> list[str]:
+        """The live entries of ``target``."""
+        target = check_target(target)
+        return list((await self._pages())[target][0])
+
+    async def readable_entries(self, target: str) -> list[str] | None:
+        return await self.entries(target)
+
+    async def snapshot_now(self) -> dict[str, str | None]:
+        pages = await self._pages()
+        return {t: render(t, list(entries), self.limits[t]) for t, (entries, _) in pages.items()}
+
+    async def blocks(self, thread_id: str) -> list[str]:
+        return [b for b in (await self.freeze(thread_id)).values() if b]
+
+    async def freeze(self, thread_id: str) -> dict[str, str | None]:
+        """The conversation's snapshot, taken and stored now if it has none (the first store wins)."""
+        rid = check_name(self.resource_id, "resource id")
+        check_name(thread_id, "thread id")
+        stored = await self._run(ops.ReadNotebookSnapshot(resource_id=rid, thread_id=thread_id))
+        if stored is None:
+            now = await self.snapshot_now()
+            stored = await self._run(
+                ops.FreezeNotebook(resource_id=rid, thread_id=thread_id, snapshot=now, now=self._clock())
+            )
+        return stored
+
+    async def frozen(self, thread_id: str) -> dict[str, str | None] | None:
+        """The conversation's snapshot, or ``None`` when it has not loaded the notebook yet (reads only)."""
+        rid = check_id(self.resource_id, "resource id")
+        return await self._run(ops.ReadNotebookSnapshot(resource_id=rid, thread_id=check_id(thread_id, "thread id")))
+
+    async def apply(
+        self, action: Any, target: Any, content: Any, old_text: Any, *, dry_run: bool = False
+    ) -> NotebookOutcome:
+        edit = plan_edit(action, target, content, old_text)
+        rid = check_name(self.resource_id, "resource id")
+        limit = self.limits[target]
+        for _ in range(WRITE_ATTEMPTS):
+            entries, version = (await self._pages())[target]
+            new, message, changed = edit(list(entries), limit)
+            if not changed or dry_run:
+                return outcome(target, new, limit, message)
+            written = await self._run(
+                ops.WriteNotebook(
+                    resource_id=rid, target=target, entries=tuple(new), expected_version=version, now=self._clock()
+                )
+            )
+            if written:
+                return outcome(target, new, limit, message)
+        raise NotebookError(
+            f"{FILES[target]} kept changing while this edit was applied ({WRITE_ATTEMPTS} tries); nothing was "
+            f"changed by it. Retry."
+        )
+
+    async def add(self, target: str, content: str, *, dry_run: bool = False) -> NotebookOutcome:
+        return await self.apply("add", target, content, None, dry_run=dry_run)
+
+    async def replace(self, target: str, old_text: str, content: str, *, dry_run: bool = False) -> NotebookOutcome:
+        return await self.apply("replace", target, content, old_text, dry_run=dry_run)
+
+    async def remove(self, target: str, old_text: str, *, dry_run: bool = False) -> NotebookOutcome:
+        return await self.apply("remove", target, None, old_text, dry_run=dry_run)
+
+    async def replace_all(self, target: str, entries: list[str]) -> None:
+        """Set ``target``'s entries as given (each checked by the rules; duplicates dropped): ``caderno notes import``."""
+        target = check_target(target)
+        checked = _dedupe([check_entry(e) for e in entries])
+        rid = check_name(self.resource_id, "resource id")
+        for _ in range(WRITE_ATTEMPTS):
+            _, version = (await self._pages())[target]
+            op = ops.WriteNotebook(
+                resource_id=rid, target=target, entries=tuple(checked), expected_version=version, now=self._clock()
+            )
+            if await self._run(op):
+                return
+        raise NotebookError(f"{FILES[target]} kept changing; nothing was imported. Retry.")
+
+    async def tool(
+        self,
+        action: str,
+        target: str,
+        content: str | None = None,
+        old_text: str | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> str:
+        """As ``Notebook.tool``: one action, answered in the notebook's own JSON."""
+        try:
+            return tool_json(await self.apply(action, target, content, old_text, dry_run=dry_run), None)
+        except NotebookError as exc:
+            return tool_json(exc, await self.usage(target))
+
+    async def usage(self, target: Any) -> str | None:
+        if not isinstance(target, str) or target not in FILES:
+            return None
+        live = await self.entries(target)
+        return _usage(len(DELIMITER.join(live)), self.limits[target])
 
 
 MEMORY_TOOL_SPEC = ToolSpec(

@@ -10,13 +10,17 @@ leaves all of it or none of it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
-from collections.abc import Awaitable, Callable, Sequence
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.clock import new_id, utcnow
-from ..core.errors import UsageError
+from ..core.errors import CadernoError, ThreadBusy, UsageError
 from ..core.jsonvalue import MAX_MESSAGES_PER_APPEND
 from ..core.messages import Message, WorkingMemory
 from ..core.records import Fact, Macro
@@ -28,7 +32,15 @@ from .indexer import Indexer
 from .messages import detached
 from .working_memory import WorkingMemoryPart
 
-__all__ = ["TurnContext", "Turns"]
+__all__ = ["TURN_LEASE", "TurnContext", "TurnLease", "Turns"]
+
+log = logging.getLogger("caderno.memory.turns")
+
+#: Seconds a thread's turn lease lasts unless renewed. The holder renews it
+#: every third of that while its turn runs, so only a process that died (or
+#: stalled that long) loses it; a killed process's thread is free again
+#: after at most this long.
+TURN_LEASE = 30.0
 
 #: Runs operations in one transaction (``Memory.batch``: refuses what the store does not handle).
 Batch = Callable[[Sequence[ops.Op[Any]]], Awaitable[list[Any]]]
@@ -48,6 +60,16 @@ class TurnContext:
     """The resource's facts, most recently updated first (empty when not asked)."""
     macros: list[Macro] = field(default_factory=list)
     """The resource's learned tool macros (empty when not asked)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class TurnLease:
+    """A thread's turn lease held by this process (``Turns.hold``)."""
+
+    holder: str
+    """The id the lease row carries."""
+    released: bool = False
+    """Given back already (the turn's commit releases it in its own transaction)."""
 
 
 class Turns:
@@ -73,6 +95,70 @@ class Turns:
         self._supports = supports
         self._working_memory = working_memory
         self._indexer = indexer
+        self.lease_seconds = TURN_LEASE
+
+    @contextlib.asynccontextmanager
+    async def hold(self, *, resource_id: str, thread_id: str, wait: float) -> AsyncIterator[TurnLease]:
+        """Hold the thread's turn lease while the block runs: one turn at a time per thread, across processes.
+
+        Waits up to ``wait`` seconds for another holder (polling, with a
+        growing pause), then raises ``ThreadBusy``. The lease is a row with
+        an expiry, renewed in the background; no database lock is held
+        while the block runs. Yields the lease that ``commit`` checks and gives back.
+        """
+        check_name(resource_id, "resource_id")
+        check_name(thread_id, "thread_id")
+        holder = new_id()
+
+        async def claim() -> bool:
+            op = ops.ClaimTurn(
+                resource_id=resource_id,
+                thread_id=thread_id,
+                holder=holder,
+                lease_seconds=self.lease_seconds,
+                now=utcnow(),
+            )
+            (claimed,) = await self._batch([op])
+            return bool(claimed)
+
+        deadline, pause = time.monotonic() + wait, 0.02
+        while not await claim():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ThreadBusy(
+                    f"another turn holds thread {thread_id!r}; it was not free within {wait:g} seconds. "
+                    f"Nothing was stored; retry when that turn has finished.",
+                    resource_id=resource_id,
+                    thread_id=thread_id,
+                )
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 0.5)
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.lease_seconds / 3)
+                try:
+                    if not await claim():
+                        log.warning("turn lease on thread %r was taken over; this turn will not be stored", thread_id)
+                        return
+                except CadernoError as exc:  # the database is away: the commit's own check decides
+                    log.warning("turn lease on thread %r not renewed: %s", thread_id, exc)
+
+        renewing = asyncio.create_task(renew())
+        lease = TurnLease(holder=holder)
+        try:
+            yield lease
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+            try:  # shielded: a cancelled caller still gives the thread back
+                if not lease.released:
+                    await asyncio.shield(
+                        self._batch([ops.ReleaseTurn(resource_id=resource_id, thread_id=thread_id, holder=holder)])
+                    )
+            except CadernoError as exc:  # it expires on its own
+                log.warning("turn lease on thread %r not released (it expires by itself): %s", thread_id, exc)
 
     def prepare_messages(self, messages: Sequence[Message]) -> list[Message]:
         """Validate messages and stamp what the store needs (id, time, importance).
@@ -149,11 +235,16 @@ class Turns:
         patches: Sequence[tuple[dict[str, Any], str]] = (),
         facts: Sequence[ops.UpsertFact] = (),
         extra: Sequence[ops.Op[Any]] = (),
+        lease: TurnLease | None = None,
     ) -> tuple[list[Message], WorkingMemory | None]:
         """Store a turn in one transaction: its messages, working-memory patches, facts and ``extra``.
 
         ``extra``: other writes the turn's tools held (scheduled tasks, the
         macros learned from its tool calls).
+
+        ``lease``: the thread's turn lease (``hold``); the transaction
+        checks it first, storing nothing (``ThreadBusy``) when another turn
+        took the thread over after it expired, and gives it back last.
 
         ``patches`` are ``(patch, source)`` pairs applied in order, each
         merged with the stored state inside the transaction and validated;
@@ -165,9 +256,24 @@ class Turns:
         check_name(thread_id, "thread_id")
         ready = self.prepare_messages(messages)
         batch: list[ops.Op[Any]] = [self.append_op(resource_id, thread_id, ready)]
+        if lease is not None:
+            check = ops.ClaimTurn(
+                resource_id=resource_id,
+                thread_id=thread_id,
+                holder=lease.holder,
+                lease_seconds=self.lease_seconds,
+                now=utcnow(),
+                required=True,
+            )
+            batch.insert(0, check)
         batch += [self._working_memory.patch_op(resource_id, patch, None, source) for patch, source in patches]
         batch += list(facts)
         batch += list(extra)
+        if lease is not None:
+            batch.append(ops.ReleaseTurn(resource_id=resource_id, thread_id=thread_id, holder=lease.holder))
         results = await self._batch(batch)
         self._indexer.notify()
+        if lease is not None:
+            lease.released = True
+            results = results[1:]
         return detached(results[0]), (results[len(patches)] if patches else None)

@@ -82,9 +82,7 @@ def install_mcp(app: FastAPI) -> None:
     """Serve the MCP server at ``/mcp`` (streamable HTTP), its session manager run by the app's lifespan."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    if not hasattr(app.state, "notebooks"):
-        app.state.notebooks = {}
-    server = build_server(app.state.memory, _key_pick, notebooks=app.state.notebooks)
+    server = build_server(app.state.memory, _key_pick)
     # DNS-rebinding protection guards servers a browser can reach without a
     # credential; here every request needs a bearer key, which a rebound page
     # does not have, and the Host check would refuse deployments by name.

@@ -35,6 +35,7 @@ PROBLEM_TYPES: list[tuple[type[BaseException], int, str, str]] = [
     (errors.Unsupported, 501, "unsupported", "Not supported by this store"),
     (errors.UsageError, 400, "invalid-request", "Invalid request"),
     (errors.NotFound, 404, "not-found", "Not found"),
+    (errors.ThreadBusy, 409, "thread-busy", "Another turn holds this thread"),
     (errors.Conflict, 409, "conflict", "Version conflict"),
     (errors.NotebookError, 422, "notebook", "Notebook refused the change"),
     (errors.ModelError, 502, "model-error", "The model failed"),

@@ -4,7 +4,7 @@ An application built on any OpenAI chat-completions client gets durable
 memory by pointing its ``base_url`` at ``caderno serve`` and using a caderno
 key as its API key. Each request is one ``AgentChat`` turn: caderno injects
 working memory, facts, summaries, the resource's notebook
-(``$CADERNO_HOME/notebooks``, as the REST API) and what recall finds in
+(in the database, as the REST API) and what recall finds in
 earlier conversations, runs its own tools (``update_working_memory``,
 ``recall``, ``remember_fact``, ``memory``, ``schedule``)
 server-side, stores the turn in one transaction, and answers with a normal
@@ -314,22 +314,20 @@ def _chat(app: FastAPI, model: Any) -> AgentChat:
     The instructions travel with each turn (``ask(instructions=…)``), so
     nothing per prompt is kept: a stream of distinct (or huge) system
     prompts holds no memory after their turns. One shared instance also
-    means one per-thread lock and one frozen notebook snapshot per
-    conversation, whatever prompt its requests send. (Building an
+    means one per-thread lock per conversation, whatever prompt its
+    requests send (across servers, the thread's turn lease in the database
+    orders turns, and the notebook snapshot is stored with the thread). (Building an
     ``AgentChat`` costs ~25 µs; the cache of one per prompt it replaces
     saved nothing worth its memory.)
     """
     from ..agent.chat import AgentChat
-    from ..core.files import caderno_home
-    from ..memory.notebook import Notebook
 
     chat: AgentChat | None = app.state.proxy_chat
     if chat is None or chat.model is not model:
-        home = caderno_home()
         chat = AgentChat(
             model=model,
             memory=app.state.memory,
-            notebook=lambda resource_id: Notebook.for_resource(home, resource_id),
+            notebook=True,  # the database notebook: every server shows the same one
             recall=True,
             schedule_tool=True,
         )

@@ -22,13 +22,14 @@ Choices worth knowing when writing a client:
 - The newest message of a thread is popped with
   ``DELETE …/threads/{thread}/messages/last`` (200 with the message, 404 when
   the thread has none).
-- A notebook's ``snapshot`` is frozen at this server process's first use of
-  the resource (the prompt prefix stays cache-stable); ``entries`` are live.
+- A notebook lives in the database (every server shows the same one). Its
+  ``snapshot`` is what a conversation starting now would freeze, or, with
+  ``?thread_id=``, the snapshot that conversation froze at its first turn
+  (``null`` blocks before it has one); ``entries`` are live.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 from collections.abc import Callable
@@ -49,12 +50,11 @@ from ..agent.idempotency import (
 )
 from ..core import messages as m
 from ..core.errors import Conflict, NotFound, UsageError
-from ..core.files import caderno_home
 from ..core.jsonvalue import MAX_PATCH_BYTES, loads_strict
 from ..core.records import ApiKey
 from ..core.validate import DUMP_DEPTH, check_id, check_name
 from ..memory.facade import Memory
-from ..memory.notebook import Notebook
+from ..memory.notebook import StoredNotebook
 from ..stores import ops
 from . import schemas as s
 from .auth import AdminKey, CurrentKey, Forbidden, OwnResource
@@ -582,35 +582,28 @@ async def working_memory_log(memory: Mem, rid: OwnResource) -> list[dict[str, An
 # -- notebook ---------------------------------------------------------------------------
 
 
-def _notebook(request: Request, rid: str, *, write: bool) -> Notebook:
-    """The resource's notebook, its snapshot frozen at this process's first use (kept for its lifetime).
-
-    The notebook routes never reach ``Memory``, so the id rules are applied
-    here as ``Memory`` applies them: a name to write (``check_name``: never
-    ``..``, no ``/`` or control characters), an id to read (``check_id``).
-    """
+def _notebook(memory: Memory, rid: str, *, write: bool) -> StoredNotebook:
+    """The resource's notebook in the database (the id rules applied first, as ``Memory`` applies them)."""
     (check_name if write else check_id)(rid, "resource id")
-    books: dict[str, Notebook] = request.app.state.notebooks
-    if rid not in books:
-        books.setdefault(rid, Notebook.for_resource(caderno_home(), rid).load())
-    return books[rid]
+    return memory.notebook(rid)
 
 
 Target = Annotated[str, Path(pattern="^(memory|user)$", description="memory (MEMORY.md) or user (USER.md).")]
 
 
 @v1.get(RP + "/notebook", operation_id="get_notebook", tags=["notebook"], response_model=s.NotebookOut)
-async def get_notebook(request: Request, rid: OwnResource) -> dict[str, Any]:
-    """The frozen snapshot the model sees, and the live entries."""
-
-    def read() -> dict[str, Any]:
-        book = _notebook(request, rid, write=False)
-        return {
-            "snapshot": {t: book.snapshot(t) for t in ("memory", "user")},
-            "entries": {t: book.readable_entries(t) for t in ("memory", "user")},
-        }
-
-    return await asyncio.to_thread(read)
+async def get_notebook(
+    memory: Mem,
+    rid: OwnResource,
+    thread_id: Annotated[str | None, Query(description="A conversation: the snapshot it froze.")] = None,
+) -> dict[str, Any]:
+    """The snapshot the model sees (a new conversation's, or ``thread_id``'s), and the live entries."""
+    book = _notebook(memory, rid, write=False)
+    if thread_id is None:
+        snapshot = await book.snapshot_now()
+    else:
+        snapshot = await book.frozen(thread_id) or {"memory": None, "user": None}
+    return {"snapshot": snapshot, "entries": {t: await book.entries(t) for t in ("memory", "user")}}
 
 
 @v1.post(
@@ -619,14 +612,10 @@ async def get_notebook(request: Request, rid: OwnResource) -> dict[str, Any]:
     tags=["notebook"],
     response_model=s.NotebookResult,
 )
-async def edit_notebook(request: Request, rid: OwnResource, target: Target, body: s.NotebookIn) -> dict[str, Any]:
+async def edit_notebook(memory: Mem, rid: OwnResource, target: Target, body: s.NotebookIn) -> dict[str, Any]:
     """add / replace / remove an entry (as the model's ``memory`` tool); a refusal is a 422 with its message."""
-
-    def apply() -> dict[str, Any]:
-        outcome = _notebook(request, rid, write=True).apply(body.action, target, body.content, body.old_text)
-        return {"success": True, **dataclasses.asdict(outcome)}
-
-    return await asyncio.to_thread(apply)
+    outcome = await _notebook(memory, rid, write=True).apply(body.action, target, body.content, body.old_text)
+    return {"success": True, **dataclasses.asdict(outcome)}
 
 
 # -- recall and facts --------------------------------------------------------------------
@@ -773,7 +762,7 @@ async def import_resource(request: Request, auth: CurrentKey, memory: Mem, rid: 
 
 @v1.delete(RP, operation_id="erase_resource", tags=["resources"], status_code=204)
 async def erase_resource(memory: Mem, rid: OwnResource) -> Response:
-    """Delete everything of the resource, in one transaction (its notebook files stay on disk)."""
+    """Delete everything of the resource, its notebook included, in one transaction."""
     await memory.erase_resource(resource_id=rid)
     return Response(status_code=204)
 
@@ -827,7 +816,6 @@ async def revoke_key(auth: AdminKey, memory: Mem, key_id: str) -> Response:
 
 def install_routes(app: FastAPI) -> None:
     """Add the REST API (``/healthz``, ``/readyz``, ``/v1/…``) and its body limits to ``app``."""
-    app.state.notebooks = {}
     app.add_middleware(BodyLimit)
     app.include_router(health)
     app.include_router(v1)

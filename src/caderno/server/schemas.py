@@ -189,14 +189,14 @@ class NotebookSnapshot(BaseModel):
 
 
 class NotebookEntries(BaseModel):
-    """The live entries of each file; ``null`` when that file cannot be read (it hides only itself)."""
+    """The live entries of each target."""
 
     memory: list[str] | None
     user: list[str] | None
 
 
 class NotebookOut(BaseModel):
-    """``snapshot``: frozen at this server process's first use of the resource; ``entries``: live."""
+    """``snapshot``: a new conversation's blocks, or those ``thread_id`` froze; ``entries``: live."""
 
     snapshot: NotebookSnapshot
     entries: NotebookEntries

@@ -14,7 +14,7 @@ from ..core.clock import from_iso
 from ..core.errors import Conflict, UsageError
 from ..core.messages import Message, Thread, WorkingMemory
 from ..core.records import Fact
-from . import _plans_state, ops
+from . import _plans_notebook, _plans_state, ops
 from ._rows import EVENT_COLUMNS, dumps, event_params, loads, row_to_fact, row_to_message, row_to_thread
 from ._sql import (
     PLACED_EVENT_INSERT,
@@ -99,6 +99,7 @@ def put_thread(d: Dialect, op: ops.PutThread) -> Plan[Thread | None]:
 
 def delete_thread(d: Dialect, op: ops.DeleteThread) -> Plan[bool]:
     key = (op.resource_id, op.thread_id)
+    yield Q("DELETE FROM notebook_snapshots WHERE resource_id = ? AND thread_id = ?", key, "none")
     yield Q("DELETE FROM message_log WHERE resource_id = ? AND thread_id = ?", key, "none")
     yield Q("DELETE FROM events WHERE resource_id = ? AND thread_id = ?", key, "none")
     deleted = yield Q("DELETE FROM threads WHERE resource_id = ? AND thread_id = ?", key, "rowcount")
@@ -235,7 +236,7 @@ def list_resources(d: Dialect, op: ops.ListResources) -> Plan[list[str]]:
     rows = yield Q(
         "SELECT resource_id FROM resources UNION SELECT resource_id FROM facts UNION "
         "SELECT resource_id FROM scheduled_tasks UNION SELECT resource_id FROM macros UNION "
-        "SELECT resource_id FROM allowed_prefixes ORDER BY 1"
+        "SELECT resource_id FROM allowed_prefixes UNION SELECT resource_id FROM notebooks ORDER BY 1"
     )
     return [r[0] for r in rows]
 
@@ -262,6 +263,7 @@ def export_resource(d: Dialect, op: ops.ExportResource) -> Plan[dict[str, Any]]:
     ]
     dump["message_log"] = yield from read_message_log(d, ops.ReadMessageLog(resource_id=rid))
     dump.update((yield from _plans_state.export_state(d, rid)))
+    dump["notebook"] = yield from _plans_notebook.export_notebook(d, rid)
     threads = yield Q(
         f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.resource_id = ? "
         "ORDER BY coalesce((SELECT min(seq) FROM events e WHERE e.resource_id = t.resource_id "
@@ -292,8 +294,9 @@ def import_resource(d: Dialect, op: ops.ImportResource) -> Plan[None]:
         "UNION ALL SELECT 1 FROM facts WHERE resource_id = ? UNION ALL SELECT 1 FROM scheduled_tasks "
         "WHERE resource_id = ? UNION ALL SELECT 1 FROM macros WHERE resource_id = ? "
         "UNION ALL SELECT 1 FROM allowed_prefixes WHERE resource_id = ? "
-        "UNION ALL SELECT 1 FROM items WHERE resource_id = ? LIMIT 1",
-        (rid,) * 7,
+        "UNION ALL SELECT 1 FROM items WHERE resource_id = ? UNION ALL SELECT 1 FROM notebooks "
+        "WHERE resource_id = ? LIMIT 1",
+        (rid,) * 8,
         "one",
     )
     if exists:
@@ -351,6 +354,7 @@ def import_resource(d: Dialect, op: ops.ImportResource) -> Plan[None]:
         except UniqueViolation:
             raise UsageError("the export holds a message id twice") from None
     yield from _plans_state.import_state(d, rid, dump, now)
+    yield from _plans_notebook.import_notebook(d, rid, dump.get("notebook") or {}, now)
     rows = yield Q("SELECT seq, role, content FROM events WHERE resource_id = ?", (rid,))
     yield enqueue_embeddings(rid, [seq for seq, role, content in rows if role in op.embed_roles and content])
 
@@ -659,4 +663,5 @@ SHARED: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
     ops.LogConsolidation: log_consolidation,
     ops.ReadConsolidationLog: read_consolidation_log,
     **_plans_state.SHARED_STATE,
+    **_plans_notebook.SHARED_NOTEBOOK,
 }

@@ -586,6 +586,37 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
         """
         ],
     ),
+    (
+        # The notebook in the database, each conversation's frozen snapshot
+        # of it, and one turn at a time per thread (see the SQLite list).
+        "0016_notebook_and_turns",
+        [
+            """
+        CREATE TABLE notebooks (
+            resource_id text NOT NULL,
+            target      text NOT NULL CHECK (target IN ('memory', 'user')),
+            entries     text NOT NULL,
+            version     integer NOT NULL,
+            updated_at  timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, target)
+        );
+        CREATE TABLE notebook_snapshots (
+            resource_id text NOT NULL,
+            thread_id   text NOT NULL,
+            blocks      text NOT NULL,
+            taken_at    timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, thread_id)
+        );
+        CREATE TABLE turn_leases (
+            resource_id text NOT NULL,
+            thread_id   text NOT NULL,
+            holder      text NOT NULL,
+            expires_at  timestamptz NOT NULL,
+            PRIMARY KEY (resource_id, thread_id)
+        );
+        """
+        ],
+    ),
 ]
 
 

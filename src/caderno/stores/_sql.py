@@ -114,6 +114,9 @@ RESOURCE_TABLES = (
     "facts",
     "facts_history",
     "consolidation_log",
+    "notebooks",
+    "notebook_snapshots",
+    "turn_leases",
     "resources",
 )
 

@@ -446,6 +446,38 @@ MIGRATIONS: list[_migrate.Migration] = [
     ),
     # PostgreSQL only (cheaper context triggers); the name keeps both lists equal.
     ("0015_cheaper_context_triggers", []),
+    (
+        "0016_notebook_and_turns",
+        [
+            # The notebook in the database, so every process serving a
+            # resource shows the same one: each target's entries as a JSON
+            # array, with a version for compare-and-swap writes.
+            """CREATE TABLE notebooks (
+                resource_id TEXT NOT NULL,
+                target      TEXT NOT NULL CHECK (target IN ('memory', 'user')),
+                entries     TEXT NOT NULL,
+                version     INTEGER NOT NULL,
+                updated_at  TEXT NOT NULL,
+                PRIMARY KEY (resource_id, target)
+            ) WITHOUT ROWID""",
+            # A conversation's frozen notebook blocks (a JSON object by target), taken at its first load.
+            """CREATE TABLE notebook_snapshots (
+                resource_id TEXT NOT NULL,
+                thread_id   TEXT NOT NULL,
+                blocks      TEXT NOT NULL,
+                taken_at    TEXT NOT NULL,
+                PRIMARY KEY (resource_id, thread_id)
+            ) WITHOUT ROWID""",
+            # One turn at a time per thread: a lease with an expiry, so a killed process releases it.
+            """CREATE TABLE turn_leases (
+                resource_id TEXT NOT NULL,
+                thread_id   TEXT NOT NULL,
+                holder      TEXT NOT NULL,
+                expires_at  TEXT NOT NULL,
+                PRIMARY KEY (resource_id, thread_id)
+            ) WITHOUT ROWID""",
+        ],
+    ),
 ]
 
 

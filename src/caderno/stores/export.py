@@ -13,6 +13,7 @@
      "allowed_prefixes": ["git status", ...],
      "items": [{"namespace": ["memories", "prefs"], "key", "value": {...}, "created_at", "updated_at",
                 "embed": ["text", ...]}],
+     "notebook": {"memory": ["entry", ...], "user": ["entry", ...]},
      "threads": [{"id": "...", "title": null, "metadata": null, "created_at": "...",
                   "updated_at": "...", "messages": [Message.to_dict(), ...]}]}
 
@@ -20,8 +21,10 @@ Messages keep their ids, times and order, so an import is an exact restore.
 Vectors are not exported: they are derived, and the importing caderno embeds
 again (messages by its own policy, items by their ``embed`` texts, present
 only on items that had texts queued for semantic search).
-``facts``, ``fact_history`` and ``message_log`` may be absent (exports made
-before they existed). Summaries are not exported: they are derived from the messages and
+``facts``, ``fact_history``, ``message_log`` and ``notebook`` may be absent
+(exports made before they existed). A conversation's frozen notebook
+snapshot is not exported: it is a copy, and the next conversation takes a
+new one. Summaries are not exported: they are derived from the messages and
 the next consolidation pass writes them again.
 
 What an import must pass before ``ImportResource`` is ``caderno.memory.dump``.
@@ -55,6 +58,7 @@ def new_dump(resource_id: str) -> dict[str, Any]:
         "macros": [],
         "allowed_prefixes": [],
         "items": [],
+        "notebook": {"memory": [], "user": []},
         "threads": [],
     }
 

@@ -20,6 +20,9 @@ backend that claims it:
 * ``ITEMS`` — JSON documents under namespace paths (the LangGraph store).
 * ``ITEM_VECTORS`` — the items' embedding queue and vectors (semantic search
   of the LangGraph store), kept like message vectors.
+* ``NOTEBOOK`` — the notebook (``MEMORY.md`` / ``USER.md`` entries) and each
+  conversation's frozen snapshot of it.
+* ``TURNS`` — one turn at a time per thread, across processes (a lease).
 
 All policy (ids, validation, merge rules, thresholds, which messages are
 embedded) lives above the port: operations carry finished values.
@@ -37,6 +40,14 @@ from ..core.records import ApiKey, Fact, Item, Macro, MacroKey, ScheduledTask
 
 __all__ = [
     "AGENT_STATE",
+    "NOTEBOOK",
+    "TURNS",
+    "ClaimTurn",
+    "FreezeNotebook",
+    "ReadNotebook",
+    "ReadNotebookSnapshot",
+    "ReleaseTurn",
+    "WriteNotebook",
     "ALL",
     "ITEMS",
     "ITEM_VECTORS",
@@ -647,6 +658,89 @@ class ReadConsolidationLog(Op[list[dict[str, Any]]]):
     resource_id: str
 
 
+# -- the notebook (NOTEBOOK) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadNotebook(Op[dict[str, tuple[tuple[str, ...], int]]]):
+    """The resource's notebook: ``{"memory": (entries, version), "user": (entries, version)}``.
+
+    A target never written reads ``((), 0)``.
+    """
+
+    resource_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WriteNotebook(Op[bool]):
+    """Replace one target's entries if it is still at ``expected_version`` (0: never written).
+
+    Result: ``False`` when another writer got there first (nothing written);
+    the caller reads again and re-applies its edit. The rules (budgets,
+    unique substrings, the scan) are the caller's: entries arrive final.
+    """
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    target: str
+    entries: tuple[str, ...]
+    expected_version: int
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadNotebookSnapshot(Op["dict[str, str | None] | None"]):
+    """The notebook blocks frozen for a conversation (``{"memory": block, "user": block}``), or ``None`` before its first load."""
+
+    resource_id: str
+    thread_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FreezeNotebook(Op[dict[str, "str | None"]]):
+    """Store a conversation's notebook blocks unless some are stored already; the stored ones win.
+
+    Result: the blocks the conversation keeps (``snapshot``, or those another
+    process froze first).
+    """
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+    snapshot: dict[str, str | None]
+    now: datetime
+
+
+# -- one turn at a time per thread (TURNS) ----------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimTurn(Op[bool]):
+    """Take or renew the thread's turn lease for ``holder``; ``False`` while another holder's lease runs.
+
+    ``required``: raise ``Conflict`` instead of answering ``False`` (a turn's
+    commit carries it, so a turn whose lease was lost stores nothing).
+    """
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+    holder: str
+    lease_seconds: float
+    now: datetime
+    required: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReleaseTurn(Op[None]):
+    """Give the thread's turn lease back (only ``holder``'s own)."""
+
+    writes: ClassVar[bool] = True
+    resource_id: str
+    thread_id: str
+    holder: str
+
+
 # -- agent state (AGENT_STATE) ----------------------------------------------------------------
 
 
@@ -976,10 +1070,14 @@ AGENT_STATE: frozenset[type[Op[Any]]] = frozenset(
 KEYS: frozenset[type[Op[Any]]] = frozenset({CreateKey, FindKey, ListKeys, RevokeKey})
 ITEMS: frozenset[type[Op[Any]]] = frozenset({PutItem, DeleteItem, GetItem, SearchItems, ListItemNamespaces})
 ITEM_VECTORS: frozenset[type[Op[Any]]] = frozenset({ClaimItemEmbeddings, FinishItemEmbeddings, ReadItemVectors})
+NOTEBOOK: frozenset[type[Op[Any]]] = frozenset({ReadNotebook, WriteNotebook, ReadNotebookSnapshot, FreezeNotebook})
+TURNS: frozenset[type[Op[Any]]] = frozenset({ClaimTurn, ReleaseTurn})
 #: Optional: vector search inside the database (PostgreSQL with pgvector); not part of ``ALL``.
 VECTOR_SEARCH: frozenset[type[Op[Any]]] = frozenset({SearchVectors})
 #: Every operation a full backend handles.
-ALL: frozenset[type[Op[Any]]] = CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS | ITEMS | ITEM_VECTORS
+ALL: frozenset[type[Op[Any]]] = (
+    CORE | FACTS | RECALL | CONSOLIDATION | AGENT_STATE | KEYS | ITEMS | ITEM_VECTORS | NOTEBOOK | TURNS
+)
 
 
 def import_positions(messages: list[Message] | tuple[Message, ...]) -> list[int]:

@@ -33,7 +33,7 @@ from ..core.errors import CadernoError, InvalidToolArguments, UsageError
 from ..core.jsonvalue import MAX_PATCH_BYTES, check_json
 from ..core.messages import ToolSpec
 from ..memory.facade import AgentMemory, Memory
-from ..memory.notebook import Notebook
+from ..memory.notebook import NotebookPort
 from ..stores import ops
 
 __all__ = [
@@ -119,8 +119,8 @@ class Scope:
     """Whose memory: the binding decides it, never the model."""
     thread_id: str | None = None
     """The conversation the call belongs to, when the binding knows it."""
-    notebook: Callable[[], Notebook] | None = None
-    """The resource's notebook, fetched when a call needs it (MCP freezes its snapshot then)."""
+    notebook: Callable[[], NotebookPort] | None = None
+    """The resource's notebook (files or database), fetched when a call needs it."""
     turn: Turn | None = None
     """The open turn to join; ``None``: each write is its own transaction, at once."""
     now: datetime | None = None

@@ -1,12 +1,12 @@
 """``memory``: the notebook (MEMORY.md, USER.md), edited by add / replace / remove.
 
-Notebook writes are file writes, made at once (off the event loop) even in
-an open turn, like a note taken on paper: they stay if the turn fails.
+Notebook writes are made at once (files off the event loop, or the
+database notebook's own transaction) even in an open turn, like a note taken
+on paper: they stay if the turn fails.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -32,16 +32,13 @@ async def _edit(scope: Scope, request: Edit) -> dict[str, Any]:
     if book_of is None:
         raise UsageError("there is no notebook here")
 
-    def apply() -> dict[str, Any]:
-        book = book_of()
-        try:
-            outcome = book.apply(request.action, request.target, request.content, request.old_text)
-        except NotebookError as exc:
-            usage = book.usage(request.target)
-            return refused(str(exc), **({"usage": usage} if usage is not None else {}))
-        return done(**asdict(outcome))
-
-    return await asyncio.to_thread(apply)
+    book = book_of()
+    try:
+        outcome = await book.apply(request.action, request.target, request.content, request.old_text)
+    except NotebookError as exc:
+        usage = await book.usage(request.target)
+        return refused(str(exc), **({"usage": usage} if usage is not None else {}))
+    return done(**asdict(outcome))
 
 
 NOTEBOOK: ToolDef[Edit] = ToolDef(

@@ -1,0 +1,120 @@
+"""Plans of the notebook (entries, conversation snapshots) and of the turn leases, shared by both SQL backends.
+
+The notebook's rules (budgets, unique substrings, the scan) live above the
+port in ``caderno.memory.notebook``; here a target's entries are one JSON
+array with a version, written by compare-and-swap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..core.errors import ThreadBusy
+from . import ops
+from ._rows import dumps, loads
+from ._sql import Dialect, Plan, Q, ensure_resource, later
+
+TARGETS = ("memory", "user")
+
+
+def read_notebook(d: Dialect, op: ops.ReadNotebook) -> Plan[dict[str, tuple[tuple[str, ...], int]]]:
+    rows = yield Q("SELECT target, entries, version FROM notebooks WHERE resource_id = ?", (op.resource_id,))
+    found = {target: (tuple(loads(entries)), version) for target, entries, version in rows}
+    return {target: found.get(target, ((), 0)) for target in TARGETS}
+
+
+def write_notebook(d: Dialect, op: ops.WriteNotebook) -> Plan[bool]:
+    yield ensure_resource(d, op.resource_id, op.now)
+    entries, now = dumps(list(op.entries)), d.ts(op.now)
+    if op.expected_version == 0:
+        done = yield Q(
+            "INSERT INTO notebooks (resource_id, target, entries, version, updated_at) VALUES (?,?,?,1,?) "
+            "ON CONFLICT (resource_id, target) DO NOTHING",
+            (op.resource_id, op.target, entries, now),
+            "rowcount",
+        )
+    else:
+        done = yield Q(
+            "UPDATE notebooks SET entries = ?, version = version + 1, updated_at = ? "
+            "WHERE resource_id = ? AND target = ? AND version = ?",
+            (entries, now, op.resource_id, op.target, op.expected_version),
+            "rowcount",
+        )
+    return bool(done)
+
+
+def read_notebook_snapshot(d: Dialect, op: ops.ReadNotebookSnapshot) -> Plan[dict[str, str | None] | None]:
+    row = yield Q(
+        "SELECT blocks FROM notebook_snapshots WHERE resource_id = ? AND thread_id = ?",
+        (op.resource_id, op.thread_id),
+        "one",
+    )
+    return None if row is None else {target: loads(row[0]).get(target) for target in TARGETS}
+
+
+def freeze_notebook(d: Dialect, op: ops.FreezeNotebook) -> Plan[dict[str, str | None]]:
+    yield Q(
+        "INSERT INTO notebook_snapshots (resource_id, thread_id, blocks, taken_at) VALUES (?,?,?,?) "
+        "ON CONFLICT (resource_id, thread_id) DO NOTHING",
+        (op.resource_id, op.thread_id, dumps(dict(op.snapshot)), d.ts(op.now)),
+        "none",
+    )
+    kept = yield from read_notebook_snapshot(
+        d, ops.ReadNotebookSnapshot(resource_id=op.resource_id, thread_id=op.thread_id)
+    )
+    return dict(op.snapshot) if kept is None else kept
+
+
+def export_notebook(d: Dialect, resource_id: str) -> Plan[dict[str, list[str]]]:
+    """The resource's notebook as its export section (snapshots are derived: not exported)."""
+    pages = yield from read_notebook(d, ops.ReadNotebook(resource_id=resource_id))
+    return {target: list(entries) for target, (entries, _) in pages.items()}
+
+
+def import_notebook(d: Dialect, resource_id: str, notebook: dict[str, list[str]], now: Any) -> Plan[None]:
+    yield Q(
+        "INSERT INTO notebooks (resource_id, target, entries, version, updated_at) VALUES (?,?,?,1,?)",
+        [(resource_id, t, dumps(list(notebook[t])), d.ts(now)) for t in TARGETS if notebook.get(t)],
+        "many",
+    )
+
+
+# -- turn leases ------------------------------------------------------------------------------
+
+
+def claim_turn(d: Dialect, op: ops.ClaimTurn) -> Plan[bool]:
+    # One statement: take a free or expired lease, or renew our own.
+    done = yield Q(
+        "INSERT INTO turn_leases (resource_id, thread_id, holder, expires_at) VALUES (?,?,?,?) "
+        "ON CONFLICT (resource_id, thread_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+        "WHERE turn_leases.holder = excluded.holder OR turn_leases.expires_at < ?",
+        (op.resource_id, op.thread_id, op.holder, later(d, op.now, op.lease_seconds), d.ts(op.now)),
+        "rowcount",
+    )
+    if not done and op.required:
+        raise ThreadBusy(
+            f"thread {op.thread_id!r}: this turn's lease ran out and another turn holds the thread; "
+            f"nothing of this turn was stored",
+            resource_id=op.resource_id,
+            thread_id=op.thread_id,
+        )
+    return bool(done)
+
+
+def release_turn(d: Dialect, op: ops.ReleaseTurn) -> Plan[None]:
+    yield Q(
+        "DELETE FROM turn_leases WHERE resource_id = ? AND thread_id = ? AND holder = ?",
+        (op.resource_id, op.thread_id, op.holder),
+        "none",
+    )
+
+
+SHARED_NOTEBOOK: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
+    ops.ReadNotebook: read_notebook,
+    ops.WriteNotebook: write_notebook,
+    ops.ReadNotebookSnapshot: read_notebook_snapshot,
+    ops.FreezeNotebook: freeze_notebook,
+    ops.ClaimTurn: claim_turn,
+    ops.ReleaseTurn: release_turn,
+}
