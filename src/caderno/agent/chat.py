@@ -54,8 +54,7 @@ from ..memory.consolidation import summary_span
 from ..memory.context import TokenCounter, build_prompt, estimate_tokens
 from ..memory.facade import AgentMemory, Memory
 from ..memory.notebook import Notebook, NotebookPort, StoredNotebook
-from ..memory.turns import TurnLease
-from ..memory.turns import TurnContext
+from ..memory.turns import TURN_WAIT, TurnContext, TurnLease
 from ..stores import ops
 from ..tools.base import Scope, ToolDef, Turn, as_text
 from ..tools.catalog import offered
@@ -76,8 +75,6 @@ log = logging.getLogger("caderno.agent")
 #: Resources whose file notebook this process keeps open, with its conversations' snapshots
 #: (least recently used go first). A database notebook keeps nothing here.
 NOTEBOOK_CACHE = 1024
-#: Default seconds a turn waits for another turn on its thread (in any process) before ``ThreadBusy``.
-TURN_WAIT = 30.0
 #: Default deadline of a whole turn (every model call and tool call of one
 #: ``ask``), in seconds. A healthy upstream answers a turn of a few steps in
 #: seconds to tens of seconds and a slow local model in about a minute; two

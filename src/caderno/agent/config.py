@@ -51,6 +51,7 @@ from typing import Any
 
 from ..core.errors import UsageError
 from ..core.records import ScheduledTask
+from ..memory.turns import TURN_LEASE, TURN_WAIT
 
 __all__ = ["Config", "ServerSettings", "load_config"]
 
@@ -91,6 +92,10 @@ class ServerSettings:
     """Connections plus requests at once before uvicorn answers 503."""
     docs: bool = False
     """Serve ``/docs`` and ``/redoc`` (off: the OpenAPI JSON alone is served)."""
+    turn_wait: float = TURN_WAIT
+    """Seconds a proxy turn waits for another turn on its thread (any server) before a 409."""
+    turn_lease: float = TURN_LEASE
+    """Seconds a thread's turn lease lasts unrenewed: how soon a killed server's thread is free again."""
 
     @classmethod
     def from_table(cls, table: dict[str, Any], where: object) -> ServerSettings:
@@ -107,7 +112,7 @@ class ServerSettings:
                 if not isinstance(value, bool):
                     raise UsageError(f"{where}: [server] docs must be true or false")
                 continue
-            number = (int, float) if name == "header_timeout" else (int,)
+            number = (int, float) if name in ("header_timeout", "turn_wait", "turn_lease") else (int,)
             if isinstance(value, bool) or not isinstance(value, number) or value <= 0:
                 raise UsageError(f"{where}: [server] {name} must be a positive number, not {value!r}")
         return cls(**table)

@@ -104,3 +104,42 @@ def clip(text: str, width: int = 80) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+
+
+async def import_home_notebooks(memory: Any, home: Path | None = None) -> dict[str, list[str]]:
+    """File notebooks under ``$CADERNO_HOME/notebooks`` moved into the database, once (``serve`` and ``mcp`` at start).
+
+    Each directory is named for its resource (a slug and a hash); it is
+    matched against the database's resources, or against its own slug when
+    the slug is the id itself. A target already written in the database is
+    left alone, so this runs at every start and imports each file once. The
+    files stay where they are. Returns ``{resource: [targets taken]}`` and
+    logs what it took and which directories it could not match.
+    """
+    import logging
+
+    from ..core.files import caderno_home
+    from ..memory.notebook import Notebook, resource_directory
+
+    home = home or caderno_home()
+    root = home / "notebooks"
+    if not root.is_dir():
+        return {}
+    by_dir = {resource_directory(home, rid).name: rid for rid in await memory.list_resources()}
+    log = logging.getLogger("caderno.notebook")
+    taken: dict[str, list[str]] = {}
+    for directory in sorted(root.iterdir()):
+        if directory.is_symlink() or not directory.is_dir():
+            continue
+        rid = by_dir.get(directory.name)
+        slug = directory.name.rpartition("-")[0]
+        if rid is None and slug and resource_directory(home, slug).name == directory.name:
+            rid = slug
+        if rid is None:
+            log.warning("notebook directory %s matches no resource; not imported", directory.name)
+            continue
+        targets = await memory.notebook(rid).take_files(Notebook(directory))
+        if targets:
+            taken[rid] = targets
+            log.info("imported the file notebook of %r (%s) into the database", rid, ", ".join(targets))
+    return taken

@@ -657,36 +657,72 @@ _dir_option = click.option(
     default=None,
     help="Notebook directory (default $CADERNO_HOME/notebook).",
 )
+_resource_option = click.option(
+    "--resource",
+    default=None,
+    help="The resource's notebook in the database (--db) instead of a directory: what serve, MCP and the proxy use.",
+)
 _target_arg = click.argument("target", type=click.Choice(["memory", "user"]))
 
 
 @main.group()
 def notes() -> None:
-    """The notebook: MEMORY.md and USER.md."""
+    """The notebook: MEMORY.md and USER.md, in a directory or (--resource) in the database."""
+
+
+async def _stored(ctx: click.Context, resource: str, work: Any) -> Any:
+    memory = await open_memory(ctx)
+    try:
+        return await work(memory.notebook(resource))
+    finally:
+        await memory.close()
 
 
 @notes.command("show")
 @click.option("--target", type=click.Choice(["memory", "user"]), default=None, help="Only one of the two files.")
 @_dir_option
+@_resource_option
 @json_option
-def notes_show(target: str | None, directory: Path | None, as_json: bool) -> None:
+@click.pass_context
+def notes_show(
+    ctx: click.Context, target: str | None, directory: Path | None, resource: str | None, as_json: bool
+) -> None:
     """Show the notebook as the model sees it at the start of a session."""
+    targets = [target] if target else ["memory", "user"]
     try:
-        nb = _notebook(directory).load()
-        targets = [target] if target else ["memory", "user"]
+        if resource is not None:
+
+            async def read(book: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+                return {t: await book.entries(t) for t in targets}, await book.snapshot_now()
+
+            entries, blocks = run_async(_stored)(ctx, resource, read)
+        else:
+            nb = _notebook(directory).load()
+            entries = {t: nb.readable_entries(t) for t in targets}  # null: that file cannot be read
+            blocks = {t: nb.snapshot(t) for t in targets}
         if as_json:
-            emit_json({t: nb.readable_entries(t) for t in targets})  # null: that file cannot be read
+            emit_json(entries)
             return
         for t in targets:
-            click.echo(nb.snapshot(t) or f"({t}: empty)")
+            click.echo(blocks[t] or f"({t}: empty)")
             click.echo()
     except CadernoError as exc:
         fail(str(exc))
 
 
-def _notes_run(action: str, target: str, directory: Path | None, content: str | None, old: str | None) -> None:
+def _notes_run(
+    ctx: click.Context, action: str, target: str, directory: Path | None, resource: str | None, content: str | None,
+    old: str | None,
+) -> None:  # fmt: skip
     try:
-        outcome = _notebook(directory).apply(action, target, content, old)
+        if resource is not None:
+
+            async def edit(book: Any) -> Any:
+                return await book.apply(action, target, content, old)
+
+            outcome = run_async(_stored)(ctx, resource, edit)
+        else:
+            outcome = _notebook(directory).apply(action, target, content, old)
     except CadernoError as exc:
         fail(str(exc).replace("\n", " | "))
     click.echo(f"{outcome.message} {outcome.target}: {outcome.entry_count} entries, {outcome.usage}")
@@ -696,9 +732,11 @@ def _notes_run(action: str, target: str, directory: Path | None, content: str | 
 @_target_arg
 @click.argument("content")
 @_dir_option
-def notes_add(target: str, content: str, directory: Path | None) -> None:
+@_resource_option
+@click.pass_context
+def notes_add(ctx: click.Context, target: str, content: str, directory: Path | None, resource: str | None) -> None:
     """Add CONTENT as a new entry of TARGET."""
-    _notes_run("add", target, directory, content, None)
+    _notes_run(ctx, "add", target, directory, resource, content, None)
 
 
 @notes.command("replace")
@@ -706,18 +744,79 @@ def notes_add(target: str, content: str, directory: Path | None) -> None:
 @click.argument("old_text")
 @click.argument("content")
 @_dir_option
-def notes_replace(target: str, old_text: str, content: str, directory: Path | None) -> None:
+@_resource_option
+@click.pass_context
+def notes_replace(
+    ctx: click.Context, target: str, old_text: str, content: str, directory: Path | None, resource: str | None
+) -> None:
     """Replace the entry containing OLD_TEXT with CONTENT."""
-    _notes_run("replace", target, directory, content, old_text)
+    _notes_run(ctx, "replace", target, directory, resource, content, old_text)
 
 
 @notes.command("remove")
 @_target_arg
 @click.argument("old_text")
 @_dir_option
-def notes_remove(target: str, old_text: str, directory: Path | None) -> None:
+@_resource_option
+@click.pass_context
+def notes_remove(ctx: click.Context, target: str, old_text: str, directory: Path | None, resource: str | None) -> None:
     """Remove the entry containing OLD_TEXT."""
-    _notes_run("remove", target, directory, None, old_text)
+    _notes_run(ctx, "remove", target, directory, resource, None, old_text)
+
+
+_folder = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="The notebook folder (MEMORY.md, USER.md).",
+)
+
+
+@notes.command("export")
+@click.option("--resource", required=True, help="Whose notebook, in the database (--db).")
+@_folder
+@click.pass_context
+def notes_export(ctx: click.Context, resource: str, directory: Path) -> None:
+    """Write a resource's database notebook to a folder as MEMORY.md and USER.md (replacing them)."""
+    from ..memory.notebook import Notebook
+
+    async def export(book: Any) -> dict[str, list[str]]:
+        return {t: await book.entries(t) for t in ("memory", "user")}
+
+    try:
+        entries = run_async(_stored)(ctx, resource, export)
+        folder = Notebook(directory)
+        for target, found in entries.items():
+            folder.replace_all(target, found)
+    except CadernoError as exc:
+        fail(str(exc))
+    click.echo(f"exported {len(entries['memory'])} memory and {len(entries['user'])} user entries to {directory}")
+
+
+@notes.command("import")
+@click.option("--resource", required=True, help="Whose notebook, in the database (--db).")
+@_folder
+@click.pass_context
+def notes_import(ctx: click.Context, resource: str, directory: Path) -> None:
+    """Replace a resource's database notebook with a folder's MEMORY.md and USER.md (each entry checked)."""
+    from ..memory.notebook import Notebook
+
+    folder = Notebook(directory)
+
+    async def take(book: Any) -> dict[str, int]:
+        counts = {}
+        for target in ("memory", "user"):
+            entries = folder.entries(target)  # an unreadable file refuses the import: nothing is half-done
+            await book.replace_all(target, entries)
+            counts[target] = len(await book.entries(target))
+        return counts
+
+    try:
+        counts = run_async(_stored)(ctx, resource, take)
+    except CadernoError as exc:
+        fail(str(exc).replace("\n", " | "))
+    click.echo(f"imported {counts['memory']} memory and {counts['user']} user entries into {resource!r}")
 
 
 # -- journals ---------------------------------------------------------------------

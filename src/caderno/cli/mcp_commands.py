@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ..core.errors import CadernoError
-from .common import fail, open_memory, run_async
+from .common import fail, import_home_notebooks, open_memory, run_async
 
 __all__ = ["COMMANDS"]
 
@@ -39,6 +39,7 @@ async def _serve(ctx: click.Context, resource: str) -> None:
 
     memory = await open_memory(ctx)
     try:
+        await import_home_notebooks(memory)
         server = build_server(memory, stdio_pick(resource), listed=(resource,))
         await server.run_stdio_async()
     finally:

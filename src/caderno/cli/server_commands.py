@@ -17,7 +17,7 @@ import click
 from ..agent.config import MAX_REQUEST_BYTES, ServerSettings, load_config
 from ..core.errors import CadernoError, MissingExtra
 from ..core.records import ApiKey
-from .common import emit_json, fail, json_option, open_memory, rich_console, run_async
+from .common import emit_json, fail, import_home_notebooks, json_option, open_memory, rich_console, run_async
 
 __all__ = ["COMMANDS"]
 
@@ -193,7 +193,9 @@ async def _serve(
     import uvicorn
 
     memory = await open_memory(ctx)
+    memory.turns.lease_seconds = settings.turn_lease
     try:
+        await import_home_notebooks(memory)
         if wanted is not None:
             report = await memory.tasks.sync_config(wanted)
             from .state_commands import sync_report_text
@@ -209,6 +211,7 @@ async def _serve(
             max_body_bytes=settings.max_body_bytes,
             docs=settings.docs,
         )
+        app.state.turn_wait = settings.turn_wait
         server = uvicorn.Server(_uvicorn_config(app, host, port, log_level, settings))
         await server.serve()
     finally:

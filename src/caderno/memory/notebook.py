@@ -65,6 +65,7 @@ RULE = "═" * 46
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}
 HEADERS = {"memory": "MEMORY (your personal notes)", "user": "USER PROFILE (who the user is)"}
 
+
 class _InvisibleFinder:
     """``_INVISIBLE.search(text)``: truthy when ``text`` holds a hidden character.
 
@@ -235,9 +236,6 @@ MEMORY_CHAR_LIMIT = 2200
 USER_CHAR_LIMIT = 1375
 #: Conversations whose frozen snapshot a file notebook keeps in this process (least recently used go first).
 SNAPSHOT_CACHE = 1024
-#: Compare-and-swap attempts of a database notebook write before it gives up (each loses only to another
-#: writer's success, so running out means the notebook is being rewritten faster than it can be read).
-WRITE_ATTEMPTS = 8
 
 #: An edit of one target's entries: ``(entries, limit) -> (new entries, message, changed)``.
 Edit = Callable[[list[str], int], tuple[list[str], str, bool]]
@@ -415,7 +413,11 @@ class Notebook:
     """
 
     def __init__(
-        self, directory: str | Path, *, memory_char_limit: int = MEMORY_CHAR_LIMIT, user_char_limit: int = USER_CHAR_LIMIT
+        self,
+        directory: str | Path,
+        *,
+        memory_char_limit: int = MEMORY_CHAR_LIMIT,
+        user_char_limit: int = USER_CHAR_LIMIT,
     ) -> None:
         self.directory = Path(directory)
         self.limits = {"memory": memory_char_limit, "user": user_char_limit}
@@ -527,9 +529,7 @@ class Notebook:
         """Remove the one entry containing ``old_text``."""
         return self.apply("remove", target, None, old_text, dry_run=dry_run)
 
-    def apply(
-        self, action: Any, target: Any, content: Any, old_text: Any, *, dry_run: bool = False
-    ) -> NotebookOutcome:
+    def apply(self, action: Any, target: Any, content: Any, old_text: Any, *, dry_run: bool = False) -> NotebookOutcome:
         """Dispatch one action under the file's lock; raises ``NotebookError`` with the model's message."""
         edit = plan_edit(action, target, content, old_text)
         limit = self.limits[target]
@@ -726,22 +726,18 @@ class StoredNotebook:
         edit = plan_edit(action, target, content, old_text)
         rid = check_name(self.resource_id, "resource id")
         limit = self.limits[target]
-        for _ in range(WRITE_ATTEMPTS):
-            entries, version = (await self._pages())[target]
-            new, message, changed = edit(list(entries), limit)
-            if not changed or dry_run:
-                return outcome(target, new, limit, message)
-            written = await self._run(
-                ops.WriteNotebook(
-                    resource_id=rid, target=target, entries=tuple(new), expected_version=version, now=self._clock()
-                )
-            )
-            if written:
-                return outcome(target, new, limit, message)
-        raise NotebookError(
-            f"{FILES[target]} kept changing while this edit was applied ({WRITE_ATTEMPTS} tries); nothing was "
-            f"changed by it. Retry."
-        )
+        if dry_run:
+            new, message, _ = edit(await self.entries(target), limit)
+            return outcome(target, new, limit, message)
+        said: list[str] = []
+
+        def change(entries: list[str], version: int) -> list[str] | None:
+            new, message, changed = edit(entries, limit)  # inside the transaction, the row locked
+            said.append(message)
+            return new if changed else None
+
+        after = await self._run(ops.EditNotebook(resource_id=rid, target=target, edit=change, now=self._clock()))
+        return outcome(target, after, limit, said[-1])
 
     async def add(self, target: str, content: str, *, dry_run: bool = False) -> NotebookOutcome:
         return await self.apply("add", target, content, None, dry_run=dry_run)
@@ -757,14 +753,45 @@ class StoredNotebook:
         target = check_target(target)
         checked = _dedupe([check_entry(e) for e in entries])
         rid = check_name(self.resource_id, "resource id")
-        for _ in range(WRITE_ATTEMPTS):
-            _, version = (await self._pages())[target]
-            op = ops.WriteNotebook(
-                resource_id=rid, target=target, entries=tuple(checked), expected_version=version, now=self._clock()
-            )
-            if await self._run(op):
-                return
-        raise NotebookError(f"{FILES[target]} kept changing; nothing was imported. Retry.")
+        await self._run(
+            ops.EditNotebook(resource_id=rid, target=target, edit=lambda _e, _v: checked, now=self._clock())
+        )
+
+    async def take_files(self, book: Notebook) -> list[str]:
+        """Copy a file notebook's entries into each target never written in the database; the targets taken.
+
+        A target already written here (even emptied since) keeps its rows, so
+        running this again, or in two processes at once, imports nothing
+        twice. An entry the rules refuse (a hand-edited file) is left out and
+        logged; an unreadable file is skipped.
+        """
+        rid = check_name(self.resource_id, "resource id")
+        taken = []
+        for target in FILES:
+            found = book.readable_entries(target)
+            if not found:
+                continue
+            kept = []
+            for entry in found:
+                try:
+                    kept.append(check_entry(entry))
+                except NotebookError as exc:
+                    log.warning("notebook entry of %r not imported from %s: %s", rid, book.path(target), exc)
+            if not kept:
+                continue
+
+            wrote: list[bool] = []
+
+            def first(
+                entries: list[str], version: int, kept: list[str] = kept, wrote: list[bool] = wrote
+            ) -> list[str] | None:
+                wrote.append(version == 0)
+                return _dedupe(kept) if version == 0 else None  # written here before: left alone
+
+            await self._run(ops.EditNotebook(resource_id=rid, target=target, edit=first, now=self._clock()))
+            if wrote[-1]:
+                taken.append(target)
+        return taken
 
     async def tool(
         self,

@@ -32,7 +32,7 @@ from .indexer import Indexer
 from .messages import detached
 from .working_memory import WorkingMemoryPart
 
-__all__ = ["TURN_LEASE", "TurnContext", "TurnLease", "Turns"]
+__all__ = ["TURN_LEASE", "TURN_WAIT", "TurnContext", "TurnLease", "Turns"]
 
 log = logging.getLogger("caderno.memory.turns")
 
@@ -41,6 +41,8 @@ log = logging.getLogger("caderno.memory.turns")
 #: stalled that long) loses it; a killed process's thread is free again
 #: after at most this long.
 TURN_LEASE = 30.0
+#: Default seconds a turn waits for another turn on its thread (in any process) before ``ThreadBusy``.
+TURN_WAIT = 30.0
 
 #: Runs operations in one transaction (``Memory.batch``: refuses what the store does not handle).
 Batch = Callable[[Sequence[ops.Op[Any]]], Awaitable[list[Any]]]

@@ -321,6 +321,7 @@ def _chat(app: FastAPI, model: Any) -> AgentChat:
     saved nothing worth its memory.)
     """
     from ..agent.chat import AgentChat
+    from ..memory.turns import TURN_WAIT
 
     chat: AgentChat | None = app.state.proxy_chat
     if chat is None or chat.model is not model:
@@ -328,6 +329,7 @@ def _chat(app: FastAPI, model: Any) -> AgentChat:
             model=model,
             memory=app.state.memory,
             notebook=True,  # the database notebook: every server shows the same one
+            turn_wait=getattr(app.state, "turn_wait", TURN_WAIT),
             recall=True,
             schedule_tool=True,
         )

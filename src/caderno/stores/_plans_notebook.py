@@ -24,24 +24,29 @@ def read_notebook(d: Dialect, op: ops.ReadNotebook) -> Plan[dict[str, tuple[tupl
     return {target: found.get(target, ((), 0)) for target in TARGETS}
 
 
-def write_notebook(d: Dialect, op: ops.WriteNotebook) -> Plan[bool]:
+def edit_notebook(d: Dialect, op: ops.EditNotebook) -> Plan[list[str]]:
     yield ensure_resource(d, op.resource_id, op.now)
-    entries, now = dumps(list(op.entries)), d.ts(op.now)
-    if op.expected_version == 0:
-        done = yield Q(
-            "INSERT INTO notebooks (resource_id, target, entries, version, updated_at) VALUES (?,?,?,1,?) "
-            "ON CONFLICT (resource_id, target) DO NOTHING",
-            (op.resource_id, op.target, entries, now),
-            "rowcount",
-        )
-    else:
-        done = yield Q(
-            "UPDATE notebooks SET entries = ?, version = version + 1, updated_at = ? "
-            "WHERE resource_id = ? AND target = ? AND version = ?",
-            (entries, now, op.resource_id, op.target, op.expected_version),
-            "rowcount",
-        )
-    return bool(done)
+    key = (op.resource_id, op.target)
+    # The row exists (version 0: never written) before it is locked, so two first writers queue too.
+    yield Q(
+        "INSERT INTO notebooks (resource_id, target, entries, version, updated_at) VALUES (?,?,'[]',0,?) "
+        "ON CONFLICT (resource_id, target) DO NOTHING",
+        (*key, d.ts(op.now)),
+        "none",
+    )
+    row = yield Q(
+        f"SELECT entries, version FROM notebooks WHERE resource_id = ? AND target = ?{d.for_update}", key, "one"
+    )
+    entries, version = list(loads(row[0])), row[1]
+    new = op.edit(list(entries), version)
+    if new is None:
+        return entries
+    yield Q(
+        "UPDATE notebooks SET entries = ?, version = ?, updated_at = ? WHERE resource_id = ? AND target = ?",
+        (dumps(list(new)), version + 1, d.ts(op.now), *key),
+        "none",
+    )
+    return list(new)
 
 
 def read_notebook_snapshot(d: Dialect, op: ops.ReadNotebookSnapshot) -> Plan[dict[str, str | None] | None]:
@@ -112,7 +117,7 @@ def release_turn(d: Dialect, op: ops.ReleaseTurn) -> Plan[None]:
 
 SHARED_NOTEBOOK: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
     ops.ReadNotebook: read_notebook,
-    ops.WriteNotebook: write_notebook,
+    ops.EditNotebook: edit_notebook,
     ops.ReadNotebookSnapshot: read_notebook_snapshot,
     ops.FreezeNotebook: freeze_notebook,
     ops.ClaimTurn: claim_turn,

@@ -47,7 +47,8 @@ __all__ = [
     "ReadNotebook",
     "ReadNotebookSnapshot",
     "ReleaseTurn",
-    "WriteNotebook",
+    "EditNotebook",
+    "NotebookEdit",
     "ALL",
     "ITEMS",
     "ITEM_VECTORS",
@@ -671,20 +672,24 @@ class ReadNotebook(Op[dict[str, tuple[tuple[str, ...], int]]]):
     resource_id: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class WriteNotebook(Op[bool]):
-    """Replace one target's entries if it is still at ``expected_version`` (0: never written).
+#: Called inside the store's transaction, the target's row locked, with its entries and version
+#: (0: never written); returns the new entries, or ``None`` to write nothing. May raise
+#: ``NotebookError``: the transaction is then rolled back.
+NotebookEdit = Callable[[list[str], int], "list[str] | None"]
 
-    Result: ``False`` when another writer got there first (nothing written);
-    the caller reads again and re-applies its edit. The rules (budgets,
-    unique substrings, the scan) are the caller's: entries arrive final.
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EditNotebook(Op[list[str]]):
+    """Read one target's entries under a lock, apply ``edit``, write what it returns.
+
+    Result: the entries after the edit. The rules (budgets, unique
+    substrings, the scan) are the edit's: ``caderno.memory.notebook``.
     """
 
     writes: ClassVar[bool] = True
     resource_id: str
     target: str
-    entries: tuple[str, ...]
-    expected_version: int
+    edit: NotebookEdit
     now: datetime
 
 
@@ -1070,7 +1075,7 @@ AGENT_STATE: frozenset[type[Op[Any]]] = frozenset(
 KEYS: frozenset[type[Op[Any]]] = frozenset({CreateKey, FindKey, ListKeys, RevokeKey})
 ITEMS: frozenset[type[Op[Any]]] = frozenset({PutItem, DeleteItem, GetItem, SearchItems, ListItemNamespaces})
 ITEM_VECTORS: frozenset[type[Op[Any]]] = frozenset({ClaimItemEmbeddings, FinishItemEmbeddings, ReadItemVectors})
-NOTEBOOK: frozenset[type[Op[Any]]] = frozenset({ReadNotebook, WriteNotebook, ReadNotebookSnapshot, FreezeNotebook})
+NOTEBOOK: frozenset[type[Op[Any]]] = frozenset({ReadNotebook, EditNotebook, ReadNotebookSnapshot, FreezeNotebook})
 TURNS: frozenset[type[Op[Any]]] = frozenset({ClaimTurn, ReleaseTurn})
 #: Optional: vector search inside the database (PostgreSQL with pgvector); not part of ``ALL``.
 VECTOR_SEARCH: frozenset[type[Op[Any]]] = frozenset({SearchVectors})

@@ -16,6 +16,22 @@ vector``, by whoever administers it), vectors are also stored in a pgvector
 column with an HNSW index per dimension, and recall searches in the database
 (``ops.SearchVectors``); without it, the bytes and the in-process search stay.
 ``?pgvector=off`` keeps the in-process search even where the extension is.
+
+Behind a pooler in transaction mode (PgBouncer: ``?pooler=transaction``)
+each transaction may get another server connection, so the store keeps no
+session state: no server-side prepared statements, and the settings a
+connection would otherwise keep (``search_path``, ``hnsw.iterative_scan``)
+are set with ``SET LOCAL`` at the start of every transaction; a
+one-statement operation that needs them runs in a transaction too. The only
+advisory lock (migrations, new vector indexes) is transaction-scoped.
+
+With ``?read_replica=URL`` (a hot standby of the same server), a batch in
+which no operation writes and every operation names its resource reads from
+the standby, unless this store wrote to one of those resources and the
+standby has not replayed that write yet (read your writes: the primary's WAL
+position after each write against the standby's ``pg_last_wal_replay_lsn()``).
+Everything else — writes, global reads such as API key lookups — goes to the
+primary, and so does every read while the standby is down or failing.
 """
 
 from __future__ import annotations
@@ -24,8 +40,10 @@ import asyncio
 import functools
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from ..core.clock import utcnow
 from ..core.errors import MissingExtra, StorageError, UsageError
@@ -36,7 +54,21 @@ from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run
 
 T = TypeVar("T")
 
-_OUR_PARAMS = {"schema", "pool_size", "pgvector"}
+_OUR_PARAMS = {"schema", "pool_size", "pgvector", "pooler", "read_replica"}
+
+#: What ``?pooler=`` may say: ``none`` (direct connections, or a pooler in
+#: session mode) or ``transaction`` (PgBouncer's transaction mode: no session state).
+POOLERS = ("none", "transaction")
+
+#: A standby that failed is left alone this long before a read tries it again (seconds).
+STANDBY_RETRY_SECONDS = 5.0
+#: How long a read waits for a standby connection before the primary answers it (seconds).
+STANDBY_CONNECT_TIMEOUT = 2.0
+#: Resources remembered as written and maybe not replayed yet; past this many,
+#: one watermark holds back every read until the standby passes it.
+WRITTEN_MAX = 10_000
+
+log = logging.getLogger(__name__)
 
 DIALECT = Dialect(
     name="postgresql",
@@ -161,6 +193,16 @@ def one_statement(op: ops.Op[Any]) -> bool:
     return type(op) in _ONE_STATEMENT
 
 
+async def _run_on(conn: Any, fn: Callable[[Any], Awaitable[T]], *, alone: bool, local: str) -> T:
+    """``fn(conn)`` in one transaction that first sets ``local`` — unless it is one statement that needs no setting."""
+    if alone and not local:
+        return await fn(conn)
+    async with conn.transaction():
+        if local:
+            await conn.execute(local)
+        return await fn(conn)
+
+
 async def _execute(conn: Any, q: Q) -> Any:
     """Run one query of a plan; constraint errors become the plan's own exceptions."""
     import psycopg
@@ -187,8 +229,29 @@ async def _execute(conn: Any, q: Q) -> Any:
         raise ForeignKeyViolation(str(exc)) from exc
 
 
+#: The pools' names, as psycopg's pool logger shows them.
+_PRIMARY_POOL, _STANDBY_POOL = "caderno", "caderno-standby"
+
 #: The loggers psycopg writes connection errors to.
 _DRIVER_LOGGERS = ("psycopg", "psycopg.pool")
+
+
+def _pooler(value: str) -> bool:
+    """Whether ``?pooler=value`` declares a transaction-mode pooler."""
+    if value not in POOLERS:
+        raise UsageError(f"pooler must be one of {', '.join(POOLERS)}, not {value!r}")
+    return value == "transaction"
+
+
+def _ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _set(settings: list[tuple[str, str]], *, local: bool) -> str:
+    """The ``SET`` statements of ``settings``: for the session, or (``local``) for the current transaction only."""
+    scope = "SET LOCAL" if local else "SET"
+    return "; ".join(f"{scope} {name} TO {value}" for name, value in settings)
 
 
 class _ScrubLogs(logging.Filter):
@@ -199,20 +262,84 @@ class _ScrubLogs(logging.Filter):
         self.secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING and f"{_STANDBY_POOL!r}" in record.getMessage():
+            return False  # a standby's failures are the store's to report, once (``_standby_failed``)
         if self.secrets:
             record.msg, record.args = scrub(record.getMessage(), self.secrets), ()
             record.exc_info = record.exc_text = None  # a traceback would repeat the driver's text
         return True
 
 
+#: The WAL position of a write whose position could not be read (its connection
+#: died after the commit): later than any, until a later write's position replaces it.
+_UNKNOWN_LSN = 1 << 64
+
+#: SQL of the primary's WAL position (a whole number) once a write committed.
+_WRITTEN_LSN = "SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint"
+#: SQL of how far a standby has replayed (NULL on a server that is not a standby).
+_REPLAYED_LSN = "SELECT (pg_last_wal_replay_lsn() - '0/0')::bigint"
+
+
+class _Written:
+    """The primary's WAL position after this store's writes that the standby may not have replayed yet.
+
+    Per resource, plus one watermark for writes that name no single resource
+    (and for everything once ``WRITTEN_MAX`` resources are remembered). A
+    position is forgotten once the standby is seen past it.
+    """
+
+    def __init__(self) -> None:
+        self.by_resource: dict[str, int] = {}
+        self.everything = 0
+
+    def note(self, resources: set[str] | None, lsn: int) -> None:
+        if lsn != _UNKNOWN_LSN:  # a later position covers a write whose own was lost
+            for rid, seen in self.by_resource.items():
+                if seen == _UNKNOWN_LSN:
+                    self.by_resource[rid] = lsn
+            if self.everything == _UNKNOWN_LSN:
+                self.everything = lsn
+        if resources is None:
+            self.everything = max(self.everything, lsn)
+            return
+        for rid in resources:
+            self.by_resource[rid] = max(self.by_resource.get(rid, 0), lsn)
+        if len(self.by_resource) > WRITTEN_MAX:
+            self.everything = max(self.everything, *self.by_resource.values())
+            self.by_resource.clear()
+
+    def needed(self, resources: set[str]) -> int:
+        """The position the standby must have replayed to answer a read of ``resources`` as the primary would."""
+        return max([self.everything, *(self.by_resource.get(rid, 0) for rid in resources)])
+
+    def replayed(self, lsn: int) -> None:
+        """The standby was seen at ``lsn``: forget what it has."""
+        self.by_resource = {rid: seen for rid, seen in self.by_resource.items() if seen > lsn}
+        if self.everything <= lsn:
+            self.everything = 0
+
+
+def _resources(batch: Sequence[ops.Op[Any]]) -> set[str] | None:
+    """The resources a batch names, or None when one of its operations names no single resource."""
+    found = set()
+    for op in batch:
+        rid = getattr(op, "resource_id", None)
+        if not isinstance(rid, str):
+            return None
+        found.add(rid)
+    return found
+
+
 class PostgresStore:
     """A store in a PostgreSQL database (optionally in one schema of it).
 
     Args:
-        url: ``postgresql://user[:password]@host:port/db``; ``?schema=NAME``
-            and ``?pool_size=N`` are read here, other parameters go to libpq.
+        url: ``postgresql://user[:password]@host:port/db``; ``?schema=NAME``,
+            ``?pool_size=N``, ``?pgvector=off``, ``?pooler=transaction`` and
+            ``?read_replica=URL`` (URL-encoded; it may carry its own
+            ``pooler``) are read here, other parameters go to libpq.
         schema: use (and create) this schema instead of ``public``.
-        pool_size: most connections this process opens (default 10).
+        pool_size: most connections this process opens (default 10; as many again to a read replica).
     """
 
     supports = ops.ALL
@@ -227,8 +354,29 @@ class PostgresStore:
         # (re-encoding turned "options=-c statement_timeout=1234" into something it refuses).
         conninfo, query = split_url(url, _OUR_PARAMS)
         self._conninfo = "postgresql://" + conninfo.split("://", 1)[1] if "://" in conninfo else conninfo
-        self.url = redact_url(url)
+        shown, _ = split_url(url, {"read_replica"})
+        self.url = redact_url(shown)
         self._secrets = secrets_of(url)
+        self._pooled = _pooler(query.get("pooler", "none"))
+        #: The standby's conninfo (``?read_replica=``), and whether a transaction-mode pooler is in front of it.
+        self._replica: str | None = None
+        self._replica_url = ""
+        self._replica_pooled = self._pooled
+        replica = query.get("read_replica")
+        if replica is not None:
+            if not replica.startswith(("postgresql://", "postgres://")):
+                raise UsageError("read_replica must be a postgresql:// URL, URL-encoded in the primary's query string")
+            rest, extra = split_url(replica, _OUR_PARAMS)
+            misplaced = sorted(set(extra) - {"pooler"})
+            if misplaced:
+                raise UsageError(
+                    f"read_replica's URL cannot set {', '.join(misplaced)}: the standby follows the primary's URL"
+                )
+            self._replica = "postgresql://" + rest.split("://", 1)[1]
+            self._replica_url = redact_url(replica)
+            self._replica_pooled = _pooler(extra.get("pooler", query.get("pooler", "none")))
+            self._secrets = sorted({*self._secrets, *secrets_of(replica)}, key=lambda s: (-len(s), s))
+            self.url += ("&" if "?" in shown else "?") + "read_replica=" + quote(self._replica_url, safe=":/@*")
         self.schema = schema or query.get("schema")
         if self.schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", self.schema):
             raise UsageError(f"schema name {self.schema!r} must be lowercase letters, digits and '_'")
@@ -245,9 +393,17 @@ class PostgresStore:
         self.pgvector_schema: str | None = None
         self._hnsw_dims: set[int] = set()
         self._iterative_scan = False
+        #: What every transaction needs set (``search_path``, ``hnsw.iterative_scan``): found at open.
+        self._settings: list[tuple[str, str]] = []
         self._log_filter = _ScrubLogs(self._secrets)
         self._pool: Any = None
         self._open_lock = asyncio.Lock()
+        self._written = _Written()
+        self._standby_pool: Any = None
+        self._standby_lock = asyncio.Lock()
+        self._standby_down_until = 0.0
+        self._standby_replayed = 0
+        self._standby_failing = False
 
     # -- connections ---------------------------------------------------------------
 
@@ -255,8 +411,6 @@ class PostgresStore:
         async with self._open_lock:
             if self._pool is not None:
                 return
-            from psycopg_pool import AsyncConnectionPool
-
             for name in _DRIVER_LOGGERS:
                 logging.getLogger(name).addFilter(self._log_filter)
 
@@ -270,33 +424,7 @@ class PostgresStore:
                 failure = f"cannot open PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}"
             if failure is not None:
                 raise StorageError(failure)
-            schema, vector_schema, iterative = self.schema, self.pgvector_schema, self._iterative_scan
-
-            async def configure(conn: Any) -> None:
-                if schema:
-                    # The extension's schema follows ours: its type and operators resolve, our tables come first.
-                    extra = f', "{vector_schema}"' if vector_schema and vector_schema != schema else ""
-                    await conn.execute(f'SET search_path TO "{schema}"{extra}')
-                elif vector_schema:  # the server's search path, plus the extension's schema if it lacks it
-                    await conn.execute(
-                        "SELECT set_config('search_path', current_setting('search_path') || %s, false) "
-                        "WHERE NOT %s = ANY(current_schemas(false))",
-                        (f', "{vector_schema}"', vector_schema),
-                    )
-                if iterative:
-                    # Filtered HNSW scans (one resource, one thread) go on until k rows pass, in exact order.
-                    await conn.execute("SET hnsw.iterative_scan = strict_order")
-
-            pool = AsyncConnectionPool(
-                self._conninfo,
-                min_size=1,
-                max_size=self.pool_size,
-                open=False,
-                kwargs={"autocommit": True, "application_name": "caderno"},
-                configure=configure,
-                check=_still_open,
-                name="caderno",
-            )
+            pool = self._new_pool(self._conninfo, pooled=self._pooled, name=_PRIMARY_POOL)
             try:
                 await pool.open(wait=True, timeout=30)
                 await self._migrate(pool)
@@ -310,14 +438,50 @@ class PostgresStore:
                 raise StorageError(failure)
             self._pool = pool
 
+    def _new_pool(self, conninfo: str, *, pooled: bool, name: str) -> Any:
+        """A pool (not opened) whose connections have the settings found at open, as long as they keep them.
+
+        Behind a transaction-mode pooler a server connection serves any
+        client between two transactions, so nothing is set on it here and
+        nothing is prepared on it: ``_local`` sets the settings in each transaction.
+        """
+        from psycopg_pool import AsyncConnectionPool
+
+        session = "" if pooled else _set(self._settings, local=False)
+
+        async def configure(conn: Any) -> None:
+            if session:
+                await conn.execute(session)
+
+        kwargs: dict[str, Any] = {"autocommit": True, "application_name": "caderno"}
+        if pooled:
+            kwargs["prepare_threshold"] = None  # a prepared statement would live on one server connection
+        return AsyncConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            kwargs=kwargs,
+            configure=configure,
+            check=_still_open,
+            name=name,
+        )
+
+    def _local(self, pooled: bool) -> str:
+        """What a transaction sets first on a pooled connection (empty: the connection keeps it, or nothing to set)."""
+        return _set(self._settings, local=True) if pooled else ""
+
     async def _first_connect(self) -> None:
         import psycopg
 
         # Connect once directly for a clear, immediate error (the pool would
-        # retry in the background instead).
+        # retry in the background instead). Behind a transaction-mode pooler
+        # this is a client connection like any other: what it runs (CREATE
+        # SCHEMA, lookups) keeps nothing on the server connection it got.
         failure = None
         try:
-            conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, connect_timeout=10)
+            extra: dict[str, Any] = {"prepare_threshold": None} if self._pooled else {}
+            conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, connect_timeout=10, **extra)
         except psycopg.Error as exc:
             failure = f"cannot connect to PostgreSQL at {self.url}: {scrub(str(exc), self._secrets)}"
         if failure is not None:  # raised outside the except: the driver's error (and its text) is not chained
@@ -336,11 +500,43 @@ class PostgresStore:
                     self.pgvector_schema = row[0]
                     version = tuple(int(p) for p in re.findall(r"\d+", row[1])[:2])
                     self._iterative_scan = version >= (0, 8)  # hnsw.iterative_scan came in 0.8
+            self._settings = await self._find_settings(conn)
         finally:
             await conn.close()
 
+    async def _find_settings(self, conn: Any) -> list[tuple[str, str]]:
+        """What each connection (or, behind a pooler, each transaction) sets: the search path, the HNSW scan."""
+        settings = []
+        vector_schema = self.pgvector_schema
+        if self.schema:
+            # The extension's schema follows ours: its type and operators resolve, our tables come first.
+            path = _ident(self.schema)
+            if vector_schema and vector_schema != self.schema:
+                path += f", {_ident(vector_schema)}"
+            settings.append(("search_path", path))
+        elif vector_schema:  # the server's search path, plus the extension's schema if it lacks it
+            row = await (
+                await conn.execute(
+                    "SELECT current_setting('search_path'), %s = ANY(current_schemas(false))", (vector_schema,)
+                )
+            ).fetchone()
+            if not row[1]:
+                server = row[0].strip()
+                has_path = server not in ("", '""')
+                settings.append(
+                    ("search_path", f"{server}, {_ident(vector_schema)}" if has_path else _ident(vector_schema))
+                )
+        if self._iterative_scan:
+            # Filtered HNSW scans (one resource, one thread) go on until k rows pass, in exact order.
+            settings.append(("hnsw.iterative_scan", "strict_order"))
+        return settings
+
     async def _migrate(self, pool: Any) -> None:
+        local = self._local(self._pooled)
         async with pool.connection() as conn, conn.transaction():
+            if local:
+                await conn.execute(local)
+            # Transaction-scoped, as every lock here: a pooler may hand the next transaction another session.
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             execute = functools.partial(_execute, conn)
             done = await run_plan(_migrate.applied(MIGRATIONS, LEDGER), execute)
@@ -395,11 +591,24 @@ class PostgresStore:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+        if self._standby_pool is not None:
+            standby, self._standby_pool = self._standby_pool, None
+            await standby.close()
         for name in _DRIVER_LOGGERS:
             logging.getLogger(name).removeFilter(self._log_filter)
 
-    async def _tx(self, fn: Callable[[Any], Awaitable[T]], *, write: bool = True, transaction: bool = True) -> T:
-        """Run ``fn(conn)``, in one transaction unless it is a single statement.
+    async def _tx(
+        self,
+        fn: Callable[[Any], Awaitable[T]],
+        *,
+        write: bool = True,
+        alone: bool = False,
+        after: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> T:
+        """Run ``fn(conn)`` on the primary, in one transaction unless it is a single statement (``alone``).
+
+        ``after(conn)`` runs on the same connection once ``fn``'s work is
+        committed, outside the retry: it must not raise.
 
         Connections are checked when taken from the pool without a round trip
         (``_still_open`` looks at the socket only). A connection that died while idle —
@@ -419,12 +628,14 @@ class PostgresStore:
         if self._pool is None:
             await self.open()
 
+        local = self._local(self._pooled)
+
         async def attempt() -> T:
             async with self._pool.connection() as conn:
-                if not transaction:
-                    return await fn(conn)
-                async with conn.transaction():
-                    return await fn(conn)
+                result = await _run_on(conn, fn, alone=alone, local=local)
+                if after is not None:
+                    await after(conn)
+                return result
 
         async def run() -> T:
             failure = None
@@ -469,7 +680,103 @@ class PostgresStore:
 
         # A single one-statement operation is atomic on its own: no BEGIN/COMMIT round trips.
         alone = len(batch) == 1 and one_statement(batch[0])
-        return await self._tx(run, write=writes, transaction=not alone)
+        if self._replica is None:
+            return await self._tx(run, write=writes, alone=alone)
+        resources = _resources(batch)
+        if not writes:
+            if resources is not None:  # a global read (API keys, every resource) stays on the primary
+                results = await self._read_standby(run, alone=alone, resources=resources)
+                if results is not None:
+                    return results
+            return await self._tx(run, write=False, alone=alone)
+
+        async def note(conn: Any) -> None:
+            import psycopg
+
+            try:
+                lsn = (await (await conn.execute(_WRITTEN_LSN)).fetchone())[0]
+            except psycopg.Error:  # committed, but where is unknown: the next write's position will tell
+                lsn = _UNKNOWN_LSN
+            self._written.note(resources, lsn)
+
+        return await self._tx(run, write=True, alone=alone, after=note)
+
+    # -- the standby ---------------------------------------------------------------------
+
+    async def _read_standby(
+        self, fn: Callable[[Any], Awaitable[list[Any]]], *, alone: bool, resources: set[str]
+    ) -> list[Any] | None:
+        """``fn``'s results read on the standby, or None when the primary must answer.
+
+        The primary answers when this store wrote to one of ``resources`` and
+        the standby has not replayed that write yet, and while the standby
+        is down or failing (logged once, until a read succeeds there again).
+        A read is never half-done: a failure on the standby reruns it whole on the primary.
+        """
+        import psycopg
+
+        if time.monotonic() < self._standby_down_until:
+            return None
+        failure: str | None = None
+        lost = False
+        results: list[Any] | None = None
+        try:
+            pool = await self._standby()
+            if pool is None:
+                return None
+            async with pool.connection(timeout=STANDBY_CONNECT_TIMEOUT) as conn:
+                needed = self._written.needed(resources)
+                if needed > self._standby_replayed:
+                    replayed = (await (await conn.execute(_REPLAYED_LSN)).fetchone())[0]
+                    if replayed is None:
+                        failure, lost = "it is not a hot standby (pg_last_wal_replay_lsn() is null)", True
+                    else:
+                        self._standby_replayed = max(self._standby_replayed, replayed)
+                        self._written.replayed(self._standby_replayed)
+                        if needed > self._standby_replayed:
+                            return None
+                if failure is None:
+                    results = await _run_on(conn, fn, alone=alone, local=self._local(self._replica_pooled))
+        except psycopg.OperationalError as exc:  # cannot connect, connection lost, pool timed out
+            failure, lost = scrub(str(exc), self._secrets), True
+        except psycopg.Error as exc:  # the statement failed there (a recovery conflict…): the primary answers it
+            failure = scrub(str(exc), self._secrets)
+        if failure is not None:
+            await self._standby_failed(failure, lost=lost)
+            return None
+        if self._standby_failing:
+            self._standby_failing = False
+            log.info("read replica %s answers again: reads go to it", self._replica_url)
+        return results
+
+    async def _standby(self) -> Any:
+        """The standby's pool, opened on first use; None while it is left alone after a failure.
+
+        While one read opens it, the others go to the primary rather than wait.
+        """
+        if self._standby_pool is not None or self._standby_lock.locked():
+            return self._standby_pool
+        async with self._standby_lock:
+            if self._standby_pool is None and time.monotonic() >= self._standby_down_until:
+                assert self._replica is not None
+                pool = self._new_pool(self._replica, pooled=self._replica_pooled, name=_STANDBY_POOL)
+                try:
+                    await pool.open(wait=True, timeout=STANDBY_CONNECT_TIMEOUT)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._standby_pool = pool
+            return self._standby_pool
+
+    async def _standby_failed(self, failure: str, *, lost: bool) -> None:
+        if not self._standby_failing:
+            self._standby_failing = True
+            log.warning("read replica %s failed, reads go to the primary: %s", self._replica_url, failure)
+        if lost:  # closed, so that its pool stops reconnecting in the background; tried again later
+            self._standby_down_until = time.monotonic() + STANDBY_RETRY_SECONDS
+            pool, self._standby_pool = self._standby_pool, None
+            if pool is not None:
+                await pool.close()
 
     def _handler(self, op: ops.Op[Any]) -> Handler:
         if type(op) in _VECTOR and self.pgvector_schema is not None:
