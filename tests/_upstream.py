@@ -7,6 +7,7 @@ sees what the model was sent (the prompt, the tools, each tool's result).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -41,6 +42,8 @@ class Upstream:
 
     script: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    delays: list[float] = field(default_factory=list)
+    """Seconds to wait before answering each request, in order (none left: at once)."""
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -50,6 +53,8 @@ class Upstream:
             body = await request.json()
             self.requests.append(body)
             message = self.script.pop(0)(body)
+            if self.delays:  # after taking its reply: a caller that goes away leaves the script as it was
+                await asyncio.sleep(self.delays.pop(0))
             answer = {
                 "id": f"up-{len(self.requests)}",
                 "object": "chat.completion",
