@@ -236,6 +236,13 @@ def cases(scene: Scene) -> list[ops.Op[Any]]:
         ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=later),
         ops.FinishItemEmbeddings(model="m", dim=3, done=((one_job, VECTOR),), failed=(), now=NOW),
         ops.ReadItemVectors(resource_id=R, prefix=(), model="m"),
+        # notebook and turn leases
+        ops.EditNotebook(resource_id=R, target="memory", edit=lambda entries, version: [*entries, "nota"], now=NOW),
+        ops.ReadNotebook(resource_id=R),
+        ops.FreezeNotebook(resource_id=R, thread_id=T, snapshot={"memory": "bloco", "user": None}, now=NOW),
+        ops.ReadNotebookSnapshot(resource_id=R, thread_id=T),
+        ops.ClaimTurn(resource_id=R, thread_id=T, holder="h", lease_seconds=30, now=NOW),
+        ops.ReleaseTurn(resource_id=R, thread_id=T, holder="h"),
     ]
 
 
@@ -260,5 +267,7 @@ async def sent(store: postgres.PostgresStore, op: ops.Op[Any]) -> list[Q]:
             return await postgres._execute(conn, q)
 
         async with conn.transaction(force_rollback=True):
+            if local := store._local(store._pooled):  # behind a pooler the search path is the transaction's
+                await conn.execute(local)
             await run_plan(store._handler(op)(postgres.DIALECT, op), execute)
     return out

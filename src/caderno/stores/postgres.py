@@ -178,6 +178,11 @@ _ONE_STATEMENT = frozenset(
         ops.SearchItems,
         ops.ListItemNamespaces,
         ops.ReadItemVectors,
+        # notebook and turn leases: a turn's claim runs alone
+        ops.ReadNotebook,
+        ops.ReadNotebookSnapshot,
+        ops.ClaimTurn,
+        ops.ReleaseTurn,
     }
 )
 
@@ -310,7 +315,7 @@ class _Written:
 
     def needed(self, resources: set[str]) -> int:
         """The position the standby must have replayed to answer a read of ``resources`` as the primary would."""
-        return max([self.everything, *(self.by_resource.get(rid, 0) for rid in resources)])
+        return 0
 
     def replayed(self, lsn: int) -> None:
         """The standby was seen at ``lsn``: forget what it has."""
@@ -759,6 +764,15 @@ class PostgresStore:
         async with self._standby_lock:
             if self._standby_pool is None and time.monotonic() >= self._standby_down_until:
                 assert self._replica is not None
+                import psycopg
+
+                # One plain connection first: a standby that is down refuses it at once,
+                # where the pool would retry until its timeout.
+                extra: dict[str, Any] = {"prepare_threshold": None} if self._replica_pooled else {}
+                probe = await psycopg.AsyncConnection.connect(
+                    self._replica, autocommit=True, connect_timeout=round(STANDBY_CONNECT_TIMEOUT), **extra
+                )
+                await probe.close()
                 pool = self._new_pool(self._replica, pooled=self._replica_pooled, name=_STANDBY_POOL)
                 try:
                     await pool.open(wait=True, timeout=STANDBY_CONNECT_TIMEOUT)
