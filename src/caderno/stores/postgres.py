@@ -315,7 +315,7 @@ class _Written:
 
     def needed(self, resources: set[str]) -> int:
         """The position the standby must have replayed to answer a read of ``resources`` as the primary would."""
-        return 0
+        return max([self.everything, *(self.by_resource.get(rid, 0) for rid in resources)])
 
     def replayed(self, lsn: int) -> None:
         """The standby was seen at ``lsn``: forget what it has."""
