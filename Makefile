@@ -23,6 +23,7 @@ demo: $(STAMP)
 ## after the type checker: the store port is a typed contract.
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-pgbouncer.sh
 	bash scripts/ensure-chromium.sh
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
