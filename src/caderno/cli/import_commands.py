@@ -81,20 +81,37 @@ async def import_mastra_cmd(ctx: click.Context, file: Path, resource: str | None
     "--notebook-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Write to this notebook directory instead of the resource's one under $CADERNO_HOME.",
+    help="Write to this notebook directory instead of the resource's notebook in the database (--db).",
 )
 @json_option
-def import_notes_cmd(directory: Path, resource: str, notebook_dir: Path | None, as_json: bool) -> None:
+@click.pass_context
+def import_notes_cmd(
+    ctx: click.Context, directory: Path, resource: str, notebook_dir: Path | None, as_json: bool
+) -> None:
     """Import DIRECTORY's MEMORY.md / USER.md (entries split on a line holding only §) into a notebook."""
-    from ..core.files import caderno_home
+    run_async(_import_notes)(ctx, directory, resource, notebook_dir, as_json)
+
+
+async def _import_notes(
+    ctx: click.Context, directory: Path, resource: str, notebook_dir: Path | None, as_json: bool
+) -> None:
     from ..integrations.importers import import_notes
     from ..memory.notebook import Notebook
 
+    if notebook_dir is not None:
+        try:
+            report = await import_notes(directory, Notebook(notebook_dir), resource_id=resource)
+        except CadernoError as exc:
+            fail(str(exc))
+        _show([report], as_json)
+        return
+    memory = await open_memory(ctx)
     try:
-        notebook = Notebook(notebook_dir) if notebook_dir else Notebook.for_resource(caderno_home(), resource)
-        report = import_notes(directory, notebook, resource_id=resource)
+        report = await import_notes(directory, memory.notebook(resource), resource_id=resource)
     except CadernoError as exc:
         fail(str(exc))
+    finally:
+        await memory.close()
     _show([report], as_json)
 
 

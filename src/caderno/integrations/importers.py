@@ -34,7 +34,7 @@ from ..core.jsonvalue import MAX_MESSAGES_PER_APPEND
 from ..core.messages import Message, Role, ToolCall
 from ..core.validate import check_name
 from ..memory.facade import Memory
-from ..memory.notebook import FILES, Notebook
+from ..memory.notebook import FILES, Notebook, StoredNotebook
 from .openai_agents import item_to_message
 
 __all__ = ["ImportReport", "import_mastra", "import_notes", "import_openai_agents"]
@@ -420,9 +420,12 @@ async def import_mastra(memory: Memory, path: str | Path, *, resource_id: str | 
 # -- notebook files ------------------------------------------------------------------
 
 
-def import_notes(directory: str | Path, notebook: Notebook, *, resource_id: str) -> ImportReport:
+async def import_notes(
+    directory: str | Path, notebook: Notebook | StoredNotebook, *, resource_id: str
+) -> ImportReport:
     """Add the entries of ``directory``'s MEMORY.md / USER.md to ``notebook``, one by one.
 
+    ``notebook``: a file ``Notebook`` or a database one (``memory.notebook(resource_id)``).
     Entries already in the notebook are skipped; entries the notebook
     refuses (its screening for hidden characters and injected instructions,
     or its size limit) are listed in ``refused`` and the rest still go in.
@@ -437,14 +440,18 @@ def import_notes(directory: str | Path, notebook: Notebook, *, resource_id: str)
     if not any((source.directory / name).exists() for name in FILES.values()):
         raise UsageError(f"{source.directory} holds neither {' nor '.join(FILES.values())}")
     report = ImportReport(system="notes", resource_id=resource_id)
+    book = notebook.port()
     for target in FILES:
-        present = set(notebook.entries(target))
+        found = await book.readable_entries(target)
+        if found is None:
+            raise NotebookError(f"{FILES[target]} of the receiving notebook cannot be read; nothing was added to it")
+        present = set(found)
         for entry in source.entries(target):
             if entry in present:
                 report.skipped += 1
                 continue
             try:
-                notebook.add(target, entry)
+                await book.apply("add", target, entry, None)
             except NotebookError as exc:
                 report.refused.append({"target": target, "entry": entry, "reason": str(exc).split("\n", 1)[0]})
                 continue

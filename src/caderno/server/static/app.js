@@ -651,7 +651,7 @@
       );
     };
     return [
-      h("p", { class: "muted" }, "The snapshot is what the model was given when the notebook was loaded; it does not change mid-session. Live entries are on disk now."),
+      h("p", { class: "muted" }, "The snapshot is what a conversation starting now is given; each conversation keeps the one it took at its first turn. Live entries are the stored ones."),
       column("memory", "Memory (MEMORY.md)"),
       column("user", "User (USER.md)"),
     ];
