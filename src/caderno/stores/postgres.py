@@ -788,6 +788,7 @@ class PostgresStore:
             log.warning("read replica %s failed, reads go to the primary: %s", self._replica_url, failure)
         if lost:  # closed, so that its pool stops reconnecting in the background; tried again later
             self._standby_down_until = time.monotonic() + STANDBY_RETRY_SECONDS
+            self._standby_replayed = 0  # what answers next may be another standby, further behind
             pool, self._standby_pool = self._standby_pool, None
             if pool is not None:
                 await pool.close()
