@@ -10,18 +10,22 @@ larger PgBouncer for the whole session: ``tests/conftest.py``.)
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from _pg import PG_URL, pg_schema, pgbouncer
 
 import caderno
 from caderno import Message
+from caderno.core.clock import utcnow
 from caderno.core.errors import UsageError
-from caderno.stores import _postgres_schema, postgres
+from caderno.memory.importance import EMBEDDED_ROLES
+from caderno.stores import _postgres_schema, ops, postgres
 from conftest import python_env
 
 pytestmark = pytest.mark.postgres
@@ -108,6 +112,35 @@ async def test_without_the_declaration_repeated_statements_are_prepared_on_the_s
         count, thresholds = await _prepared_after_many_reads(_bare(url))
     assert thresholds != [None]
     assert count > 0
+
+
+async def test_with_pgvector_each_transaction_sets_the_search_path_and_the_scan(pgvector_url: str) -> None:
+    """The vector search's settings live in the transaction: the session the pooler would hand on keeps none."""
+
+    async def settings(conn: Any) -> tuple[str, str | None]:
+        sql = "SELECT current_setting('search_path'), current_setting('hnsw.iterative_scan', true)"
+        row = await (await conn.execute(sql)).fetchone()
+        return row[0], row[1]
+
+    with pg_schema(pgvector_url) as url:
+        schema = url.rsplit("schema=", 1)[1]
+        async with caderno.connect(url + "&pooler=transaction", embedder=None) as memory:
+            assert memory.supports(ops.SearchVectors)
+            await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("oi")])
+            await memory.run(ops.Reindex(resource_id="r", embed_roles=EMBEDDED_ROLES))
+            (job,) = await memory.run(ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
+            vector = struct.pack("3f", 1.0, 0.0, 0.0)
+            done = ((job.resource_id, job.seq, vector),)
+            await memory.run(ops.FinishEmbeddings(model="m", dim=3, done=done, failed=(), now=utcnow()))
+            search = ops.SearchVectors(resource_id="r", model="m", query=(1.0, 0.0, 0.0), k=1, min_similarity=-1.0)
+            assert [seq for seq, _ in await memory.run(search)] == [job.seq]
+            store = memory.store
+            assert isinstance(store, postgres.PostgresStore)
+            inside = await store._tx(settings, write=False)
+            async with store._pool.connection() as conn:
+                outside = await settings(conn)
+    assert schema in inside[0] and inside[1] == "strict_order"
+    assert schema not in outside[0] and outside[1] in (None, "off")
 
 
 def test_processes_starting_at_once_through_the_pooler_migrate_exactly_once() -> None:
