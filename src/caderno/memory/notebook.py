@@ -2,9 +2,18 @@
 
 Bounded in characters, edited by add / replace / remove on a short unique
 substring (no ids), and shown to the model as a **frozen snapshot** taken at
-``load()``. Writes reach the disk at once, but the snapshot does not move for
+``load()``. Writes are stored at once, but the snapshot does not move for
 the rest of the session: the prompt prefix stays cache-stable, and the next
 session's ``load()`` sees every note.
+
+One set of rules (``plan_edit``, ``check_entry``, ``render``), two places a
+notebook can live: ``Notebook`` keeps the two files in a directory (below),
+for a local agent; ``StoredNotebook`` keeps them as rows of a resource in
+the database, seen alike by every process, with each conversation's
+snapshot stored with its thread. Both give a ``NotebookPort``, which is
+what the agent, the tools and the servers use.
+
+The rest of this docstring is about the files.
 
 Every mutation locks ``<file>.lock``, re-reads the file (so concurrent
 writers merge instead of overwriting), mutates, and writes atomically.
