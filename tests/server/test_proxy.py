@@ -19,12 +19,15 @@ pytest.importorskip("fastapi")
 openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
 
+import httpx  # noqa: E402
 from _upstream import Upstream, call, serving, text  # noqa: E402
 
 import caderno  # noqa: E402
 from caderno.agent.models import OpenAIChatModel  # noqa: E402
+from caderno.core.clock import utcnow  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.proxy import RESOURCE_HEADER, THREAD_HEADER, install_proxy  # noqa: E402
+from caderno.stores import ops  # noqa: E402
 
 
 @dataclass
@@ -307,3 +310,34 @@ async def test_recall_brings_an_earlier_conversation(proxy: Proxy) -> None:
     )
     prompt = proxy.upstream.prompt()
     assert "Remembered from earlier conversations" in prompt and "X1234" in prompt
+
+
+async def test_a_turn_on_a_busy_thread_is_a_409_and_stores_nothing(tmp_path: Path) -> None:
+    """Another process holds the thread's turn lease past the wait: ``thread-busy``, nothing stored, retry works."""
+    upstream = Upstream()
+    async with await caderno.connect(f"sqlite:///{tmp_path / 'busy.db'}", embedder=None) as memory:
+        token, _ = await memory.keys.create(resources=["alice"], name="app")
+        async with serving(upstream.app()) as up:
+            model = OpenAIChatModel(model="m", base_url=f"{up}/v1", api_key="upstream-secret")
+            app = create_app(memory, model=model, background=False, routers=[install_proxy])
+            app.state.turn_wait = 0.2
+            claim = ops.ClaimTurn(resource_id="alice", thread_id="t", holder="other", lease_seconds=60, now=utcnow())
+            assert await memory.run(claim)
+            try:
+                async with serving(app) as base_url:
+                    body = {"model": "m", "messages": [{"role": "user", "content": "oi"}]}
+                    headers = {"Authorization": f"Bearer {token}", THREAD_HEADER: "t"}
+                    async with httpx.AsyncClient(base_url=base_url) as c:
+                        busy = await c.post("/v1/chat/completions", json=body, headers=headers)
+                        assert busy.status_code == 409, busy.text
+                        assert busy.json()["type"].endswith("/thread-busy") and "thread 't'" in busy.json()["detail"]
+                        assert (
+                            upstream.requests == []
+                            and await memory.get_messages(resource_id="alice", thread_id="t") == []
+                        )
+                        await memory.run(ops.ReleaseTurn(resource_id="alice", thread_id="t", holder="other"))
+                        upstream.script = [text("olá")]
+                        done = await c.post("/v1/chat/completions", json=body, headers=headers)
+                        assert done.status_code == 200 and done.json()["choices"][0]["message"]["content"] == "olá"
+            finally:
+                await model.aclose()
