@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server lint clean
+.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-capacity lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -63,6 +63,11 @@ bench-turn: $(BENCH_STAMP)
 bench-server: $(BENCH_STAMP)
 	bash scripts/ensure-postgres.sh
 	$(BIN)/python bench/server_load.py
+
+## What a turn and a read cost one PostgreSQL core, bytes per message, and the target's needs (about a minute).
+bench-capacity: $(BENCH_STAMP)
+	bash scripts/ensure-postgres.sh
+	$(BIN)/python bench/capacity.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
