@@ -78,7 +78,7 @@ EMBEDDING_BATCH = (
 SCHEDULER_POLL = f"per scheduler poll: every {POLL_SECONDS:g} s in each `serve` / `worker` process"
 CONSOLIDATION_PASS = "per consolidation pass: every `consolidation_interval_hours` (6 by default)"
 STARTUP = "at the start of `serve` / `worker` with config tasks"
-READINESS = "per `GET /readyz` and per admin `GET /v1/resources`"
+READINESS = "per admin `GET /v1/resources`, and once at `serve` / `mcp` start while old file notebooks remain"
 ADMIN = "per admin call (CLI)"
 
 
@@ -134,7 +134,7 @@ MULTI_SHARD = [
         "ListResources",
         "SELECT allowed_prefixes facts macros notebooks resources scheduled_tasks",
         READINESS,
-        "every resource id, for admin views (and, today, the readiness probe)",
+        "every resource id, for admin views (the readiness probe is a one-row key lookup)",
     ),
     MultiShard("ListTasks", "SELECT scheduled_tasks", ADMIN, "`caderno tasks list` without --resource"),
     MultiShard(
