@@ -128,7 +128,9 @@ async def test_working_memory_resources_and_facts(memory: caderno.Memory) -> Non
         caderno.stores.export.new_dump(R),
         False,
     ]
-    await run(memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES))
+    await run(
+        memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES)
+    )
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
 
 
@@ -169,9 +171,7 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
         ops.ReadUnconsolidated(resource_id=R, thread_id=T),
     )
     assert candidates == [(R, T)] and (claimed, again) == (True, False) and len(free) == 2
-    summary = memory.turns.prepare_messages([Message.system("summary", metadata={"span": [1, 2]})])[
-        0
-    ]
+    summary = memory.turns.prepare_messages([Message.system("summary", metadata={"span": [1, 2]})])[0]
     written, twice, summaries = await run(
         memory,
         ops.WriteSummary(resource_id=R, thread_id=T, summary=summary, covered=(stored[0].seq, stored[1].seq), now=now),
@@ -289,7 +289,9 @@ async def test_agent_state_operations(memory: caderno.Memory) -> None:
     assert await run(
         memory, ops.ListPrefixes(resource_id=R), ops.ListTasks(resource_id=R), ops.ReadMacros(resource_id=R)
     ) == [[], [], []]
-    await run(memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES))
+    await run(
+        memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES)
+    )
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
     assert await run(memory, ops.RevokePrefix(resource_id=R, prefix="git status"), ops.ListPrefixes(resource_id=R)) == [
         True,
@@ -348,7 +350,9 @@ async def test_item_operations(memory: caderno.Memory) -> None:
         (["memories", "anabela"], "k2", {"y": [1, 2]}),
     ]
     await run(memory, ops.EraseResource(resource_id=R))
-    await run(memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES))
+    await run(
+        memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES)
+    )
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]  # items come back exact
     await run(memory, ops.EraseResource(resource_id=R))
     assert await run(memory, ops.ListItemNamespaces(resource_id=R)) == [[]]
@@ -400,7 +404,9 @@ async def test_item_vector_operations(memory: caderno.Memory) -> None:
     assert [(i["key"], i.get("embed")) for i in dump["items"]] == [("k2", ["sun"]), ("k1", ["cat", "mat"])]
     await run(memory, ops.EraseResource(resource_id=R))
     assert await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m")) == [[]]
-    await run(memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES))
+    await run(
+        memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES)
+    )
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
     (queued,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
     assert sorted(j.key for j in queued) == ["k1", "k2"]
@@ -425,6 +431,58 @@ async def test_item_vector_operations(memory: caderno.Memory) -> None:
     await run(memory, ops.PutItem(item=k1), ops.DeleteItem(resource_id=R, namespace=("docs",), key="k2"))
     assert await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m2")) == [[]]
     assert await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow())) == [[]]
+
+
+async def test_notebook_and_turn_lease_operations(memory: caderno.Memory) -> None:
+    now = utcnow()
+    assert await run(memory, ops.ReadNotebook(resource_id=R)) == [{"memory": ((), 0), "user": ((), 0)}]
+    seen: list[tuple[list[str], int]] = []
+
+    def add(entries: list[str], version: int) -> list[str]:
+        seen.append((entries, version))
+        return [*entries, "nota"]
+
+    written, pages = await run(
+        memory,
+        ops.EditNotebook(resource_id=R, target="memory", edit=add, now=now),
+        ops.ReadNotebook(resource_id=R),
+    )
+    assert written == ["nota"] and seen == [([], 0)] and pages["memory"] == (("nota",), 1)
+    # An edit that returns None writes nothing; one that raises rolls the whole batch back.
+    assert await run(memory, ops.EditNotebook(resource_id=R, target="memory", edit=lambda e, v: None, now=now)) == [
+        ["nota"]
+    ]
+
+    def refuse(entries: list[str], version: int) -> list[str]:
+        raise caderno.errors.NotebookError("no")
+
+    with pytest.raises(caderno.errors.NotebookError):
+        await run(
+            memory,
+            ops.EditNotebook(resource_id=R, target="user", edit=lambda e, v: ["x"], now=now),
+            ops.EditNotebook(resource_id=R, target="memory", edit=refuse, now=now),
+        )
+    assert (await run(memory, ops.ReadNotebook(resource_id=R)))[0] == {"memory": (("nota",), 1), "user": ((), 0)}
+    frozen = {"memory": "bloco", "user": None}
+    first, second, read = await run(
+        memory,
+        ops.FreezeNotebook(resource_id=R, thread_id=T, snapshot=frozen, now=now),
+        ops.FreezeNotebook(resource_id=R, thread_id=T, snapshot={"memory": "outro", "user": None}, now=now),
+        ops.ReadNotebookSnapshot(resource_id=R, thread_id=T),
+    )
+    assert first == second == read == frozen  # the first snapshot stored wins
+    assert await run(memory, ops.ReadNotebookSnapshot(resource_id=R, thread_id="t2")) == [None]
+    lease = {"resource_id": R, "thread_id": T, "lease_seconds": 30, "now": now}
+    assert await run(memory, ops.ClaimTurn(holder="a", **lease), ops.ClaimTurn(holder="a", **lease)) == [True, True]
+    assert await run(memory, ops.ClaimTurn(holder="b", **lease)) == [False]
+    with pytest.raises(caderno.errors.ThreadBusy):
+        await run(memory, ops.ClaimTurn(holder="b", required=True, **lease))
+    later = {**lease, "now": now + timedelta(seconds=31)}
+    assert await run(memory, ops.ClaimTurn(holder="b", **later)) == [True]  # expired: taken over
+    await run(memory, ops.ReleaseTurn(resource_id=R, thread_id=T, holder="a"))  # not a's any more: nothing
+    assert await run(memory, ops.ClaimTurn(holder="c", **lease)) == [False]
+    await run(memory, ops.ReleaseTurn(resource_id=R, thread_id=T, holder="b"))
+    assert await run(memory, ops.ClaimTurn(holder="c", **lease)) == [True]
 
 
 def test_every_operation_ran() -> None:

@@ -41,7 +41,6 @@ from caderno.core.errors import Conflict  # noqa: E402
 from caderno.core.messages import Message, ToolCall  # noqa: E402
 from caderno.memory.connect import open_store  # noqa: E402
 from caderno.memory.consolidation import summary_message  # noqa: E402
-from caderno.memory.notebook import Notebook  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.auth import CurrentKey, require  # noqa: E402
 from caderno.server.inspector import install_inspector  # noqa: E402
@@ -77,7 +76,6 @@ DOCS_SHOT = Path(__file__).resolve().parents[2] / "docs" / "inspector.png"
 def stand_in_routes(app: FastAPI) -> None:
     """Exactly the routes the page calls, over ``app.state.memory``."""
     r = APIRouter(prefix="/v1")
-    books: dict[str, Notebook] = {}
 
     def mem(request: Request) -> caderno.Memory:
         memory: caderno.Memory = request.app.state.memory
@@ -156,12 +154,12 @@ def stand_in_routes(app: FastAPI) -> None:
         return await mem(request).working_memory_log(resource_id=require(key, rid))
 
     @r.get("/resources/{rid}/notebook")
-    async def notebook(request: Request, key: CurrentKey, rid: str) -> dict[str, Any]:
-        book = books.setdefault(rid, Notebook.for_resource(os.environ["CADERNO_HOME"], require(key, rid)).load())
-        targets = ("memory", "user")
+    async def notebook(request: Request, key: CurrentKey, rid: str, thread_id: str | None = None) -> dict[str, Any]:
+        book = mem(request).notebook(require(key, rid))
+        snapshot = await (book.snapshot_now() if thread_id is None else book.frozen(thread_id))
         return {
-            "snapshot": {t: book.snapshot(t) for t in targets},
-            "entries": {t: book.entries(t) for t in targets},
+            "snapshot": snapshot or {"memory": None, "user": None},
+            "entries": {t: await book.entries(t) for t in ("memory", "user")},
         }
 
     @r.post("/resources/{rid}/recall")
@@ -251,9 +249,10 @@ async def seed(db: Path, home: Path) -> tuple[str, dict[str, str]]:
         await memory.tasks.add(
             resource_id="alice", name="morning-brief", schedule="every day at 9", prompt="Brief me on my trip."
         )
-        book = Notebook.for_resource(home, "alice")
-        book.add("memory", "Alice travels light.")
-        book.add("user", "Alice likes window seats.")
+        book = memory.notebook("alice")
+        await book.add("memory", "Alice travels light.")
+        await book.add("user", "Alice likes window seats.")
+        await book.freeze("scratch")  # the latest conversation took its snapshot at its first turn
         token, _ = await memory.keys.create(resources=["alice"], name="inspector test")
         return token, ids
 
@@ -540,8 +539,14 @@ def test_notebook_snapshot_beside_live_entries_facts_and_tasks(page: Page, site:
     page.goto(site.url + "/#/r/alice/notebook")
     memory_box = page.get_by_role("region", name="Notebook Memory (MEMORY.md)")
     assert "Alice travels light." in memory_box.locator("pre.snapshot").inner_text()
+    assert "conversation scratch" in memory_box.inner_text()
     # Written after the snapshot froze: live, flagged, and absent from the snapshot.
-    Notebook.for_resource(site.home, "alice").add("memory", "Alice's passport expires in 2031.")
+    added = httpx.post(
+        site.url + "/v1/resources/alice/notebook/memory",
+        json={"action": "add", "content": "Alice's passport expires in 2031."},
+        headers={"Authorization": f"Bearer {site.alice}"},
+    )
+    assert added.status_code == 200, added.text
     page.reload()
     memory_box = page.get_by_role("region", name="Notebook Memory (MEMORY.md)")
     memory_box.locator("ol.entries").wait_for()

@@ -629,9 +629,15 @@
   // -- notebook ------------------------------------------------------------------------
 
   async function notebookView(rid) {
-    const { data } = await api("GET", path(["resources", rid, "notebook"]));
+    // The snapshot of the latest conversation when it took one, else what a new conversation would take.
+    const { data: threads } = await api("GET", path(["resources", rid, "threads"]));
+    const latest = threads.length ? threads[0].id : null;
+    let { data } = await api("GET", path(["resources", rid, "notebook"]) + (latest ? `?thread_id=${encodeURIComponent(latest)}` : ""));
+    const froze = latest && ((data.snapshot || {}).memory || (data.snapshot || {}).user);
+    if (latest && !froze) ({ data } = await api("GET", path(["resources", rid, "notebook"])));
     const snapshot = data.snapshot || {};
     const entries = data.entries || {};
+    const heading = froze ? `Frozen snapshot (conversation ${latest})` : "Snapshot for a new conversation";
     const column = (target, label) => {
       const frozen = snapshot[target];
       const live = entries[target] || [];
@@ -640,7 +646,7 @@
         { class: "card", "aria-label": `Notebook ${label}` },
         h("h4", {}, label),
         h("div", { class: "cols" },
-          h("div", {}, h("h5", {}, "Frozen snapshot"), frozen ? h("pre", { class: "snapshot" }, frozen) : empty("(empty at load)")),
+          h("div", {}, h("h5", {}, heading), frozen ? h("pre", { class: "snapshot" }, frozen) : empty("(empty)")),
           h("div", {}, h("h5", {}, "Live entries"), live.length
             ? h("ol", { class: "entries" }, live.map((e) => {
                 const text = typeof e === "string" ? e : json(e);
@@ -651,7 +657,7 @@
       );
     };
     return [
-      h("p", { class: "muted" }, "The snapshot is what a conversation starting now is given; each conversation keeps the one it took at its first turn. Live entries are the stored ones."),
+      h("p", { class: "muted" }, "Each conversation keeps the snapshot it took at its first turn (shown: the latest conversation's, when it has one); a new conversation takes the entries as they are. Live entries are the stored ones."),
       column("memory", "Memory (MEMORY.md)"),
       column("user", "User (USER.md)"),
     ];
