@@ -237,6 +237,133 @@ async def test_long_random_sequences_match_langgraphs_in_memory_store(db_url: st
         await _differential(CadernoStore(memory), _random_batches(random.Random(seed), 400))
 
 
+# -- filters in SQL ---------------------------------------------------------------------------
+
+#: Keys that are not plain names: each is a field name like any other, never SQL or a JSON path.
+HOSTILE_KEYS = ["a') OR 1=1 --", 'say "hi"', "a.b", "$.n", "a[0]", "*", "k\\x", "'", "%s ?"]
+ODD_VALUES: list[dict[str, Any]] = [
+    {"n": 1, "f": 1.5, "b": True, "s": "1", "z": None, "o": {"p": 2, "q": None}},
+    {"n": 2.0, "f": -0.5, "b": False, "s": "x", "o": {"p": "2"}},
+    {"n": True, "f": 3, "s": 1, "z": 0, "o": [1]},
+    {"n": "2", "b": 1, "s": "", "z": "null", "o": None},
+    {"n": -7, "f": 1e300, "s": "é ✓", "o": {"p": 2.0, "q": 0}},
+    {"n": 9223372036854775807, "b": 0.0},
+    *({key: "v", "n": i} for i, key in enumerate(HOSTILE_KEYS)),
+]
+ODD_FILTERS: list[dict[str, Any]] = [
+    {"n": 1},
+    {"n": 2},
+    {"n": True},
+    {"n": 1.0},
+    {"n": "2"},
+    {"n": {"$ne": 2}},
+    {"n": {"$eq": 9223372036854775807}},
+    {"b": False},
+    {"b": {"$ne": True}},
+    {"s": "1"},
+    {"s": 1},
+    {"s": ""},
+    {"s": {"$ne": "x"}},
+    {"s": "é ✓"},
+    {"z": None},
+    {"z": {"$ne": None}},
+    {"z": {"$eq": None}},
+    {"missing": None},
+    {"missing": {"$ne": 1}},
+    {"o": {"p": 2}},
+    {"o": {"p": {"$ne": 2}}},
+    {"o": {"q": None}},
+    {"o": {"q": {"$ne": None}}},
+    {"o": {}},
+    {"o": [1]},
+    {"o": None},
+    *({key: "v"} for key in HOSTILE_KEYS),
+    *({key: {"$ne": "v"}} for key in HOSTILE_KEYS),
+    {"a') OR 1=1 --": 1},
+    {"n') OR ('1'='1": 1},
+]
+#: Comparisons: InMemoryStore raises on a field that is not a number, so these data have none.
+NUMBER_VALUES: list[dict[str, Any]] = [
+    {"n": 1, "f": 1.5, "s": "a"},
+    {"n": 2.0, "f": -0.5, "s": "b"},
+    {"n": True, "f": 3, "s": "a"},
+    {"n": -7, "f": 1e300, "s": "c"},
+    {"n": 9223372036854775807, "f": 0, "s": "b"},
+    {"n": 0, "f": 2, "s": "a"},
+]
+NUMBER_FILTERS: list[dict[str, Any]] = [
+    {"n": {"$gt": 1}},
+    {"n": {"$lte": 1.5}},
+    {"n": {"$gte": True}},
+    {"n": {"$lt": -7}},
+    {"n": {"$gt": 2**70}},  # beyond 64 bits: left to Python
+    {"f": {"$gte": 1, "$lt": 1e301}},
+    {"n": {"$gt": 0}, "s": {"$ne": "a"}},
+    {"n": {"$gte": 0}, "f": {"$lte": 2}, "s": "a"},
+]
+
+
+async def test_filters_of_every_kind_match_langgraphs_in_memory_store(db_url: str) -> None:
+    puts = [[PutOp(("odd",), f"k{i}", value)] for i, value in enumerate(ODD_VALUES)]
+    puts += [[PutOp(("num",), f"k{i}", value)] for i, value in enumerate(NUMBER_VALUES)]
+    searches = [
+        [SearchOp((space,), f, limit=limit, offset=offset) for f in filters]
+        for space, filters in (("odd", ODD_FILTERS), ("num", NUMBER_FILTERS))
+        for limit, offset in ((EVERYTHING, 0), (2, 1))
+    ]
+    async with caderno.connect(db_url, embedder=None) as memory:
+        await _differential(CadernoStore(memory, resource_id=f"r-{uuid.uuid4().hex}"), puts + searches)
+
+
+async def test_search_items_filters_and_pages_in_the_database(memory: caderno.Memory) -> None:
+    store = CadernoStore(memory, resource_id="u1")
+    for i in range(10):
+        await store.aput(("docs",), f"k{i}", {"n": i, "even": i % 2 == 0})
+    where = ((("n",), "$gte", 2), (("even",), "$eq", True))
+    page, everything = await memory.batch(
+        [
+            ops.SearchItems(resource_id="u1", prefix=("docs",), where=where, limit=2, offset=1),
+            ops.SearchItems(resource_id="u1", prefix=("docs",), where=where, offset=1),
+        ]
+    )
+    assert [it.key for it in page] == ["k6", "k4"]  # newest first: k8 skipped, two taken
+    assert [it.key for it in everything] == ["k6", "k4", "k2"]
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        (('say "hi"',), "$eq", "v"),  # JSON escapes these: a JSON path on SQLite would not find them
+        (("k\\x",), "$eq", "v"),
+        (("a\nb",), "$eq", "v"),
+        (("n",), "$in", 1),  # not an operator
+        (("n",), "$gt", "1"),  # comparisons take numbers
+        (("n",), "$eq", [1]),
+        (("n",), "$eq", float("nan")),
+        (("n",), "$eq", 2**64),
+        ((), "$eq", 1),
+    ],
+)
+async def test_search_items_refuses_conditions_it_cannot_take(memory: caderno.Memory, condition: Any) -> None:
+    with pytest.raises(UsageError):
+        await memory.batch([ops.SearchItems(resource_id="u1", prefix=(), where=(condition,))])
+
+
+async def test_semantic_search_ranks_only_the_filtered_items(db_url: str) -> None:
+    async with caderno.connect(db_url, embedder=EMBEDDER) as memory:
+        store = CadernoStore(memory, resource_id="u1", index={"fields": ["text"]})
+        await store.aput(("docs",), "cat", {"text": "cat", "lang": "en"})
+        await store.aput(("docs",), "gato", {"text": "cat dog", "lang": "pt"})
+        await store.aput(("docs",), "chuva", {"text": "rain", "lang": "pt"})
+        await store.flush()
+        hits = await store.asearch(("docs",), query="cat", filter={"lang": "pt"})
+        second = await store.asearch(("docs",), query="cat", filter={"lang": {"$ne": "en"}}, limit=1, offset=1)
+    # The best match ("cat") is filtered out before ranking; the rest are ranked and scored.
+    assert sorted(it.key for it in hits) == ["chuva", "gato"] and all(it.score is not None for it in hits)
+    assert [it.score for it in hits] == sorted((it.score for it in hits), reverse=True)
+    assert [it.key for it in second] == [hits[1].key]
+
+
 # -- semantic search --------------------------------------------------------------------------
 
 EMBEDDER = HashingEmbedder(32)

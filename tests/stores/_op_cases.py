@@ -231,7 +231,7 @@ def cases(scene: Scene) -> list[ops.Op[Any]]:
         ops.PutItem(item=dataclasses.replace(item, key="k2")),
         ops.DeleteItem(resource_id=R, namespace=item.namespace, key=item.key),
         ops.GetItem(resource_id=R, namespace=item.namespace, key=item.key),
-        ops.SearchItems(resource_id=R, prefix=("docs",)),
+        ops.SearchItems(resource_id=R, prefix=("docs",), where=((("t",), "$ne", "cat"), (("n",), "$gt", 1)), limit=5),
         ops.ListItemNamespaces(resource_id=R),
         ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=later),
         ops.FinishItemEmbeddings(model="m", dim=3, done=((one_job, VECTOR),), failed=(), now=NOW),

@@ -27,6 +27,15 @@ most recently updated items first (as LangGraph's PostgreSQL and SQLite
 stores do), where ``InMemoryStore`` keeps insertion order; and only
 namespaces that hold an item are listed. TTLs are not supported.
 
+**Filters run in the database** (``json_extract`` on SQLite, ``jsonb`` on
+PostgreSQL; values and keys are bound parameters, never SQL text), which
+also cuts the page (order, offset, limit) of a search without a query. A
+comparison (``$gt`` ...) takes a number and matches fields that are numbers
+(or booleans), where ``InMemoryStore`` would convert a numeric string and
+raise on anything else. Conditions the database is not given (a list, an
+empty object, a comparison with a non-number, a key with ``"``, ``\\`` or a
+control character) are checked in Python after it, with the same results.
+
 **Semantic search.** With ``index`` (LangGraph's ``IndexConfig``; only
 ``fields`` is read, default the whole value as JSON), a search with ``query``
 ranks items by cosine similarity through ``memory.embedder``, the best
@@ -37,7 +46,7 @@ the one that embeds messages, in this process or any other on the same
 database) computes and stores them, so they survive restarts. A new put
 replaces the item's job or vectors, so a vector never scores a newer value.
 A search reads the stored vectors in the same snapshot as the items and
-ranks in process; an item whose vectors are not there yet (or were made by
+ranks the filtered items in process; an item whose vectors are not there yet (or were made by
 another model) is still returned, without a score, after the scored ones.
 The write never waits for, nor fails on, the embedder; ``flush()`` waits
 for the vectors queued so far (tests, scripts). ``memory.reindex()`` queues
@@ -172,8 +181,15 @@ class CadernoStore(BaseStore):
             if isinstance(op, GetOp):
                 reads.append(port.GetItem(resource_id=self.resource_id, namespace=op.namespace, key=op.key))
             elif isinstance(op, SearchOp):
-                reads.append(port.SearchItems(resource_id=self.resource_id, prefix=op.namespace_prefix))
-                if op.query in queries:
+                ranked = op.query in queries
+                where, rest = _split_filter(op.filter or {})
+                # The database filters; it cuts the page too unless ranking or a condition it
+                # cannot take (lists, whole objects, non-number comparisons) comes after.
+                window = {} if ranked or rest else {"limit": op.limit, "offset": op.offset}
+                reads.append(
+                    port.SearchItems(resource_id=self.resource_id, prefix=op.namespace_prefix, where=where, **window)
+                )
+                if ranked:
                     # The same snapshot as the items: a vector read here belongs to the value read here.
                     vectors = port.ReadItemVectors(
                         resource_id=self.resource_id, prefix=op.namespace_prefix, model=self.memory.embedder.name
@@ -220,7 +236,8 @@ class CadernoStore(BaseStore):
             if isinstance(op, GetOp):
                 results[i] = _to_item(raw) if raw is not None else None
             elif isinstance(op, SearchOp):
-                results[i] = _search(op, raw, done[vectors_at] if vectors_at is not None else [], query_vectors)
+                stored = done[vectors_at] if vectors_at is not None else []
+                results[i] = _search(op, raw, stored, query_vectors, ranked=vectors_at is not None)
             else:
                 assert isinstance(op, ListNamespacesOp)
                 results[i] = _list_namespaces(op, raw)
@@ -290,24 +307,77 @@ def _texts(value: dict[str, Any], paths: list[tuple[str, str | list[str]]]) -> l
     return [t for _, field in paths for t in get_text_at_path(value, field)]
 
 
+Condition = tuple[tuple[str, ...], str, Any]
+
+
+def _split_filter(filter: dict[str, Any]) -> tuple[tuple[Condition, ...], dict[str, Any]]:
+    """LangGraph's ``filter`` as the conditions the database takes, and the rest (kept in Python)."""
+    where: list[Condition] = []
+    rest: dict[str, Any] = {}
+    for key, wanted in filter.items():
+        conditions = _conditions((key,), wanted)
+        if conditions is None:
+            rest[key] = wanted
+        else:
+            where.extend(conditions)
+    return tuple(where), rest
+
+
+def _conditions(path: tuple[str, ...], wanted: Any) -> list[Condition] | None:
+    """``_compare``'s meaning of ``wanted`` at ``path`` as ``SearchItems`` conditions, or ``None``."""
+    if isinstance(wanted, dict):
+        if not wanted:
+            return None  # "is an object": kept in Python
+        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
+            pairs = [(path, operator, operand) for operator, operand in wanted.items()]
+            return pairs if all(port.SearchItems.takes(*c) for c in pairs) else None
+        nested: list[Condition] = []
+        for key, inner in wanted.items():
+            more = _conditions((*path, key), inner) if isinstance(key, str) else None
+            if more is None:
+                return None
+            nested.extend(more)
+        return nested
+    condition = (path, "$eq", wanted)
+    return [condition] if port.SearchItems.takes(*condition) else None
+
+
 def _search(
-    op: SearchOp, raw: list[CadernoItem], stored: list[port.ItemVectors], query_vectors: dict[str, Any]
+    op: SearchOp,
+    raw: list[CadernoItem],
+    stored: list[port.ItemVectors],
+    query_vectors: dict[str, Any],
+    *,
+    ranked: bool,
 ) -> list[SearchItem]:
-    found = [it for it in raw if not op.filter or all(_compare(it.value.get(k), v) for k, v in op.filter.items())]
+    """One search's page from its items (filtered by the database) and, when ``ranked``, their vectors."""
+    _, rest = _split_filter(op.filter or {})
+    found = [it for it in raw if all(_compare(it.value.get(k), v) for k, v in rest.items())] if rest else raw
     window = slice(op.offset, op.offset + op.limit)
     qvec = query_vectors.get(op.query) if op.query else None
     if qvec is None:
-        return [_to_item(it, SearchItem) for it in found[window]]
+        # Without ranking or a condition left to Python, the database already cut the page.
+        return [_to_item(it, SearchItem) for it in (found[window] if rest or ranked else found)]
     vectors = {(v.namespace, v.key): v for v in stored}
-    scored: list[tuple[float, CadernoItem]] = []
+    owners: list[int] = []  # the index in ``found`` of each row of the matrix
+    blocks: list[Any] = []
     scoreless: list[CadernoItem] = []
-    for it in found:
+    for i, it in enumerate(found):
         v = vectors.get((it.namespace, it.key))
         if v is not None and v.updated_at == it.updated_at and v.vectors and v.dim == qvec.shape[-1]:
             block = np.frombuffer(v.vectors, dtype=np.float32).reshape(-1, v.dim)
-            scored.append((float(np.max(block @ qvec)), it))  # unit vectors: dot = cosine; the best field counts
+            blocks.append(block)
+            owners.extend([i] * len(block))
         else:
             scoreless.append(it)
+    scored: list[tuple[float, CadernoItem]] = []
+    if blocks:
+        sims = np.concatenate(blocks) @ qvec  # unit vectors: dot = cosine
+        best: dict[int, float] = {}
+        for i, sim in zip(owners, sims.tolist(), strict=True):
+            if i not in best or sim > best[i]:
+                best[i] = sim  # the best field counts
+        scored = [(sim, found[i]) for i, sim in best.items()]
     scored.sort(key=lambda pair: pair[0], reverse=True)
     kept = [_to_item(it, SearchItem, score) for score, it in scored[window]]
     # As InMemoryStore: items without a vector fill the page after the scored ones.

@@ -526,12 +526,54 @@ def _under(prefix: tuple[str, ...]) -> tuple[Any, ...]:
     return (path, path, len(path) + 1, path + ".")
 
 
+#: LangGraph's comparison operators in SQL; ``$ne`` is ``$eq`` negated.
+_COMPARE = {"$eq": "=", "$ne": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def _field(d: Dialect, kind: str, path: tuple[str, ...]) -> tuple[str, list[Any]]:
+    sql = d.json_field(kind)
+    return sql, [d.json_path(path)] * sql.count("?")
+
+
+def _condition(d: Dialect, path: tuple[str, ...], operator: str, operand: Any) -> tuple[str, list[Any]]:
+    """One condition of ``SearchItems.where`` in SQL: the operand is a parameter, the path too."""
+    if not ops.SearchItems.takes(path, operator, operand):
+        raise UsageError(f"unsupported item filter condition on {list(path)!r}: {operator} {type(operand).__name__}")
+    if operand is None:
+        kind, params = _field(d, "kind", path)
+        sql = f"coalesce({kind}, 'null') {'=' if operator == '$eq' else '<>'} 'null'"
+    else:
+        field, params = _field(d, "string" if isinstance(operand, str) else "number", path)
+        bound = operand if isinstance(operand, str | float) else int(operand)
+        sql, params = f"coalesce({field} {_COMPARE[operator]} ?, FALSE)", [*params, bound]
+        if operator == "$ne":
+            sql = f"NOT {sql}"
+    if len(path) > 1 and (operator == "$ne" or operand is None):
+        # A missing field under a parent that is not an object meets neither $eq None nor $ne.
+        parent, more = _field(d, "kind", path[:-1])
+        sql, params = f"{parent} = 'object' AND {sql}", [*more, *params]
+    return sql, params
+
+
 def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
+    if op.offset < 0 or (op.limit is not None and op.limit < 0):
+        raise UsageError(f"limit and offset must not be negative: {op.limit}, {op.offset}")
+    where, params = "", [op.resource_id, *_under(op.prefix)]
+    for path, operator, operand in op.where:
+        sql, more = _condition(d, path, operator, operand)
+        where += f" AND {sql}"
+        params += more
+    window = ""
+    if op.limit is not None:
+        window = " LIMIT ? OFFSET ?"
+        params += [op.limit, op.offset]
     rows = yield Q(
         "SELECT namespace, key, value, created_at, updated_at FROM items WHERE resource_id = ? "
-        f"AND {_UNDER} ORDER BY updated_at DESC, namespace, key",
-        (op.resource_id, *_under(op.prefix)),
+        f"AND {_UNDER}{where} ORDER BY updated_at DESC, namespace, key{window}",
+        params,
     )
+    if op.limit is None and op.offset:
+        rows = rows[op.offset :]
     return [_item_from_row(op.resource_id, r) for r in rows]
 
 

@@ -71,6 +71,14 @@ class Dialect:
     skip_locked: str = ""
     """Lock rows, passing over those another transaction holds: ``FOR UPDATE SKIP LOCKED`` on
     PostgreSQL; none on SQLite (one writer)."""
+    json_field: Callable[[str], str] = lambda kind: "NULL"
+    """SQL reading one field of a row's JSON ``value`` at the path bound to each of its ``?``
+    (``json_path``): ``"kind"`` its JSON type where ``null`` and ``object`` are named alike on
+    both databases (SQL NULL where missing), ``"string"`` its text if a string, ``"number"``
+    its number if a number or boolean (as 1/0); NULL otherwise."""
+    json_path: Callable[[tuple[str, ...]], Any] = lambda keys: None
+    """How a field's path (keys from the top) is bound: ``$."a"."b"`` text on SQLite, a
+    ``text[]`` for ``#>`` on PostgreSQL."""
 
 
 @functools.lru_cache(maxsize=1024)

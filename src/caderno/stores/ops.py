@@ -30,6 +30,8 @@ embedded) lives above the port: operations carry finished values.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -944,12 +946,56 @@ class GetItem(Op["Item | None"]):
     key: str
 
 
+_NAME = re.compile(r'[^"\\\x00-\x1f]+')
+"""A key ``SearchItems`` takes."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SearchItems(Op[list[Item]]):
-    """The documents whose namespace starts with ``prefix``, most recently updated first."""
+    """The documents whose namespace starts with ``prefix`` and that meet ``where``, most recently updated first.
+
+    Each condition of ``where`` is ``(path, operator, operand)``: ``path``
+    names a field of the document (a key, then keys inside nested objects),
+    ``operator`` is one of ``OPERATORS`` and ``operand`` a string, number,
+    boolean or ``None``, compared as Python compares the JSON value:
+
+    * ``$eq`` / ``$ne``: a string equals only that string; a number or
+      boolean equals a number or boolean of the same value (``True == 1``);
+      ``None`` equals a null or missing field. ``$ne`` is the negation, and
+      a field under a parent that is not an object meets neither.
+    * ``$gt`` / ``$gte`` / ``$lt`` / ``$lte`` take a number: the field must
+      be a number (or a boolean, as 1/0); other fields do not match.
+
+    ``limit`` (``None``: all) and ``offset`` cut the ordered result.
+    """
 
     resource_id: str
     prefix: tuple[str, ...]
+    where: tuple[tuple[tuple[str, ...], str, Any], ...] = ()
+    limit: int | None = None
+    offset: int = 0
+
+    OPERATORS: ClassVar[frozenset[str]] = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+    @staticmethod
+    def takes(path: tuple[str, ...], operator: str, operand: Any) -> bool:
+        """Whether ``(path, operator, operand)`` is a condition ``where`` accepts.
+
+        Keys are names: any string without ``"``, ``\\`` or a control
+        character (those JSON writes escaped, which a JSON path on SQLite
+        matches as written). Integers must fit 64 bits, floats be finite.
+        """
+        if not path or not all(isinstance(k, str) and _NAME.fullmatch(k) for k in path):
+            return False
+        if operator not in SearchItems.OPERATORS:
+            return False
+        if isinstance(operand, bool):
+            return True
+        if isinstance(operand, int):
+            return -(2**63) <= operand < 2**63
+        if isinstance(operand, float):
+            return math.isfinite(operand)
+        return operator in ("$eq", "$ne") and (operand is None or isinstance(operand, str))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -81,6 +81,14 @@ DIALECT = Dialect(
     key_share=" FOR KEY SHARE",
     # Item embedding workers lock their rows without ever waiting on another transaction.
     skip_locked=" FOR UPDATE SKIP LOCKED",
+    # items.value is JSON text: read as jsonb, a field at a text[] path.
+    json_field=lambda kind: {
+        "kind": "jsonb_typeof(value::jsonb #> ?)",
+        "string": "CASE WHEN jsonb_typeof(value::jsonb #> ?) = 'string' THEN value::jsonb #>> ? END",
+        "number": "CASE jsonb_typeof(value::jsonb #> ?) WHEN 'number' THEN (value::jsonb #> ?)::numeric "
+        "WHEN 'boolean' THEN ((value::jsonb #> ?)::boolean)::int END",
+    }[kind],
+    json_path=list,
 )
 
 _OWN: dict[type[Any], Handler] = {

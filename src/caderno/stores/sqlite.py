@@ -53,6 +53,12 @@ DIALECT = Dialect(
     for_update="",  # one writer: BEGIN IMMEDIATE already excludes every other writer
     feed_overlap=0,  # ids become visible in commit order
     key_share="",
+    json_field=lambda kind: {
+        "kind": "json_type(value, ?)",
+        "string": "CASE WHEN json_type(value, ?) = 'text' THEN json_extract(value, ?) END",
+        "number": "CASE WHEN json_type(value, ?) IN ('integer', 'real', 'true', 'false') THEN json_extract(value, ?) END",
+    }[kind],
+    json_path=lambda keys: "$" + "".join(f'."{k}"' for k in keys),
 )
 
 #: Messages appended before the writer indexes them for full text in one
