@@ -125,12 +125,13 @@ async def test_vector_cache_is_bounded_in_bytes(tmp_path: Path) -> None:
                 resource_id=rid, thread_id="t", messages=[Message.user(f"note {i} of {rid}") for i in range(50)]
             )
         await memory.flush()
-        memory.vectors = VectorIndex(max_bytes=20_000)
+        memory.vectors = VectorIndex(max_bytes=4_000)  # less than one resource's 50 vectors (~5 kB)
         q = emb.embed(["note of a"])[0]
         hits_a = await memory.vectors.search(memory.run, "a", emb.name, emb.dim, q, 3, 0.0, None)
         one = memory.vectors.nbytes
+        assert one > 4_000
         await memory.vectors.search(memory.run, "b", emb.name, emb.dim, q, 3, 0.0, None)
-        assert len(memory.vectors._entries) == 1 and memory.vectors.nbytes <= max(one, 20_000) + one
+        assert len(memory.vectors._entries) == 1 and memory.vectors.nbytes <= max(one, 4_000) + one
         again = await memory.vectors.search(memory.run, "a", emb.name, emb.dim, q, 3, 0.0, None)
         assert again == hits_a  # reloaded after eviction, same answer
 

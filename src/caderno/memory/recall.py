@@ -5,9 +5,10 @@ Four legs, each switchable off with 0:
 * **recent** — the thread's last N user messages and final assistant replies;
 * **salient** — messages with importance >= 0.8, newest first;
 * **relevant** — cosine similarity to the query above ``min_similarity``,
-  exact brute force over the resource's vectors (numpy); past
-  ``PRESCAN_FROM`` vectors an int8 pre-scan picks candidates that are then
-  rescored exactly (with ``simsimd``, a dependency; exact if it cannot load);
+  brute force over the resource's vectors, held as two int8 levels: the
+  first is scanned (with ``simsimd``, a dependency; numpy if it cannot
+  load) and the best candidates are rescored from both, within ~1e-5 of
+  the float32 cosine (``_Entry``);
 * **lexical** — full-text rank over stems in English and Portuguese
   (SQLite FTS5 BM25, PostgreSQL ts_rank_cd; ``caderno.core.text.stems``).
 
@@ -169,17 +170,18 @@ class Recalled:
     """Each leg's own score (similarity, text rank, importance)."""
 
 
-#: Below this many vectors (in the resource, or in the thread when filtering by
-#: thread) the search is an exact float32 product: at 20k it takes ~0.3 ms here
-#: and a pre-scan has nothing left to win (bench/recall_speed.py).
-PRESCAN_FROM = 50_000
-#: The int8 pre-scan keeps ``k * OVERSAMPLE`` candidates (at least
-#: ``MIN_CANDIDATES``) and rescores them exactly in float32. The int8 score is
-#: off by ~0.001 at most here, so even 2x finds the exact top 10 on real
-#: queries; 8x leaves room for dense neighbourhoods, and rescoring 200 columns
-#: costs ~0.2 ms.
+#: The search scans ``k * OVERSAMPLE`` candidates (at least ``MIN_CANDIDATES``)
+#: out of the coarse int8 level and rescores them from both levels (see
+#: ``_Entry``). The coarse score is off by ~0.001 at most here, so even 2x
+#: finds the exact top 10 on real queries; 8x leaves room for dense
+#: neighbourhoods; rescoring 200 rows is a small product. A resource (or
+#: thread) with no more vectors than that is rescored whole.
 OVERSAMPLE = 8
 MIN_CANDIDATES = 200
+#: Rows quantized (or scanned without SimSIMD) per step: one float32
+#: temporary of 1,024 x 384 x 4 bytes = 1.5 MB stays in cache; 100k vectors
+#: quantize in ~70 ms here, against ~380 ms at 8,192 rows a step.
+LOAD_CHUNK = 1_024
 
 
 @functools.cache
@@ -193,14 +195,21 @@ def _int8_kernel() -> Any:
 
 
 class _Entry:
-    """Growable arrays of one resource's vectors.
+    """One resource's vectors, two bytes a dimension.
 
-    Vectors are stored column by column (``mat`` is ``(dim, capacity)``):
-    ``query @ mat[:, :n]`` runs about a third faster than the row-major
-    product on this kind of CPU, where the search is bound by memory reads.
-    Past ``PRESCAN_FROM`` vectors an int8 copy (row-major, one scale per
-    vector) is kept too: scanning it reads a quarter of the bytes, and the
-    best candidates are rescored exactly from ``mat``.
+    Each vector ``x`` is held as two int8 levels, row-major: ``hi`` with one
+    scale per vector (``x * 127 / max|x|``) and ``lo``, the remainder
+    ``x - hi * hi_scale`` quantized the same way. ``hi`` alone is the
+    coarse copy the search scans (a quarter of float32's bytes, with
+    SimSIMD's int8 product); ``hi * hi_scale + lo * lo_scale`` gives the
+    vector back within ``max|x| / 32,258`` per dimension, so the best
+    candidates are rescored to within ~1e-5 of the float32 cosine.
+    No float32 copy is kept: 800 bytes a 384-dimension vector with its
+    seq, thread and lookup, against ~2,000 with float32 and an int8 copy.
+
+    ``order`` lists rows by seq (``sorted_seqs`` the seqs in that order), so
+    a vector read again through the change feed's overlap window, or
+    re-embedded, replaces its row: no Python object per row.
     """
 
     def __init__(self, dim: int) -> None:
@@ -209,116 +218,152 @@ class _Entry:
         self.dim = dim
         self.n = 0
         self.last_id = 0
-        self.mat = np.zeros((dim, 0), dtype=np.float32)
+        self.hi = np.zeros((0, dim), dtype=np.int8)
+        self.lo = np.zeros((0, dim), dtype=np.int8)
+        self.hi_scale = np.zeros(0, dtype=np.float32)
+        self.lo_scale = np.zeros(0, dtype=np.float32)
         self.seqs = np.zeros(0, dtype=np.int64)
         self.thread_codes = np.zeros(0, dtype=np.int32)
+        self.sorted_seqs = np.zeros(0, dtype=np.int64)
+        self.order = np.zeros(0, dtype=np.int64)
         self.code_of: dict[str, int] = {}
-        self.row_of: dict[int, int] = {}
-        self.i8: Any = None  # (capacity, dim) int8, built on the first pre-scan
-        self.i8_scale = np.zeros(0, dtype=np.float32)
-        self.i8_n = 0  # rows of i8 that are up to date
+
+    _ARRAYS = ("hi", "lo", "hi_scale", "lo_scale", "seqs", "thread_codes")
 
     @property
     def nbytes(self) -> int:
-        extra = 0 if self.i8 is None else self.i8.nbytes + self.i8_scale.nbytes
-        arrays = self.mat.nbytes + self.seqs.nbytes + self.thread_codes.nbytes
-        return int(arrays + extra + 64 * len(self.row_of) + 64 * len(self.code_of))
+        arrays = sum(getattr(self, name).nbytes for name in self._ARRAYS)
+        return int(arrays + self.sorted_seqs.nbytes + self.order.nbytes + 64 * len(self.code_of))
 
-    def add(self, seqs: list[int], threads: list[str], blob: bytes) -> None:
+    def add(self, seqs: Sequence[int], threads: Sequence[str], blob: bytes) -> None:
+        """Take ``len(seqs)`` float32 vectors (row-major ``blob``); a seq already held is replaced."""
         import numpy as np
 
-        if not seqs:
+        if not len(seqs):
             return
         vecs = np.frombuffer(blob, dtype=np.float32).reshape(len(seqs), self.dim)
-        fresh = []
-        for i, seq in enumerate(seqs):
-            row = self.row_of.get(seq)
-            if row is not None:  # re-embedded or re-read through the overlap window
-                self.mat[:, row] = vecs[i]
-                if row < self.i8_n:
-                    self._quantize(row, row + 1)
-            else:
-                fresh.append(i)
-        if not fresh:
+        new = np.asarray(seqs, dtype=np.int64)
+        rows = np.full(len(new), -1, dtype=np.int64)
+        if self.n:
+            at = np.minimum(np.searchsorted(self.sorted_seqs, new), self.n - 1)
+            held = self.sorted_seqs[at] == new
+            rows[held] = self.order[at[held]]
+        fresh = np.flatnonzero(rows < 0)
+        if len(fresh) < len(new):  # re-embedded or re-read through the overlap window
+            old = np.flatnonzero(rows >= 0)
+            self._quantize(rows[old], vecs[old])
+        if not len(fresh):
             return
-        need = self.n + len(fresh)
-        if need > len(self.seqs):
-            cap = max(need, 2 * len(self.seqs), 1024)
-            mat = np.zeros((self.dim, cap), dtype=np.float32)
-            mat[:, : self.n] = self.mat[:, : self.n]
-            self.mat = mat
-            for name in ("seqs", "thread_codes"):
-                old = getattr(self, name)
-                grown = np.zeros(cap, dtype=old.dtype)
-                grown[: self.n] = old[: self.n]
-                setattr(self, name, grown)
-        idx = np.array(fresh)
-        self.mat[:, self.n : need] = vecs[idx].T
-        self.seqs[self.n : need] = np.array(seqs, dtype=np.int64)[idx]
-        codes = [self.code_of.setdefault(threads[i], len(self.code_of)) for i in fresh]
-        self.thread_codes[self.n : need] = codes
-        for offset, i in enumerate(fresh):
-            self.row_of[seqs[i]] = self.n + offset
+        # A seq twice in one batch: the last vector wins, one row.
+        uniq, last = np.unique(new[fresh][::-1], return_index=True)
+        fresh = np.sort(fresh[::-1][last])
+        start, need = self.n, self.n + len(fresh)
+        self._reserve(need)
+        self.seqs[start:need] = new[fresh]
+        every = len(fresh) == len(new)  # the usual case: no copies of the batch
+        names = threads if every else [threads[i] for i in fresh.tolist()]
+        codes = self.code_of
+        for name in dict.fromkeys(names):
+            codes.setdefault(name, len(codes))
+        self.thread_codes[start:need] = list(map(codes.__getitem__, names))
+        self._quantize(np.arange(start, need), vecs if every else vecs[fresh])
         self.n = need
+        if start and uniq[0] > self.sorted_seqs[-1]:  # the usual case: the feed brings newer seqs
+            self.sorted_seqs = np.concatenate([self.sorted_seqs, uniq])
+            self.order = np.concatenate([self.order, start + np.argsort(new[fresh], kind="stable")])
+        else:
+            self.order = np.argsort(self.seqs[:need], kind="stable")
+            self.sorted_seqs = self.seqs[self.order]
 
-    def _quantize(self, start: int, stop: int) -> None:
-        """Refresh int8 rows ``start:stop`` from ``mat`` (x * 127 / max|x|, per vector)."""
+    def _reserve(self, need: int) -> None:
+        """Grow the arrays to hold ``need`` rows (a quarter spare, not double: the bound is in bytes)."""
         import numpy as np
 
-        if self.i8 is None or stop > len(self.i8):
-            cap = len(self.seqs)
-            i8 = np.zeros((cap, self.dim), dtype=np.int8)
-            scale = np.zeros(cap, dtype=np.float32)
-            if self.i8 is not None:
-                i8[: self.i8_n] = self.i8[: self.i8_n]
-                scale[: self.i8_n] = self.i8_scale[: self.i8_n]
-            self.i8, self.i8_scale = i8, scale
-        for lo in range(start, stop, 65_536):  # bounded temporaries
-            hi = min(stop, lo + 65_536)
-            block = self.mat[:, lo:hi].T
-            top = np.maximum(np.abs(block).max(axis=1), 1e-12)
-            self.i8[lo:hi] = np.rint(block * (127.0 / top)[:, None])
-            self.i8_scale[lo:hi] = top / 127.0
+        cap = len(self.seqs)
+        if need <= cap:
+            return
+        cap = need if self.n == 0 else max(need, cap + cap // 4, 1024)
+        for name in self._ARRAYS:
+            old = getattr(self, name)
+            grown = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            grown[: self.n] = old[: self.n]
+            setattr(self, name, grown)
+
+    def _quantize(self, rows: Any, block: Any) -> None:
+        """Store float32 ``block`` (one vector a row) at ``rows`` as the two int8 levels.
+
+        ``LOAD_CHUNK`` rows at a time through one reused temporary: five
+        times faster than whole-array numpy expressions, which allocate and
+        walk 150 MB per step at 100k vectors.
+        """
+        import numpy as np
+
+        tmp = np.empty((min(LOAD_CHUNK, len(block)), self.dim), dtype=np.float32)
+        for lo in range(0, len(block), LOAD_CHUNK):
+            part, at = block[lo : lo + LOAD_CHUNK], rows[lo : lo + LOAD_CHUNK]
+            t = tmp[: len(part)]
+            np.abs(part, out=t)
+            top = np.maximum(t.max(axis=1), 1e-30) * np.float32(1 / 127)
+            np.multiply(part, (1 / top)[:, None], out=t)
+            np.rint(t, out=t)
+            self.hi[at] = t
+            self.hi_scale[at] = top
+            np.multiply(t, top[:, None], out=t)
+            np.subtract(part, t, out=t)  # what the first level leaves
+            low = np.maximum(np.maximum(t.max(axis=1), -t.min(axis=1)), 1e-30) * np.float32(1 / 127)
+            np.multiply(t, (1 / low)[:, None], out=t)
+            np.rint(t, out=t)
+            self.lo[at] = t
+            self.lo_scale[at] = low
+
+    def vectors(self, rows: Any) -> Any:
+        """The float32 vectors of ``rows`` rebuilt from both levels (within ~1e-5 of those stored)."""
+        import numpy as np
+
+        out = self.hi[rows].astype(np.float32) * self.hi_scale[rows, None]
+        out += self.lo[rows].astype(np.float32) * self.lo_scale[rows, None]
+        return out
+
+    def coarse(self, query: Any, rows: Any) -> Any:
+        """Scores of ``rows`` (None: every row) from the ``hi`` level alone, for ranking candidates."""
+        import numpy as np
+
+        hi = self.hi[: self.n] if rows is None else self.hi[rows]
+        scale = self.hi_scale[: self.n] if rows is None else self.hi_scale[rows]
+        kernel = _int8_kernel()
+        if kernel is not None:
+            top = max(float(np.abs(query).max()), 1e-30)
+            q8 = np.rint(query * (127.0 / top)).astype(np.int8)
+            dots = np.asarray(kernel.cdist(q8[None], hi, metric="dot", out_dtype="float32"))[0]
+        else:  # numpy: float32 products a block at a time
+            steps = range(0, len(hi), LOAD_CHUNK)
+            dots = np.concatenate([hi[lo : lo + LOAD_CHUNK].astype(np.float32) @ query for lo in steps])
+        return dots * scale
 
     def search(self, query: Any, k: int, min_similarity: float, thread_id: str | None) -> list[tuple[int, float]]:
         """``(seq, cosine)`` of the best ``k`` vectors at or above ``min_similarity``."""
         import numpy as np
 
-        n = self.n
         q = np.asarray(query, dtype=np.float32)
         rows: Any = None  # None: every row
         if thread_id is not None:
             code = self.code_of.get(thread_id)
             if code is None:
                 return []
-            rows = np.flatnonzero(self.thread_codes[:n] == code)
-        count = n if rows is None else len(rows)
-        kernel = _int8_kernel() if count >= PRESCAN_FROM else None
-        if kernel is None:  # exact
-            cand = rows
-            sims = q @ (self.mat[:, :n] if rows is None else self.mat[:, rows])
+            rows = np.flatnonzero(self.thread_codes[: self.n] == code)
+        count = self.n if rows is None else len(rows)
+        m = min(max(k * OVERSAMPLE, MIN_CANDIDATES), count)
+        if m == count:  # few enough to rescore them all
+            cand = np.arange(count) if rows is None else rows
         else:
-            if self.i8_n < n:
-                self._quantize(self.i8_n, n)
-                self.i8_n = n
-            top = np.abs(q).max()
-            q8 = np.rint(q * (127.0 / max(float(top), 1e-12))).astype(np.int8)
-            approx = np.asarray(kernel.cdist(q8[None], self.i8[:n], metric="dot", out_dtype="float32"))[0]
-            approx *= self.i8_scale[:n]
-            if rows is not None:  # candidates from that thread only
-                mask = np.full(n, -np.inf, dtype=np.float32)
-                mask[rows] = approx[rows]
-                approx = mask
-            m = min(max(k * OVERSAMPLE, MIN_CANDIDATES), count)
-            cand = _top(approx, m)
-            sims = q @ self.mat[:, np.sort(cand)]
-            cand = np.sort(cand)
+            picked = _top(self.coarse(q, rows), m)
+            cand = np.sort(picked if rows is None else rows[picked])
+        sims = self.vectors(cand) @ q
         keep = np.flatnonzero(sims >= min_similarity)
         if len(keep) > k:
             keep = keep[np.argpartition(-sims[keep], k - 1)[:k]]
         keep = keep[np.argsort(-sims[keep], kind="stable")]
-        rows_of_hits = keep if cand is None else cand[keep]
-        return [(int(self.seqs[r]), float(sims[i])) for r, i in zip(rows_of_hits, keep, strict=True)]
+        return [(int(self.seqs[r]), float(sims[i])) for r, i in zip(cand[keep], keep, strict=True)]
 
 
 def _top(scores: Any, m: int) -> Any:
@@ -370,11 +415,33 @@ class VectorIndex:
         min_similarity: float,
         thread_id: str | None,
     ) -> list[tuple[int, float]]:
-        """``(seq, cosine)`` of the best ``k`` vectors at or above ``min_similarity``."""
+        """``(seq, cosine)`` of the best ``k`` vectors at or above ``min_similarity``.
+
+        Reads the change feed past what the cache holds; a large batch (a
+        resource's first load) is quantized off the event loop, and the
+        memory the store's rows took is then handed back to the system.
+        """
         key = (resource_id, model)
         with self._lock:
             entry = self._entries.get(key) or _Entry(dim)
         rows = await run(ops.ReadVectors(resource_id=resource_id, model=model, after_id=entry.last_id))
+        if len(rows.seqs) < BIG_LOAD:
+            return self._refresh(key, entry, rows, query, k, min_similarity, thread_id)
+        hits = await asyncio.to_thread(self._refresh, key, entry, rows, query, k, min_similarity, thread_id)
+        del rows
+        _trim_heap()
+        return hits
+
+    def _refresh(
+        self,
+        key: tuple[str, str],
+        entry: _Entry,
+        rows: ops.VectorRows,
+        query: Any,
+        k: int,
+        min_similarity: float,
+        thread_id: str | None,
+    ) -> list[tuple[int, float]]:
         with self._lock:
             entry.add(rows.seqs, rows.thread_ids, rows.vectors)
             entry.last_id = max(entry.last_id, rows.last_id)
@@ -385,6 +452,27 @@ class VectorIndex:
             if entry.n == 0:
                 return []
             return entry.search(query, k, min_similarity, thread_id)
+
+
+#: A change-feed batch of at least this many vectors is quantized in a worker
+#: thread, and the heap trimmed after it (``_trim_heap``).
+BIG_LOAD = 10_000
+
+
+def _trim_heap() -> None:
+    """Give the memory freed by a large load back to the system (glibc; a no-op elsewhere).
+
+    The store hands a batch over as one Python object per row; freed, those
+    stay in glibc's heap, and a process that loaded 100k vectors kept ~250 MB
+    resident that it no longer used (bench/recall_speed.py measures it).
+    """
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
 
 
 class Retriever:
