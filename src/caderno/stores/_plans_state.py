@@ -558,20 +558,24 @@ def _condition(d: Dialect, path: tuple[str, ...], operator: str, operand: Any) -
 def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
     if op.offset < 0 or (op.limit is not None and op.limit < 0):
         raise UsageError(f"limit and offset must not be negative: {op.limit}, {op.offset}")
-    where, params = "", [op.resource_id, *_under(op.prefix)]
-    for path, operator, operand in op.where:
-        sql, more = _condition(d, path, operator, operand)
-        where += f" AND {sql}"
-        params += more
-    window = ""
+    columns = "namespace, key, value, created_at, updated_at"
+    sql = f"SELECT {columns} FROM items WHERE resource_id = ? AND {_UNDER}"
+    params = [op.resource_id, *_under(op.prefix)]
+    if op.where:
+        # The conditions read the document of each row under the prefix, parsed once (json_doc).
+        conditions = [_condition(d, path, operator, operand) for path, operator, operand in op.where]
+        sql = (
+            f"WITH i AS {d.json_cte} (SELECT {columns}, {d.json_doc} AS doc FROM items "
+            f"WHERE resource_id = ? AND {_UNDER}) SELECT {columns} FROM i "
+            f"WHERE {' AND '.join(c for c, _ in conditions)}"
+        )
+        params += [p for _, more in conditions for p in more]
     if op.limit is not None:
-        window = " LIMIT ? OFFSET ?"
+        sql += " ORDER BY updated_at DESC, namespace, key LIMIT ? OFFSET ?"
         params += [op.limit, op.offset]
-    rows = yield Q(
-        "SELECT namespace, key, value, created_at, updated_at FROM items WHERE resource_id = ? "
-        f"AND {_UNDER}{where} ORDER BY updated_at DESC, namespace, key{window}",
-        params,
-    )
+    else:
+        sql += " ORDER BY updated_at DESC, namespace, key"
+    rows = yield Q(sql, params)
     if op.limit is None and op.offset:
         rows = rows[op.offset :]
     return [_item_from_row(op.resource_id, r) for r in rows]

@@ -71,8 +71,13 @@ class Dialect:
     skip_locked: str = ""
     """Lock rows, passing over those another transaction holds: ``FOR UPDATE SKIP LOCKED`` on
     PostgreSQL; none on SQLite (one writer)."""
+    json_doc: str = "value"
+    """An items row's ``value`` as the JSON document ``json_field`` reads (``doc``), and how the
+    statement's CTE keeps it: parsed once per row on PostgreSQL (``MATERIALIZED``, where a
+    ``jsonb`` cast per condition would parse the text again each time), inlined on SQLite."""
+    json_cte: str = "NOT MATERIALIZED"
     json_field: Callable[[str], str] = lambda kind: "NULL"
-    """SQL reading one field of a row's JSON ``value`` at the path bound to each of its ``?``
+    """SQL reading one field of the JSON ``doc`` (``json_doc``) at the path bound to each of its ``?``
     (``json_path``): ``"kind"`` its JSON type where ``null`` and ``object`` are named alike on
     both databases (SQL NULL where missing), ``"string"`` its text if a string, ``"number"``
     its number if a number or boolean (as 1/0); NULL otherwise."""

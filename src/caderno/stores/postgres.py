@@ -81,12 +81,14 @@ DIALECT = Dialect(
     key_share=" FOR KEY SHARE",
     # Item embedding workers lock their rows without ever waiting on another transaction.
     skip_locked=" FOR UPDATE SKIP LOCKED",
-    # items.value is JSON text: read as jsonb, a field at a text[] path.
+    # items.value is JSON text: parsed into jsonb once per row, a field read at a text[] path.
+    json_doc="value::jsonb",
+    json_cte="MATERIALIZED",
     json_field=lambda kind: {
-        "kind": "jsonb_typeof(value::jsonb #> ?)",
-        "string": "CASE WHEN jsonb_typeof(value::jsonb #> ?) = 'string' THEN value::jsonb #>> ? END",
-        "number": "CASE jsonb_typeof(value::jsonb #> ?) WHEN 'number' THEN (value::jsonb #> ?)::numeric "
-        "WHEN 'boolean' THEN ((value::jsonb #> ?)::boolean)::int END",
+        "kind": "jsonb_typeof(doc #> ?)",
+        "string": "CASE WHEN jsonb_typeof(doc #> ?) = 'string' THEN doc #>> ? END",
+        "number": "CASE jsonb_typeof(doc #> ?) WHEN 'number' THEN (doc #> ?)::numeric "
+        "WHEN 'boolean' THEN ((doc #> ?)::boolean)::int END",
     }[kind],
     json_path=list,
 )

@@ -54,9 +54,9 @@ DIALECT = Dialect(
     feed_overlap=0,  # ids become visible in commit order
     key_share="",
     json_field=lambda kind: {
-        "kind": "json_type(value, ?)",
-        "string": "CASE WHEN json_type(value, ?) = 'text' THEN json_extract(value, ?) END",
-        "number": "CASE WHEN json_type(value, ?) IN ('integer', 'real', 'true', 'false') THEN json_extract(value, ?) END",
+        "kind": "json_type(doc, ?)",
+        "string": "CASE WHEN json_type(doc, ?) = 'text' THEN json_extract(doc, ?) END",
+        "number": "CASE WHEN json_type(doc, ?) IN ('integer', 'real', 'true', 'false') THEN json_extract(doc, ?) END",
     }[kind],
     json_path=lambda keys: "$" + "".join(f'."{k}"' for k in keys),
 )
