@@ -22,11 +22,18 @@ bench/results/ and reused (--rebuild to start over).
 
 Then the vector index alone at 100k and 1M vectors in one resource (random
 unit vectors fed straight into caderno's cache; a 1M-message resource in
-SQLite would add nothing to the search time): exact search, the int8
-pre-scan with exact rescoring, and numpy's exact product (the floor),
-interleaved query by query in one process; recall@10 of the pre-scan against
-exact on the real question vectors and on stored vectors plus noise; the
-cache's bytes per message.
+SQLite would add nothing to the search time): caderno's search (int8
+pre-scan, candidates rescored from the two int8 levels) against numpy's
+exact float32 product (the floor), interleaved query by query in one
+process; recall@10 against that exact search on the real question vectors
+and on stored vectors plus noise; the cache's bytes per message.
+
+Then the cache's first load, before and after: a fresh process per run
+opens the database, loads the model, and times its first recall of the 100k
+resource (the cache's load) and the resident memory it adds, with this
+checkout's code and with ``--before`` (a commit, exported with ``git
+archive``; default: the last one with the float32 cache), alternating
+before/after ``--load-runs`` times.
 
 Run:  .venv/bin/python bench/recall_speed.py [--queries 200] [--quick: index at 100k only]
 """
@@ -49,6 +56,7 @@ from _common import pct
 import caderno
 from caderno import Message
 from caderno.embeddings import default_embedder
+from caderno.stores import ops
 from caderno.stores.sqlite import catch_up_fts
 
 HERE = Path(__file__).parent
@@ -161,6 +169,8 @@ async def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--quick", action="store_true", help="only the vector index, at 100k")
+    ap.add_argument("--before", default=BEFORE, help="the commit the load rows compare with (default: %(default)s)")
+    ap.add_argument("--load-runs", type=int, default=3, help="fresh processes per side for the load rows")
     ap.add_argument(
         "--only-100k",
         action="store_true",
@@ -209,10 +219,10 @@ async def main() -> None:
                 hits = await memory.recall(resource_id=rid, query=q, thread_id="t0")
                 times.append(time.perf_counter() - t0)
             assert hits
-            entry = memory.vectors._entries[(rid, emb.name)]
-            matrix = np.ascontiguousarray(entry.mat[:, : entry.n].T)  # one vector per row
-            # Floor: numpy brute force over the same vectors, laid out as
-            # caderno keeps them (column-major), query vectors precomputed.
+            stored = await memory.run(ops.ReadVectors(resource_id=rid, model=emb.name, after_id=0))
+            matrix = np.frombuffer(stored.vectors, dtype=np.float32).reshape(-1, DIM)  # as stored, float32
+            # Floor: numpy brute force over the same vectors in float32,
+            # column-major (the fastest layout here), query vectors precomputed.
             qvecs = emb.embed(queries)
             columns = np.ascontiguousarray(matrix.T)
             floor = []
@@ -272,66 +282,62 @@ async def main() -> None:
         )
     print()
     print_index(index_rows)
+    print()
+    loads = load_rows(DB, "r-100k", args.before, args.load_runs)
+    print_load(loads)
     if args.json:
-        args.json.write_text(json.dumps({"embedding": thr, "rows": rows, "index": index_rows}, indent=2))
+        args.json.write_text(json.dumps({"embedding": thr, "rows": rows, "index": index_rows, "load": loads}, indent=2))
 
 
 def index_speed(size: int, real: np.ndarray) -> dict[str, float]:
-    """Exact vs pre-scan vs numpy floor over ``size`` random unit vectors, top 10, no threshold."""
+    """caderno's search vs numpy's exact float32 product over ``size`` random unit vectors, top 10, no threshold."""
     from caderno.memory import recall
 
     rng = np.random.default_rng(size)
     entry = recall._Entry(DIM)
+    matrix = np.empty((size, DIM), dtype=np.float32)  # the float32 vectors, for the exact answer
     chunk = 50_000
+    load = 0.0
     for lo in range(0, size, chunk):
         vecs = rng.standard_normal((min(chunk, size - lo), DIM), dtype=np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        matrix[lo : lo + len(vecs)] = vecs
         seqs = list(range(lo + 1, lo + len(vecs) + 1))
-        entry.add(seqs, [f"t{s % (size // 50)}" for s in seqs], vecs.tobytes())
-    picks = entry.mat[:, rng.integers(0, size, len(real))].T
+        threads = [f"t{s % (size // 50)}" for s in seqs]
+        t0 = time.perf_counter()
+        entry.add(seqs, threads, vecs.tobytes())
+        load += time.perf_counter() - t0
+    columns = np.ascontiguousarray(matrix.T)  # the fastest float32 layout for q @ X here
+    picks = matrix[rng.integers(0, size, len(real))]
     noise = rng.standard_normal(picks.shape, dtype=np.float32)
     noisy = picks + 0.8 * noise / np.linalg.norm(noise, axis=1, keepdims=True)
     noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
-    prescan_from = recall.PRESCAN_FROM
-    t0 = time.perf_counter()
-    entry.search(real[0], 10, -1.0, None)  # builds the int8 copy
-    build = time.perf_counter() - t0
 
-    def exact(q: np.ndarray) -> list[tuple[int, float]]:
-        recall.PRESCAN_FROM = 10**12
-        try:
-            return entry.search(q, 10, -1.0, None)
-        finally:
-            recall.PRESCAN_FROM = prescan_from
-
-    def floor(q: np.ndarray) -> None:
-        sims = q @ entry.mat[:, :size]
+    def floor(q: np.ndarray) -> list[tuple[int, float]]:
+        sims = q @ columns
         top = np.argpartition(-sims, 10)[:10]
-        top[np.argsort(-sims[top])]
+        top = top[np.argsort(-sims[top])]
+        return [(int(i) + 1, float(sims[i])) for i in top]
 
-    times: dict[str, list[float]] = {"exact": [], "prescan": [], "floor": []}
+    times: dict[str, list[float]] = {"caderno": [], "floor": []}
     found = {"real": 0, "noisy": 0}
     for kind, qs in (("real", real), ("noisy", noisy)):
         for q in qs:
-            for name, fn in (
-                ("floor", floor),
-                ("exact", exact),
-                ("prescan", lambda q: entry.search(q, 10, -1.0, None)),
-            ):
+            for name, fn in (("floor", floor), ("caderno", lambda q: entry.search(q, 10, -1.0, None))):
                 t0 = time.perf_counter()
                 out = fn(q)
                 times[name].append(time.perf_counter() - t0)
-                if name == "exact":
+                if name == "floor":
                     want = {s for s, _ in out}
-                elif name == "prescan":
+                else:
                     found[kind] += len(want & {s for s, _ in out})
-    row = {"size": size, "bytes_per_message": entry.nbytes / size, "int8_build_ms": build * 1e3}
+    row = {"size": size, "bytes_per_message": entry.nbytes / size, "quantize_ms": load * 1e3}
     for name, ts in times.items():
         row[f"{name}_p50_ms"] = pct(ts, 0.5) * 1e3
         row[f"{name}_p99_ms"] = pct(ts, 0.99) * 1e3
     row["recall_real"] = found["real"] / (10 * len(real))
     row["recall_noisy"] = found["noisy"] / (10 * len(noisy))
-    print(f"  index {size:,}: pre-scan {row['prescan_p50_ms']:.1f} ms p50", flush=True)
+    print(f"  index {size:,}: {row['caderno_p50_ms']:.1f} ms p50", flush=True)
     return row
 
 
@@ -339,23 +345,90 @@ def print_index(rows: list[dict[str, float]]) -> None:
     from caderno.memory import recall
 
     print(
-        f"vector index alone, top 10 (int8 pre-scan from {recall.PRESCAN_FROM:,} vectors, "
-        f"candidates max(10 x {recall.OVERSAMPLE}, {recall.MIN_CANDIDATES}), rescored in float32; "
-        f"int8 kernel: {'simsimd' if recall._int8_kernel() else 'missing, exact only'})"
+        f"vector index alone, top 10 (two int8 levels per vector; the first scanned, "
+        f"max(10 x {recall.OVERSAMPLE}, {recall.MIN_CANDIDATES}) candidates rescored from both; "
+        f"int8 kernel: {'simsimd' if recall._int8_kernel() else 'missing, numpy'})"
     )
     print()
     print(
-        "| vectors | exact p50 / p99 ms | pre-scan p50 / p99 ms | numpy floor p50 / p99 ms "
-        "| pre-scan / floor (p50) | recall@10, real queries | recall@10, stored + noise | cache bytes/message |"
+        "| vectors | caderno p50 / p99 ms | numpy exact float32 p50 / p99 ms | caderno / numpy (p50) "
+        "| recall@10 vs exact, real queries | recall@10 vs exact, stored + noise | cache bytes/message | load ms, 50k vectors a batch |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r['size']:,} | {r['exact_p50_ms']:.1f} / {r['exact_p99_ms']:.1f} "
-            f"| {r['prescan_p50_ms']:.1f} / {r['prescan_p99_ms']:.1f} | {r['floor_p50_ms']:.1f} / {r['floor_p99_ms']:.1f} "
-            f"| {r['prescan_p50_ms'] / r['floor_p50_ms']:.2f} | {r['recall_real']:.4f} | {r['recall_noisy']:.4f} "
-            f"| {r['bytes_per_message']:.0f} |"
+            f"| {r['size']:,} | {r['caderno_p50_ms']:.1f} / {r['caderno_p99_ms']:.1f} "
+            f"| {r['floor_p50_ms']:.1f} / {r['floor_p99_ms']:.1f} | {r['caderno_p50_ms'] / r['floor_p50_ms']:.2f} "
+            f"| {r['recall_real']:.4f} | {r['recall_noisy']:.4f} | {r['bytes_per_message']:.0f} | {r['quantize_ms']:.0f} |"
         )
+
+
+#: The last commit whose cache held float32 vectors (the "before" of the load rows).
+BEFORE = "1c47cbd"
+#: One fresh process: the model loaded, then the first recall of a resource
+#: (the cache's load) timed, and the resident memory it left measured.
+PROBE = """
+import asyncio, gc, json, sys, time
+import caderno
+
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+
+async def main(db, rid):
+    async with caderno.connect(db) as memory:
+        memory.embedder.embed(["load the model"])
+        await memory.recall(resource_id="no-such-resource", query="warm up", thread_id="t0")
+        gc.collect()
+        before = rss()
+        t0 = time.perf_counter()
+        await memory.recall(resource_id=rid, query="what did we say about the garden", thread_id="t0")
+        first = time.perf_counter() - t0
+        gc.collect()
+        n = sum(e.n for e in memory.vectors._entries.values())
+        print(json.dumps({"first_ms": first * 1e3, "resident_bytes": rss() - before, "vectors": n}))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def load_rows(db: Path, rid: str, before: str, runs: int) -> dict[str, list[dict[str, float]]]:
+    """First recall and resident memory of the cache's load, this checkout against ``before``, alternating."""
+    import os
+    import subprocess
+    import sys
+
+    out: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", before, "src"], cwd=HERE.parent, capture_output=True, check=False
+        )
+        if archive.returncode:
+            print(f"  no 'before' rows: git archive {before} failed ({archive.stderr.decode().strip()[:200]})")
+            out.pop("before")
+        else:
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        paths = {"before": str(Path(tmp) / "src"), "after": str(HERE.parent / "src")}
+        for _ in range(runs):
+            for name in out:
+                env = {**os.environ, "PYTHONPATH": paths[name]}
+                done = subprocess.run(
+                    [sys.executable, "-c", PROBE, str(db), rid], env=env, capture_output=True, text=True, check=True
+                )
+                out[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def print_load(rows: dict[str, list[dict[str, float]]]) -> None:
+    print("first recall of the 100k resource (the cache's load), a fresh process per run, alternating before/after")
+    print()
+    print("| cache | runs | first recall, median ms | resident MB per 100k vectors, median |")
+    print("|---|---:|---:|---:|")
+    for name, label in (("before", f"float32 + int8 copy ({BEFORE})"), ("after", "two int8 levels (this checkout)")):
+        if name in rows:
+            rs = rows[name]
+            first = pct([r["first_ms"] for r in rs], 0.5)
+            mb = pct([r["resident_bytes"] / r["vectors"] * 100_000 / 1e6 for r in rs], 0.5)
+            print(f"| {label} | {len(rs)} | {first:.0f} | {mb:.0f} |")
 
 
 async def langgraph_search(matrix: np.ndarray, queries: list[str], size: int) -> tuple[float, float] | None:
