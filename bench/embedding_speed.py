@@ -10,8 +10,19 @@ falls on all of them alike, and the table gives the median over rounds.
 * the end-to-end rows go through the background worker: ``caderno.connect``
   on a temporary SQLite file, ``append_messages`` in pairs, then
   ``await memory.flush()``; "indexer batch" is ``Indexer.batch_size``.
+* long messages (``--part long``): paragraphs of 64, 128 and 256 word pieces
+  made of the chat messages above, shuffled. "worker" appends them with no
+  embedder (the queue fills), then opens the file again with the embedder
+  and times ``memory.flush()`` alone, split into the worker's database round
+  trips (claim and store) and the rest (embedding); "direct" calls the same
+  embedder in batches of 64. Both take turns in each round; the ratio is
+  worker / direct.
+* truncation (``--part truncation``): long assistant replies (300–900 word
+  pieces) whose last sentence holds a fact, and a question for each fact;
+  the reply embedded whole (cut at the model's 256 word pieces) against the
+  reply split into passages, scored by its best passage.
 
-Run: ``.venv/bin/python bench/embedding_speed.py [--rounds 5]``.
+Run: ``.venv/bin/python bench/embedding_speed.py [--rounds 5] [--part all|options|long|truncation]``.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import onnxruntime as ort
 import caderno
 from caderno import Message
 from caderno.embeddings import minilm
+from caderno.stores import ops
 
 HERE = Path(__file__).parent
 
@@ -169,6 +181,151 @@ async def end_to_end(embedder: Any, batch: int, texts: list[str]) -> float:
             return len(texts) / (time.perf_counter() - t0)
 
 
+def paragraphs(chat: list[str], tokens: int, n: int, tokenizer: Any, seed: int = 11) -> list[str]:
+    """``n`` texts of ``tokens`` word pieces (with [CLS] and [SEP]) each, made of shuffled chat messages."""
+    rng, out = random.Random(seed), []
+    while len(out) < n:
+        words: list[str] = []
+        while len(tokenizer.encode(" ".join(words), add_special_tokens=True).ids) < tokens:
+            words += rng.choice(chat).split()
+        while len(tokenizer.encode(" ".join(words)).ids) > tokens:
+            words.pop()
+        out.append(" ".join(words))
+    return out
+
+
+async def worker_rate(embedder: Any, texts: list[str]) -> tuple[float, float]:
+    """Messages/s of ``memory.flush()`` over a queue of ``texts``, and the share of that time in database round trips."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "w.db"
+        async with caderno.connect(path, embedder=None) as memory:  # the queue fills; nothing embeds
+            for i in range(0, len(texts) - 1, 2):
+                await memory.append_messages(
+                    resource_id="w",
+                    thread_id=f"t{i % 20}",
+                    messages=[Message.user(texts[i]), Message.assistant(texts[i + 1])],
+                )
+        async with caderno.connect(path, embedder=embedder) as memory:
+            run, spent = memory.indexer.run, [0.0]
+
+            async def timed(op: Any) -> Any:
+                t = time.perf_counter()
+                try:
+                    return await run(op)
+                finally:
+                    spent[0] += time.perf_counter() - t
+
+            memory.indexer.run = timed
+            t0 = time.perf_counter()
+            await memory.flush()
+            took = time.perf_counter() - t0
+            assert await run(ops.CountPendingEmbeddings()) == 0
+            return len(texts) / took, spent[0] / took
+
+
+async def long_rows(chat: list[str], rounds: int) -> None:
+    embedder = minilm.MiniLMEmbedder().load()
+    sizes = {64: 128, 128: 96, 256: 64}  # word pieces -> messages per run
+    texts = {t: paragraphs(chat, t, n, embedder._tokenizer) for t, n in sizes.items()}
+    await worker_rate(embedder, texts[64][:32])
+    rows: dict[str, list[float]] = {}
+    ratios: dict[int, list[float]] = {t: [] for t in sizes}
+    trips: dict[int, list[float]] = {t: [] for t in sizes}
+    for _ in range(rounds):
+        for t, batch in texts.items():
+            # worker, direct, direct, worker: a drift in the machine's load falls on both alike
+            w1, share = await worker_rate(embedder, batch)
+            d = [rate(embedder.embed, batch, 64) for _ in range(2)]
+            w2, _ = await worker_rate(embedder, batch)
+            rows.setdefault(f"{t} tokens: worker (flush)", []).extend((w1, w2))
+            rows.setdefault(f"{t} tokens: direct, batches of 64", []).extend(d)
+            ratios[t].append((w1 + w2) / sum(d))
+            trips[t].append(share)
+    table("long messages, messages/s | run | median | range |", rows)
+    for t in sizes:
+        print(
+            f"{t} tokens: worker/direct {statistics.median(ratios[t]):.2f} (rounds {min(ratios[t]):.2f}–"
+            f"{max(ratios[t]):.2f}); claim+store round trips {100 * statistics.median(trips[t]):.1f} % of the worker's time"
+        )
+
+
+#: (fact sentence, question): the truncation experiment's needles.
+FACTS = [
+    ("The locker code at the climbing gym is 4821.", "What is my locker code at the gym?"),
+    ("My sister's flight lands at Porto on the 14th at 9:40.", "When does my sister's flight land?"),
+    ("The wifi password at the cabin is bluefern77.", "What is the wifi password at the cabin?"),
+    ("The plumber, Joaquim, charges 45 euros an hour.", "How much does the plumber charge?"),
+    ("Our dog Biscuit is allergic to chicken.", "What is the dog allergic to?"),
+    ("The quarterly tax payment is due on July 20.", "When is the quarterly tax payment due?"),
+    ("I keep the spare car key in the blue ceramic jar.", "Where is the spare car key?"),
+    ("The dentist moved my appointment to Thursday at 3 pm.", "When is my dentist appointment?"),
+    ("Mum's birthday dinner is booked at Taberna do Largo.", "Where is mum's birthday dinner booked?"),
+    ("The new printer only takes HP 305 cartridges.", "Which cartridges does the printer take?"),
+    ("Rui's shoe size is 43.", "What shoe size does Rui wear?"),
+    ("The gas meter reading last month was 10482.", "What was the last gas meter reading?"),
+    ("The insurance policy number is PT-7731-22.", "What is the insurance policy number?"),
+    ("The kids' school closes early every Wednesday at 1 pm.", "When does the school close early?"),
+    ("I promised to return Marta's ladder by Sunday.", "When do I have to return Marta's ladder?"),
+    ("The bike shop said the new chain costs 32 euros.", "How much is the new bike chain?"),
+    ("The recycling is collected on Tuesday nights.", "When is the recycling collected?"),
+    ("My library card expires in November.", "When does my library card expire?"),
+    ("The landlord's bank account ends in 0093.", "What are the last digits of the landlord's account?"),
+    ("The violin lesson was moved to room 12.", "Which room is the violin lesson in?"),
+]
+
+
+def passages(text: str, tokenizer: Any, budget: int) -> list[str]:
+    """``text`` cut at sentence ends into passages of at most ``budget`` word pieces (a longer sentence stays whole)."""
+    out: list[str] = []
+    for sentence in re.split(r"(?<=[.!?])\s+", text):
+        joined = f"{out[-1]} {sentence}" if out else sentence
+        if out and len(tokenizer.encode(joined).ids) <= budget:
+            out[-1] = joined
+        else:
+            out.append(sentence)
+    return out
+
+
+def truncation_recall(chat: list[str]) -> None:
+    """Recall@1 and @5 of facts placed at the start or the end of long replies: whole reply vs best passage."""
+    embedder = minilm.MiniLMEmbedder().load()
+    tok, rng = embedder._tokenizer, random.Random(5)
+    fillers = [paragraphs(chat, rng.choice((300, 500, 700, 900)), 1, _untruncated(tok), seed=i)[0] for i in range(40)]
+    queries = embedder.embed([q for _, q in FACTS])
+    print("\ntruncation vs passages: a fact in a long reply (300–900 word pieces), 40 replies, 20 questions")
+    for where in ("start", "end"):
+        replies = [
+            f"{fact} {fillers[i]}" if where == "start" else f"{fillers[i]} {fact}" for i, (fact, _) in enumerate(FACTS)
+        ]
+        replies += fillers[len(FACTS) :]  # distractors with no fact
+        whole = embedder.embed(replies)
+        cut = [passages(r, tok, minilm.MAX_TOKENS - 2) for r in replies]
+        flat = embedder.embed([p for ps in cut for p in ps])
+        owner = np.repeat(np.arange(len(replies)), [len(ps) for ps in cut])
+        for name, scores in (
+            ("whole reply (cut at 256)", queries @ whole.T),
+            ("best passage", _best(queries @ flat.T, owner, len(replies))),
+        ):
+            ranks = [int((row > row[i]).sum()) for i, row in enumerate(scores)]
+            at1 = sum(r < 1 for r in ranks) / len(ranks)
+            at5 = sum(r < 5 for r in ranks) / len(ranks)
+            print(f"| fact at the {where:5s} | {name:26s} | recall@1 {at1:.2f} | recall@5 {at5:.2f} |")
+    print(f"passages per reply: {len(flat) / len(replies):.1f} (each embedded: that many times the work)")
+
+
+def _untruncated(tokenizer: Any) -> Any:
+    tok = tokenizer.__class__.from_str(tokenizer.to_str())
+    tok.no_truncation()
+    return tok
+
+
+def _best(scores: Any, owner: Any, n: int) -> Any:
+    best = np.full((scores.shape[0], n), -np.inf, dtype=np.float32)
+    for j in range(scores.shape[1]):
+        best[:, owner[j]] = np.maximum(best[:, owner[j]], scores[:, j])
+    return best
+
+
 def cpu_flags() -> str:
     try:
         flags = set(re.findall(r"\w+", Path("/proc/cpuinfo").read_text()))
@@ -186,9 +343,19 @@ def table(title: str, results: dict[str, list[float]]) -> None:
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--part", choices=("all", "options", "long", "truncation"), default="all")
     args = ap.parse_args()
     chat, mixed = load_texts()
     print(f"CPU flags: {cpu_flags()}; usable cores: {minilm._cores()}; onnxruntime {ort.__version__}")
+    if args.part in ("all", "long"):
+        await long_rows(chat, args.rounds)
+    if args.part in ("all", "truncation"):
+        truncation_recall(chat)
+    if args.part in ("all", "options"):
+        await options_rows(chat, mixed, args.rounds)
+
+
+async def options_rows(chat: list[str], mixed: list[str], rounds: int) -> None:
     longest = minilm.MiniLMEmbedder().load()._tokenizer.encode_batch(chat + mixed)
     print(
         f"texts over 128 tokens: {sum(len(e.ids) > 128 for e in longest)} of {len(chat) + len(mixed)} (truncation 128 vs 256 changes nothing here)"
@@ -198,7 +365,7 @@ async def main() -> None:
     results = {f"{k} [{col}]": [] for col in ("chat", "5–80 words") for k in made}
     for e in made.values():
         e.embed(chat[:64])
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for k, e in made.items():
             results[f"{k} [chat]"].append(rate(e.embed, chat[:256], 64))
             results[f"{k} [5–80 words]"].append(rate(e.embed, mixed[:64], 64))
@@ -210,7 +377,7 @@ async def main() -> None:
     )
     tok = shipped._tokenizer
     parts: dict[str, list[float]] = {"tokenizer encode_batch": [], "tokenizer encode per text": []}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         parts["tokenizer encode_batch"].append(rate(tok.encode_batch, chat[:256], 64))
         parts["tokenizer encode per text"].append(rate(lambda b: [tok.encode(t) for t in b], chat[:256], 64))
     table("tokenizer alone, texts/s | part | median | range |", parts)
@@ -230,7 +397,7 @@ async def main() -> None:
         "no embedder (appends alone)": (None, 64),
     }
     await end_to_end(shipped, 64, chat[:128])
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for k, (emb, batch) in runs.items():
             e2e[k].append(await end_to_end(emb, batch, chat[:640]))
     table("end to end through the background worker, 640 chat messages, messages/s | run | median | range |", e2e)

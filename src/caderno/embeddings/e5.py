@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import EmbeddingUnavailable
-from .minilm import ChunkedRuns, _cores, read_verified, session_options
+from .minilm import ChunkedRuns, _cores, encode_truncated, read_verified, session_options
 
 #: Tokens a text may have, "query: "/"passage: " prefix and <s> </s> included.
 MAX_TOKENS = 256
@@ -301,7 +301,7 @@ class MultilingualE5Embedder(ChunkedRuns):
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(self._prepare(list(texts)))
+        encodings = encode_truncated(self._tokenizer, list(texts), MAX_TOKENS, self._prepare)
         lengths = [len(e.ids) for e in encodings]
 
         def run(rows: list[int]) -> tuple[list[int], np.ndarray]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,6 +31,15 @@ J = TypeVar("J", EmbeddingJob, ItemEmbeddingJob)
 
 __all__ = ["Indexer"]
 
+#: A claim holds about this many seconds of embedding (never more than a
+#: quarter of the lease), judged by the seconds per job of the batch before:
+#: long texts on a slow CPU come fewer to a claim, so a lease does not run out
+#: mid-batch and ``close`` does not wait long; short texts still come
+#: ``batch_size`` at a time.
+BATCH_SECONDS = 10.0
+#: How many jobs a worker's first claim of each queue takes, before any batch is timed.
+FIRST_BATCH = 32
+
 
 def backoff_seconds(attempts: int) -> float:
     """1 s, 2 s, 4 s … capped at one hour."""
@@ -40,7 +50,8 @@ class Indexer:
     """Embeds queued messages (and items, with ``items``) in the background for one ``Memory``.
 
     ``batch_size`` bounds each claim: one batch of messages and one of items
-    per round.
+    per round, fewer when the batch before shows that many would take more
+    than ``BATCH_SECONDS`` to embed.
     """
 
     def __init__(
@@ -65,6 +76,7 @@ class Indexer:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._loaded = False
+        self._per_job: dict[object, float] = {}  # seconds of embedding per job, by queue
 
     @property
     def active(self) -> bool:
@@ -117,16 +129,26 @@ class Indexer:
         finish: Callable[..., ops.Op[None]],
     ) -> int:
         """Claim a batch, embed it off the event loop, store what came of it; how many jobs."""
-        jobs = await self.run(claim(limit=self.batch_size, lease_seconds=self.lease_seconds, now=utcnow()))
+        jobs = await self.run(claim(limit=self.claim_size(claim), lease_seconds=self.lease_seconds, now=utcnow()))
         if not jobs:
             return 0
+        started = time.perf_counter()
         done, failed = await asyncio.to_thread(embed, jobs)
+        self._per_job[claim] = (time.perf_counter() - started) / len(jobs)
         await self.run(
             finish(
                 model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
             )
         )
         return len(jobs)
+
+    def claim_size(self, queue: object) -> int:
+        """How many jobs the next claim of ``queue`` takes (see ``BATCH_SECONDS``)."""
+        per_job = self._per_job.get(queue)
+        if per_job is None:
+            return min(self.batch_size, FIRST_BATCH)
+        seconds = min(BATCH_SECONDS, self.lease_seconds / 4)
+        return max(1, min(self.batch_size, int(seconds / max(per_job, 1e-9))))
 
     async def close(self) -> None:
         """Let the batch in flight finish, then stop."""
