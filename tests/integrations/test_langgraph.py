@@ -358,6 +358,11 @@ async def test_semantic_search_ranks_only_the_filtered_items(db_url: str) -> Non
         await store.flush()
         hits = await store.asearch(("docs",), query="cat", filter={"lang": "pt"})
         second = await store.asearch(("docs",), query="cat", filter={"lang": {"$ne": "en"}}, limit=1, offset=1)
+        where = ((("lang",), "$eq", "pt"),)
+        (kept,) = await memory.batch(
+            [ops.ReadItemVectors(resource_id="u1", prefix=("docs",), model=EMBEDDER.name, where=where)]
+        )
+    assert [v.key for v in kept] == ["chuva", "gato"]  # only the filtered items' vectors are read
     # The best match ("cat") is filtered out before ranking; the rest are ranked and scored.
     assert sorted(it.key for it in hits) == ["chuva", "gato"] and all(it.score is not None for it in hits)
     assert [it.score for it in hits] == sorted((it.score for it in hits), reverse=True)

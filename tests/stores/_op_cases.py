@@ -236,6 +236,7 @@ def cases(scene: Scene) -> list[ops.Op[Any]]:
         ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=later),
         ops.FinishItemEmbeddings(model="m", dim=3, done=((one_job, VECTOR),), failed=(), now=NOW),
         ops.ReadItemVectors(resource_id=R, prefix=(), model="m"),
+        ops.ReadItemVectors(resource_id=R, prefix=(), model="m", where=((("t",), "$eq", "dog"),)),
         # notebook and turn leases
         ops.EditNotebook(resource_id=R, target="memory", edit=lambda entries, version: [*entries, "nota"], now=NOW),
         ops.ReadNotebook(resource_id=R),

@@ -192,7 +192,10 @@ class CadernoStore(BaseStore):
                 if ranked:
                     # The same snapshot as the items: a vector read here belongs to the value read here.
                     vectors = port.ReadItemVectors(
-                        resource_id=self.resource_id, prefix=op.namespace_prefix, model=self.memory.embedder.name
+                        resource_id=self.resource_id,
+                        prefix=op.namespace_prefix,
+                        model=self.memory.embedder.name,
+                        where=where,
                     )
                     reads.append(vectors)
                     slots[i] = (len(reads) - 2, len(reads) - 1)

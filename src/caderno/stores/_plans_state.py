@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from ..core.clock import from_iso as _from_iso
 from ..core.errors import UsageError
 from ..core.messages import canonical_json
 from ..core.records import ApiKey, Item, Macro, MacroKey, ScheduledTask
@@ -452,18 +453,15 @@ def _path(namespace: tuple[str, ...]) -> str:
 
 
 def _item_from_row(resource_id: str, row: Any) -> Item:
-    from ..core.clock import from_iso
-
-    def when(value: Any) -> Any:
-        return from_iso(value) if isinstance(value, str) else value
-
+    # Per row of every search: no import or closure per call.
+    created, updated = row[3], row[4]
     return Item(
         resource_id=resource_id,
         namespace=tuple(row[0].split(".")),
         key=row[1],
         value=loads(row[2]),
-        created_at=when(row[3]),
-        updated_at=when(row[4]),
+        created_at=_from_iso(created) if isinstance(created, str) else created,
+        updated_at=_from_iso(updated) if isinstance(updated, str) else updated,
     )
 
 
@@ -555,6 +553,27 @@ def _condition(d: Dialect, path: tuple[str, ...], operator: str, operand: Any) -
     return sql, params
 
 
+def _filtered(
+    d: Dialect, resource_id: str, prefix: tuple[str, ...], where: Any
+) -> tuple[str, str, list[Any], list[Any]]:
+    """The items under ``prefix`` as the CTE ``i``, and ``where`` (``SearchItems.where``) on them.
+
+    Returns the ``WITH`` clause, the conditions (SQL on ``i.doc``) and the parameters of each.
+    """
+    # The conditions read the document of each row under the prefix, parsed once (json_doc).
+    conditions = [_condition(d, path, operator, operand) for path, operator, operand in where]
+    cte = (
+        f"WITH i AS {d.json_cte} (SELECT namespace, key, value, created_at, updated_at, {d.json_doc} AS doc "
+        f"FROM items WHERE resource_id = ? AND {_UNDER})"
+    )
+    return (
+        cte,
+        " AND ".join(c for c, _ in conditions),
+        [resource_id, *_under(prefix)],
+        [p for _, more in conditions for p in more],
+    )
+
+
 def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
     if op.offset < 0 or (op.limit is not None and op.limit < 0):
         raise UsageError(f"limit and offset must not be negative: {op.limit}, {op.offset}")
@@ -562,14 +581,8 @@ def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
     sql = f"SELECT {columns} FROM items WHERE resource_id = ? AND {_UNDER}"
     params = [op.resource_id, *_under(op.prefix)]
     if op.where:
-        # The conditions read the document of each row under the prefix, parsed once (json_doc).
-        conditions = [_condition(d, path, operator, operand) for path, operator, operand in op.where]
-        sql = (
-            f"WITH i AS {d.json_cte} (SELECT {columns}, {d.json_doc} AS doc FROM items "
-            f"WHERE resource_id = ? AND {_UNDER}) SELECT {columns} FROM i "
-            f"WHERE {' AND '.join(c for c, _ in conditions)}"
-        )
-        params += [p for _, more in conditions for p in more]
+        cte, kept, at, of = _filtered(d, op.resource_id, op.prefix, op.where)
+        sql, params = f"{cte} SELECT {columns} FROM i WHERE {kept}", [*at, *of]
     if op.limit is not None:
         sql += " ORDER BY updated_at DESC, namespace, key LIMIT ? OFFSET ?"
         params += [op.limit, op.offset]
@@ -662,11 +675,22 @@ def finish_item_embeddings(d: Dialect, op: ops.FinishItemEmbeddings) -> Plan[Non
 
 
 def read_item_vectors(d: Dialect, op: ops.ReadItemVectors) -> Plan[list[ops.ItemVectors]]:
-    rows = yield Q(
-        "SELECT namespace, key, updated_at, dim, vectors FROM item_embeddings WHERE resource_id = ? AND model = ? "
-        f"AND vectors IS NOT NULL AND {_UNDER} ORDER BY namespace, key",
-        (op.resource_id, op.model, *_under(op.prefix)),
-    )
+    if op.where:
+        # Only the vectors of the items the filter keeps, joined on the item's key.
+        cte, kept, at, of = _filtered(d, op.resource_id, op.prefix, op.where)
+        rows = yield Q(
+            f"{cte} SELECT e.namespace, e.key, e.updated_at, e.dim, e.vectors FROM item_embeddings e "
+            "JOIN i ON i.namespace = e.namespace AND i.key = e.key "
+            f"WHERE e.resource_id = ? AND e.model = ? AND e.vectors IS NOT NULL AND {kept} "
+            "ORDER BY e.namespace, e.key",
+            [*at, op.resource_id, op.model, *of],
+        )
+    else:
+        rows = yield Q(
+            "SELECT namespace, key, updated_at, dim, vectors FROM item_embeddings WHERE resource_id = ? AND model = ? "
+            f"AND vectors IS NOT NULL AND {_UNDER} ORDER BY namespace, key",
+            (op.resource_id, op.model, *_under(op.prefix)),
+        )
     return [
         ops.ItemVectors(
             namespace=tuple(r[0].split(".")), key=r[1], updated_at=_when(r[2]), dim=r[3], vectors=bytes(r[4])

@@ -1044,12 +1044,14 @@ class FinishItemEmbeddings(Op[None]):
 class ReadItemVectors(Op[list[ItemVectors]]):
     """The stored vectors of ``model`` of the items whose namespace starts with ``prefix``.
 
-    Items still queued, or embedded by another model, have none.
+    Items still queued, or embedded by another model, have none. ``where``
+    (as ``SearchItems.where``) keeps only the vectors of the items that meet it.
     """
 
     resource_id: str
     prefix: tuple[str, ...]
     model: str
+    where: tuple[tuple[tuple[str, ...], str, Any], ...] = ()
 
 
 CORE: frozenset[type[Op[Any]]] = frozenset(
