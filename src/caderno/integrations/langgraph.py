@@ -361,28 +361,28 @@ def _search(
     if qvec is None:
         # Without ranking or a condition left to Python, the database already cut the page.
         return [_to_item(it, SearchItem) for it in (found[window] if rest or ranked else found)]
+    dim = qvec.shape[-1]
     vectors = {(v.namespace, v.key): v for v in stored}
-    owners: list[int] = []  # the index in ``found`` of each row of the matrix
-    blocks: list[Any] = []
+    owners: list[CadernoItem] = []  # in recency order, each with its block of rows in the matrix
+    blobs: list[bytes] = []
+    starts: list[int] = []
+    rows = 0
     scoreless: list[CadernoItem] = []
-    for i, it in enumerate(found):
+    for it in found:
         v = vectors.get((it.namespace, it.key))
-        if v is not None and v.updated_at == it.updated_at and v.vectors and v.dim == qvec.shape[-1]:
-            block = np.frombuffer(v.vectors, dtype=np.float32).reshape(-1, v.dim)
-            blocks.append(block)
-            owners.extend([i] * len(block))
+        if v is not None and v.updated_at == it.updated_at and v.vectors and v.dim == dim:
+            owners.append(it)
+            blobs.append(v.vectors)
+            starts.append(rows)
+            rows += len(v.vectors) // (4 * dim)
         else:
             scoreless.append(it)
-    scored: list[tuple[float, CadernoItem]] = []
-    if blocks:
-        sims = np.concatenate(blocks) @ qvec  # unit vectors: dot = cosine
-        best: dict[int, float] = {}
-        for i, sim in zip(owners, sims.tolist(), strict=True):
-            if i not in best or sim > best[i]:
-                best[i] = sim  # the best field counts
-        scored = [(sim, found[i]) for i, sim in best.items()]
-    scored.sort(key=lambda pair: pair[0], reverse=True)
-    kept = [_to_item(it, SearchItem, score) for score, it in scored[window]]
+    kept: list[SearchItem] = []
+    if owners:
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim)
+        best = np.maximum.reduceat(matrix @ qvec, starts)  # unit vectors: dot = cosine; the best field counts
+        order = np.argsort(-best, kind="stable")[window]  # ties keep recency order
+        kept = [_to_item(owners[i], SearchItem, float(best[i])) for i in order.tolist()]
     # As InMemoryStore: items without a vector fill the page after the scored ones.
     if scoreless and len(kept) < op.limit:
         kept.extend(_to_item(it, SearchItem) for it in scoreless[: op.limit - len(kept)])

@@ -603,9 +603,7 @@ def list_item_namespaces(d: Dialect, op: ops.ListItemNamespaces) -> Plan[list[tu
 
 
 def _when(value: Any) -> Any:
-    from ..core.clock import from_iso
-
-    return from_iso(value) if isinstance(value, str) else value
+    return _from_iso(value) if isinstance(value, str) else value
 
 
 def claim_item_embeddings(d: Dialect, op: ops.ClaimItemEmbeddings) -> Plan[list[ops.ItemEmbeddingJob]]:
