@@ -15,12 +15,17 @@ falls on all of them alike, and the table gives the median over rounds.
   embedder (the queue fills), then opens the file again with the embedder
   and times ``memory.flush()`` alone, split into the worker's database round
   trips (claim and store) and the rest (embedding); "direct" calls the same
-  embedder in batches of 64. Both take turns in each round; the ratio is
-  worker / direct.
-* truncation (``--part truncation``): long assistant replies (300–900 word
-  pieces) whose last sentence holds a fact, and a question for each fact;
-  the reply embedded whole (cut at the model's 256 word pieces) against the
-  reply split into passages, scored by its best passage.
+  embedder in batches of 64. Each round runs worker, direct, direct, worker;
+  the ratios (worker / direct, in messages/s and in the process's CPU
+  seconds) are per round, then the median. On a machine shared with other
+  work the CPU ratio is the steadier one. A last table times the tokenizer
+  on messages of ~2,000 word pieces, tokenised whole or cut first.
+* truncation (``--part truncation``): 40 long assistant replies (300–900
+  word pieces), 20 of them holding one fact in their first or their last
+  sentence, and a question for each fact; recall@1/@5 of the reply embedded
+  whole (the model reads its first 256 word pieces) against the reply split
+  at sentence ends into passages of at most 254, 128 or 64 word pieces,
+  scored by its best passage.
 
 Run: ``.venv/bin/python bench/embedding_speed.py [--rounds 5] [--part all|options|long|truncation]``.
 """
@@ -194,8 +199,9 @@ def paragraphs(chat: list[str], tokens: int, n: int, tokenizer: Any, seed: int =
     return out
 
 
-async def worker_rate(embedder: Any, texts: list[str]) -> tuple[float, float]:
-    """Messages/s of ``memory.flush()`` over a queue of ``texts``, and the share of that time in database round trips."""
+async def worker_rate(embedder: Any, texts: list[str]) -> tuple[float, float, float]:
+    """Messages/s of ``memory.flush()`` over a queue of ``texts``, the share of that time in database round
+    trips, and the process's CPU seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "w.db"
         async with caderno.connect(path, embedder=None) as memory:  # the queue fills; nothing embeds
@@ -216,11 +222,11 @@ async def worker_rate(embedder: Any, texts: list[str]) -> tuple[float, float]:
                     spent[0] += time.perf_counter() - t
 
             memory.indexer.run = timed
-            t0 = time.perf_counter()
+            t0, cpu = time.perf_counter(), time.process_time()
             await memory.flush()
-            took = time.perf_counter() - t0
+            took, cpu = time.perf_counter() - t0, time.process_time() - cpu
             assert await run(ops.CountPendingEmbeddings()) == 0
-            return len(texts) / took, spent[0] / took
+            return len(texts) / took, spent[0] / took, cpu
 
 
 async def long_rows(chat: list[str], rounds: int) -> None:
@@ -230,22 +236,33 @@ async def long_rows(chat: list[str], rounds: int) -> None:
     await worker_rate(embedder, texts[64][:32])
     rows: dict[str, list[float]] = {}
     ratios: dict[int, list[float]] = {t: [] for t in sizes}
+    cpu: dict[int, list[float]] = {t: [] for t in sizes}
     trips: dict[int, list[float]] = {t: [] for t in sizes}
     for _ in range(rounds):
         for t, batch in texts.items():
             # worker, direct, direct, worker: a drift in the machine's load falls on both alike
-            w1, share = await worker_rate(embedder, batch)
+            w1, share, c1 = await worker_rate(embedder, batch)
+            c = time.process_time()
             d = [rate(embedder.embed, batch, 64) for _ in range(2)]
-            w2, _ = await worker_rate(embedder, batch)
+            c = time.process_time() - c
+            w2, _, c2 = await worker_rate(embedder, batch)
+            cpu[t].append((c1 + c2) / c)
             rows.setdefault(f"{t} tokens: worker (flush)", []).extend((w1, w2))
             rows.setdefault(f"{t} tokens: direct, batches of 64", []).extend(d)
             ratios[t].append((w1 + w2) / sum(d))
             trips[t].append(share)
     table("long messages, messages/s | run | median | range |", rows)
+    tok, whole = embedder._tokenizer, [" ".join(texts[256][i : i + 8]) for i in range(0, 64, 8)] * 8  # ~2,000 pieces
+    cut: dict[str, list[float]] = {"tokenise whole, then truncate": [], "encode_truncated (cut first)": []}
+    for _ in range(rounds):
+        cut["tokenise whole, then truncate"].append(rate(tok.encode_batch, whole, 64))
+        cut["encode_truncated (cut first)"].append(rate(lambda b: minilm.encode_truncated(tok, b, 256), whole, 64))
+    table("tokenizer on messages of ~2,000 word pieces, texts/s | way | median | range |", cut)
     for t in sizes:
         print(
             f"{t} tokens: worker/direct {statistics.median(ratios[t]):.2f} (rounds {min(ratios[t]):.2f}–"
-            f"{max(ratios[t]):.2f}); claim+store round trips {100 * statistics.median(trips[t]):.1f} % of the worker's time"
+            f"{max(ratios[t]):.2f}); CPU seconds worker/direct {statistics.median(cpu[t]):.2f}; "
+            f"claim+store round trips {100 * statistics.median(trips[t]):.1f} % of the worker's time"
         )
 
 
@@ -298,19 +315,26 @@ def truncation_recall(chat: list[str]) -> None:
             f"{fact} {fillers[i]}" if where == "start" else f"{fillers[i]} {fact}" for i, (fact, _) in enumerate(FACTS)
         ]
         replies += fillers[len(FACTS) :]  # distractors with no fact
+        t0 = time.perf_counter()
         whole = embedder.embed(replies)
-        cut = [passages(r, tok, minilm.MAX_TOKENS - 2) for r in replies]
-        flat = embedder.embed([p for ps in cut for p in ps])
-        owner = np.repeat(np.arange(len(replies)), [len(ps) for ps in cut])
-        for name, scores in (
-            ("whole reply (cut at 256)", queries @ whole.T),
-            ("best passage", _best(queries @ flat.T, owner, len(replies))),
-        ):
+        base = time.perf_counter() - t0
+        runs = [("whole reply (cut at 256)", queries @ whole.T, base)]
+        for budget in (minilm.MAX_TOKENS - 2, 128, 64):
+            cut = [passages(r, tok, budget) for r in replies]
+            t0 = time.perf_counter()
+            flat = embedder.embed([p for ps in cut for p in ps])
+            took = time.perf_counter() - t0
+            owner = np.repeat(np.arange(len(replies)), [len(ps) for ps in cut])
+            name = f"best passage of <={budget} ({len(flat) / len(replies):.1f}/reply)"
+            runs.append((name, _best(queries @ flat.T, owner, len(replies)), took))
+        for name, scores, took in runs:
             ranks = [int((row > row[i]).sum()) for i, row in enumerate(scores)]
             at1 = sum(r < 1 for r in ranks) / len(ranks)
             at5 = sum(r < 5 for r in ranks) / len(ranks)
-            print(f"| fact at the {where:5s} | {name:26s} | recall@1 {at1:.2f} | recall@5 {at5:.2f} |")
-    print(f"passages per reply: {len(flat) / len(replies):.1f} (each embedded: that many times the work)")
+            print(
+                f"| fact at the {where:5s} | {name:34s} | recall@1 {at1:.2f} | recall@5 {at5:.2f} "
+                f"| embedding time ×{took / base:.1f} |"
+            )
 
 
 def _untruncated(tokenizer: Any) -> Any:
