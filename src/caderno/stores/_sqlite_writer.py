@@ -48,6 +48,9 @@ class Job:
 
     fn: Callable[[sqlite3.Connection], Any]
     after: Callable[[Any], None] | None = None
+    durable: bool = True
+    """False: the write may be lost to a power cut (a turn lease), so a group of only such
+    jobs commits without the fsync (``synchronous=NORMAL`` for that commit)."""
     future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     """Made on the submitting loop (so a job is created inside a coroutine); settled there."""
 
@@ -56,6 +59,7 @@ class _Owner(Protocol):
     """What the writer needs of its store."""
 
     _write_lock: threading.Lock
+    synchronous: str
 
     def writer_connection(self) -> sqlite3.Connection | None: ...
 
@@ -121,7 +125,14 @@ class GroupWriter:
 
                 _settle_all(group, [(None, StorageError("the store is closed"))] * len(group))
                 return
-            outcomes = _transaction(conn, group)
+            relaxed = owner.synchronous == "FULL" and not any(j.durable for j in group)
+            if relaxed:  # WAL and NORMAL: atomic and consistent, the WAL not fsynced at this commit
+                conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                outcomes = _transaction(conn, group)
+            finally:
+                if relaxed:
+                    conn.execute("PRAGMA synchronous = FULL")
             for job, (result, error) in zip(group, outcomes, strict=True):
                 if error is None and job.after is not None:
                     job.after(result)

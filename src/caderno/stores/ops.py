@@ -201,6 +201,9 @@ class Op(Generic[T]):
 
     writes: ClassVar[bool] = False
     """Whether the operation changes the database (a batch with none is a read snapshot)."""
+    durable: ClassVar[bool] = True
+    """Whether its write must survive a power cut. A batch of only non-durable writes (the turn
+    leases: one lost only frees its thread early) may commit without waiting for the disk."""
 
 
 # -- history and thread records (CORE) ------------------------------------------------------
@@ -730,6 +733,7 @@ class ClaimTurn(Op[bool]):
     """
 
     writes: ClassVar[bool] = True
+    durable: ClassVar[bool] = False
     resource_id: str
     thread_id: str
     holder: str
@@ -743,6 +747,7 @@ class ReleaseTurn(Op[None]):
     """Give the thread's turn lease back (only ``holder``'s own)."""
 
     writes: ClassVar[bool] = True
+    durable: ClassVar[bool] = False
     resource_id: str
     thread_id: str
     holder: str

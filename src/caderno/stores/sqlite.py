@@ -9,6 +9,8 @@ Why these settings:
   on disk even after a power cut. ``NORMAL`` skips the fsync of the WAL on
   each commit; it stays consistent after a crash but may lose the last
   transactions on power loss — choose it for throughput you can re-create.
+  A commit that holds only non-durable writes (``Op.durable``: the turn
+  leases, whose loss only frees a thread early) runs at ``NORMAL`` either way.
 * ``secure_delete=ON`` overwrites deleted content, so an erased resource's
   text does not linger in free pages of the file.
 
@@ -264,7 +266,12 @@ class SQLiteStore:
         await asyncio.to_thread(close_all)
 
     async def _write(
-        self, fn: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None, *, scrub: bool = False
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        after: Callable[[T], None] | None = None,
+        *,
+        scrub: bool = False,
+        durable: bool = True,
     ) -> T:
         """Run ``fn`` in an IMMEDIATE transaction on the writer thread, off the loop.
 
@@ -284,7 +291,7 @@ class SQLiteStore:
             if scrub:
                 self._scrub_wanted = True
 
-        job = Job(fn=fn, after=committed)
+        job = Job(fn=fn, after=committed, durable=durable)
         try:
             return await self._group_writer.submit(job)
         except (sqlite3.DatabaseError, UniqueViolation, ForeignKeyViolation) as exc:
@@ -399,7 +406,10 @@ class SQLiteStore:
             await self._write(catch_up_fts)
         if any(op.writes for op in batch):
             erasing = any(isinstance(op, _ERASING) for op in batch)
-            return await self._write(run, lambda results: self._committed(batch, results), scrub=erasing)
+            durable = any(op.durable for op in batch if op.writes)
+            return await self._write(
+                run, lambda results: self._committed(batch, results), scrub=erasing, durable=durable
+            )
         if len(batch) == 1 and isinstance(batch[0], ops.ReadThread):
             return [await self._read_thread(batch[0])]
         return await self._read(run, snapshot=len(batch) > 1)
