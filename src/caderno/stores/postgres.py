@@ -208,14 +208,40 @@ def one_statement(op: ops.Op[Any]) -> bool:
     return type(op) in _ONE_STATEMENT
 
 
-async def _run_on(conn: Any, fn: Callable[[Any], Awaitable[T]], *, alone: bool, local: str) -> T:
-    """``fn(conn)`` in one transaction that first sets ``local`` — unless it is one statement that needs no setting."""
+async def _run_on(
+    conn: Any, fn: Callable[[Any], Awaitable[T]], *, alone: bool, local: str, snapshot: bool = False
+) -> T:
+    """``fn(conn)`` in one transaction that first sets ``local`` — unless it is one statement that needs no setting.
+
+    ``snapshot``: a read-only transaction on one snapshot (REPEATABLE READ), said on
+    its BEGIN, not in a statement of its own (one round trip fewer).
+    """
     if alone and not local:
         return await fn(conn)
-    async with conn.transaction():
-        if local:
-            await conn.execute(local)
-        return await fn(conn)
+    if snapshot:
+        from psycopg import IsolationLevel
+
+        await conn.set_isolation_level(IsolationLevel.REPEATABLE_READ)
+        await conn.set_read_only(True)
+    try:
+        async with conn.transaction():
+            if local:
+                await conn.execute(local)
+            return await fn(conn)
+    finally:
+        if snapshot:  # the pool lends this connection to writers next
+            await _reset_characteristics(conn)
+
+
+async def _reset_characteristics(conn: Any) -> None:
+    """Back to the server's defaults for the next BEGIN; a connection that broke is dropped by the pool instead."""
+    import psycopg
+
+    try:
+        await conn.set_isolation_level(None)
+        await conn.set_read_only(None)
+    except psycopg.Error:
+        await conn.close()
 
 
 async def _execute(conn: Any, q: Q) -> Any:
@@ -619,6 +645,7 @@ class PostgresStore:
         write: bool = True,
         alone: bool = False,
         after: Callable[[Any], Awaitable[None]] | None = None,
+        snapshot: bool = False,
     ) -> T:
         """Run ``fn(conn)`` on the primary, in one transaction unless it is a single statement (``alone``).
 
@@ -647,7 +674,7 @@ class PostgresStore:
 
         async def attempt() -> T:
             async with self._pool.connection() as conn:
-                result = await _run_on(conn, fn, alone=alone, local=local)
+                result = await _run_on(conn, fn, alone=alone, local=local, snapshot=snapshot)
                 if after is not None:
                     await after(conn)
                 return result
@@ -687,23 +714,23 @@ class PostgresStore:
             await self._ensure_indexes(batch)
         writes = any(op.writes for op in batch)
 
+        snapshot = not writes and len(batch) > 1  # several reads: one snapshot
+
         async def run(conn: Any) -> list[Any]:
-            if not writes and len(batch) > 1:
-                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             execute = functools.partial(_execute, conn)
             return [await run_plan(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
 
         # A single one-statement operation is atomic on its own: no BEGIN/COMMIT round trips.
         alone = len(batch) == 1 and one_statement(batch[0])
         if self._replica is None:
-            return await self._tx(run, write=writes, alone=alone)
+            return await self._tx(run, write=writes, alone=alone, snapshot=snapshot)
         resources = _resources(batch)
         if not writes:
             if resources is not None:  # a global read (API keys, every resource) stays on the primary
-                results = await self._read_standby(run, alone=alone, resources=resources)
+                results = await self._read_standby(run, alone=alone, resources=resources, snapshot=snapshot)
                 if results is not None:
                     return results
-            return await self._tx(run, write=False, alone=alone)
+            return await self._tx(run, write=False, alone=alone, snapshot=snapshot)
 
         async def note(conn: Any) -> None:
             import psycopg
@@ -719,7 +746,7 @@ class PostgresStore:
     # -- the standby ---------------------------------------------------------------------
 
     async def _read_standby(
-        self, fn: Callable[[Any], Awaitable[list[Any]]], *, alone: bool, resources: set[str]
+        self, fn: Callable[[Any], Awaitable[list[Any]]], *, alone: bool, resources: set[str], snapshot: bool = False
     ) -> list[Any] | None:
         """``fn``'s results read on the standby, or None when the primary must answer.
 
@@ -751,7 +778,8 @@ class PostgresStore:
                         if needed > self._standby_replayed:
                             return None
                 if failure is None:
-                    results = await _run_on(conn, fn, alone=alone, local=self._local(self._replica_pooled))
+                    local = self._local(self._replica_pooled)
+                    results = await _run_on(conn, fn, alone=alone, local=local, snapshot=snapshot)
         except psycopg.OperationalError as exc:  # cannot connect, connection lost, pool timed out
             failure, lost = scrub(str(exc), self._secrets), True
         except psycopg.Error as exc:  # the statement failed there (a recovery conflict…): the primary answers it
