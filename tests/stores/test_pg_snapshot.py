@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _pg import pg_schema
 
 import caderno
-from _pg import pg_schema
 from caderno import Message
 from caderno.stores import ops
 
