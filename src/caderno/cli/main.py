@@ -693,7 +693,8 @@ def notes_show(
         if resource is not None:
 
             async def read(book: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-                return {t: await book.entries(t) for t in targets}, await book.snapshot_now()
+                found = await book.read()
+                return {t: found[t] for t in targets}, book.render(found)
 
             entries, blocks = run_async(_stored)(ctx, resource, read)
         else:
@@ -781,11 +782,8 @@ def notes_export(ctx: click.Context, resource: str, directory: Path) -> None:
     """Write a resource's database notebook to a folder as MEMORY.md and USER.md (replacing them)."""
     from ..memory.notebook import Notebook
 
-    async def export(book: Any) -> dict[str, list[str]]:
-        return {t: await book.entries(t) for t in ("memory", "user")}
-
     try:
-        entries = run_async(_stored)(ctx, resource, export)
+        entries: dict[str, list[str]] = run_async(_stored)(ctx, resource, lambda book: book.read())
         folder = Notebook(directory)
         for target, found in entries.items():
             folder.replace_all(target, found)

@@ -667,10 +667,10 @@ class _FilePort:
 class StoredNotebook:
     """A resource's notebook in the database: the same rules, seen alike by every process.
 
-    Each target's entries are one row with a version; an edit reads, applies
-    the rules (``plan_edit``: budgets, unique substrings, the scan) and
-    writes by compare-and-swap, reading again when another writer got there
-    first. A conversation's snapshot is stored with its thread the first
+    Each target's entries are one row with a version; an edit applies the
+    rules (``plan_edit``: budgets, unique substrings, the scan) inside the
+    store's transaction with that row locked (``ops.EditNotebook``), so
+    concurrent writers queue and none overwrites another. A conversation's snapshot is stored with its thread the first
     time the conversation loads it (``blocks``), so whichever process serves
     its next turn shows the same one, and a new conversation takes a new one.
 
@@ -705,9 +705,16 @@ class StoredNotebook:
     async def readable_entries(self, target: str) -> list[str] | None:
         return await self.entries(target)
 
+    async def read(self) -> dict[str, list[str]]:
+        """The live entries of both targets, in one read."""
+        return {t: list(entries) for t, (entries, _) in (await self._pages()).items()}
+
+    def render(self, entries: dict[str, list[str]]) -> dict[str, str | None]:
+        """The blocks a conversation would freeze for ``entries`` (as ``read`` gives them)."""
+        return {t: render(t, found, self.limits[t]) for t, found in entries.items()}
+
     async def snapshot_now(self) -> dict[str, str | None]:
-        pages = await self._pages()
-        return {t: render(t, list(entries), self.limits[t]) for t, (entries, _) in pages.items()}
+        return self.render(await self.read())
 
     async def blocks(self, thread_id: str) -> list[str]:
         return [b for b in (await self.freeze(thread_id)).values() if b]

@@ -601,11 +601,12 @@ async def get_notebook(
 ) -> dict[str, Any]:
     """The snapshot the model sees (a new conversation's, or ``thread_id``'s), and the live entries."""
     book = _notebook(memory, rid, write=False)
+    entries = await book.read()
     if thread_id is None:
-        snapshot = await book.snapshot_now()
+        snapshot = book.render(entries)
     else:
         snapshot = await book.frozen(thread_id) or {"memory": None, "user": None}
-    return {"snapshot": snapshot, "entries": {t: await book.entries(t) for t in ("memory", "user")}}
+    return {"snapshot": snapshot, "entries": entries}
 
 
 @v1.post(
