@@ -37,15 +37,16 @@ CONCURRENCY = 8
 PROMPT = 5.0
 
 
-@pytest.fixture(scope="module")
-def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, str]]:
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def edge(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[tuple[Served, str]]:
+    """A server with small limits, under each HTTP parser ``[server] http`` offers: every edge test runs on both."""
     where = tmp_path_factory.mktemp("edge")
     db = where / "edge.db"
     token = make_key(db, "casa")
     config = where / "caderno.toml"
     config.write_text(
         f"[server]\nmax_body_bytes = {LIMIT}\nheader_timeout = {HEADER_TIMEOUT}\n"
-        f"keep_alive_timeout = {KEEP_ALIVE}\nlimit_concurrency = {CONCURRENCY}\n"
+        f"keep_alive_timeout = {KEEP_ALIVE}\nlimit_concurrency = {CONCURRENCY}\nhttp = {json.dumps(request.param)}\n"
     )
     with serving(db, config) as served:
         yield served, token
@@ -219,13 +220,16 @@ def test_serve_config_refuses_a_wrong_server_table(tmp_path: Path) -> None:
         ("header_timeout = -1", "positive number"),
         ("limit_concurrency = 1.5", "positive number"),
         ('docs = "yes"', "true or false"),
+        ('background = "thread"', "background must be one of inline, process, off"),
+        ('http = "nghttp2"', "http must be one of auto, httptools, h11"),
     ]:
         config.write_text(f"[server]\n{table}\n")
         with pytest.raises(UsageError, match=said):
             load_config(config)
-    config.write_text("[server]\nmax_body_bytes = 1024\ndocs = true\nheader_timeout = 2.5\n")
+    config.write_text('[server]\nmax_body_bytes = 1024\ndocs = true\nheader_timeout = 2.5\nbackground = "off"\n')
     settings = load_config(config).server
     assert (settings.max_body_bytes, settings.docs, settings.header_timeout) == (1024, True, 2.5)
+    assert (settings.background, settings.http) == ("off", "auto")
 
 
 # -- the catch-all, through a route the test installs, over a real uvicorn on loopback -------

@@ -76,6 +76,10 @@ KEEP_ALIVE_TIMEOUT = 5
 #: the usual 1024 open files per process, leaving descriptors for the database,
 #: the upstream model and the log.
 LIMIT_CONCURRENCY = 512
+#: ``[server] background``: where a server's background work runs (the first is the default).
+BACKGROUND_MODES = ("inline", "process", "off")
+#: ``[server] http``: uvicorn's HTTP/1.1 parser (``auto``: httptools when installed, else h11).
+HTTP_PARSERS = ("auto", "httptools", "h11")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,6 +100,12 @@ class ServerSettings:
     """Seconds a proxy turn waits for another turn on its thread (any server) before a 409."""
     turn_lease: float = TURN_LEASE
     """Seconds a thread's turn lease lasts unrenewed: how soon a killed server's thread is free again."""
+    http: str = "auto"
+    """The HTTP/1.1 parser: ``httptools`` (C), ``h11`` (pure Python), ``auto`` (httptools when installed)."""
+    background: str = "inline"
+    """Where embedding, consolidation and due tasks run: ``inline`` (the server's event loop, batches
+    embedded in a thread at lower CPU priority), ``process`` (a ``caderno worker`` child at lower
+    priority), ``off`` (elsewhere: your own ``caderno worker``)."""
 
     @classmethod
     def from_table(cls, table: dict[str, Any], where: object) -> ServerSettings:
@@ -111,6 +121,11 @@ class ServerSettings:
             if name == "docs":
                 if not isinstance(value, bool):
                     raise UsageError(f"{where}: [server] docs must be true or false")
+                continue
+            for choice, allowed in (("background", BACKGROUND_MODES), ("http", HTTP_PARSERS)):
+                if name == choice and value not in allowed:
+                    raise UsageError(f"{where}: [server] {name} must be one of {', '.join(allowed)}")
+            if name in ("background", "http"):
                 continue
             number = (int, float) if name in ("header_timeout", "turn_wait", "turn_lease") else (int,)
             if isinstance(value, bool) or not isinstance(value, number) or value <= 0:

@@ -16,7 +16,17 @@ from ..core.errors import CadernoError
 from ..memory.connect import connect
 from ..memory.facade import Memory
 
-__all__ = ["DEFAULT_DB", "READ_ONLY", "clip", "emit_json", "fail", "json_option", "open_memory", "rich_console", "run_async"]
+__all__ = [
+    "DEFAULT_DB",
+    "READ_ONLY",
+    "clip",
+    "emit_json",
+    "fail",
+    "json_option",
+    "open_memory",
+    "rich_console",
+    "run_async",
+]
 
 T = TypeVar("T")
 
@@ -102,8 +112,6 @@ DEFAULT_DB = "caderno.db"
 def clip(text: str, width: int = 80) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 
 
 async def import_home_notebooks(memory: Any, home: Path | None = None) -> dict[str, list[str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Coroutine
@@ -116,7 +117,9 @@ async def threads_show(
     if as_json:
         emit_json(
             [
-                {**m.to_dict(), "summary": True} if kind == "summary" else {**m.to_dict(), "consolidated": is_covered(m)}
+                {**m.to_dict(), "summary": True}
+                if kind == "summary"
+                else {**m.to_dict(), "consolidated": is_covered(m)}
                 for kind, m in entries
             ]
         )
@@ -557,26 +560,42 @@ async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: boo
     default=None,
     help="Time between consolidation passes (default: the config's consolidation_interval_hours, else 6).",
 )
+@click.option(
+    "--nice",
+    "niceness",
+    type=click.IntRange(0, 19),
+    default=0,
+    show_default=True,
+    help="Lower this process's CPU priority by N, so request-serving processes on the machine go first.",
+)
+@click.option("--parent-pipe", is_flag=True, hidden=True, help="serve's own worker: see _follow_parent.")
 @click.pass_context
 @run_async
-async def worker_cmd(ctx: click.Context, interval_hours: float | None) -> None:
+async def worker_cmd(ctx: click.Context, interval_hours: float | None, niceness: int, parent_pipe: bool) -> None:
     """Run until stopped: embed pending messages, consolidate every INTERVAL, run due scheduled tasks.
 
     With a config file, its [[scheduled_tasks]] are synced at start, and due
     tasks run every caderno.agent.scheduler.POLL_SECONDS when it names a [model].
     Ctrl-C or SIGTERM stops it; a turn in flight is committed whole or not at all.
+    ``caderno serve`` starts one of these as its child (``--parent-pipe``).
     """
     from ..agent import scheduler
+
+    if niceness:
+        os.nice(niceness)
     config = ctx.obj["config"]
     model = config.chat_model()
-    wanted = config.tasks() if config.path is not None else None
+    wanted = config.tasks() if config.path is not None and not parent_pipe else None  # serve synced them
     memory = await open_memory(ctx)
     try:
         every = interval_hours if interval_hours is not None else memory.consolidation.settings.interval_hours
-        click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {every:g} h (Ctrl-C to stop)", err=True)
+        if not parent_pipe:
+            click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {every:g} h (Ctrl-C to stop)", err=True)
         if wanted is not None:
             click.echo(sync_report_text(await memory.tasks.sync_config(wanted)), err=True)
         jobs = [memory.run_background(interval_hours=every)]
+        if parent_pipe:
+            jobs.append(_follow_parent(memory))
         if model is None:
             click.echo(f"{NO_MODEL}; this worker only embeds and consolidates", err=True)
         else:
@@ -584,15 +603,42 @@ async def worker_cmd(ctx: click.Context, interval_hours: float | None) -> None:
 
             chat = AgentChat(model=model, memory=memory, schedule_tool=True)
             jobs.append(scheduler.run_forever(memory, chat))
-            click.echo(f"running due tasks every {scheduler.POLL_SECONDS:g} s", err=True)
+            if not parent_pipe:
+                click.echo(f"running due tasks every {scheduler.POLL_SECONDS:g} s", err=True)
         await _until_stopped(jobs)
-        click.echo("caderno worker stopped", err=True)
+        if not parent_pipe:
+            click.echo("caderno worker stopped", err=True)
     finally:
         await memory.close()
         # The chat model, and consolidation's [model.fast] (built by open_memory).
         for client in (model, memory.consolidation.settings.fast_model):
             if client is not None:
                 await client.aclose()
+
+
+async def _follow_parent(memory: Any) -> None:
+    """Serve's worker: each byte on stdin wakes the embedder (an append landed); end of file stops the worker.
+
+    The server writes a byte after each append instead of embedding in its
+    own process, and holds the pipe's other end: when the server exits, even
+    killed, the pipe closes and this worker finishes its batch and stops.
+    """
+    loop = asyncio.get_running_loop()
+    closed = loop.create_future()
+
+    class Wakes(asyncio.Protocol):
+        def data_received(self, data: bytes) -> None:
+            memory.indexer.notify()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if not closed.done():
+                closed.set_result(None)
+
+    transport, _ = await loop.connect_read_pipe(Wakes, sys.stdin)
+    try:
+        await closed
+    finally:
+        transport.close()
 
 
 async def _until_stopped(jobs: list[Coroutine[Any, Any, None]]) -> None:

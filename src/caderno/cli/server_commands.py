@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+import os
 import signal
+import subprocess
+import sys
 from typing import Any
 
 import click
 
-from ..agent.config import MAX_REQUEST_BYTES, ServerSettings, load_config
+from ..agent.config import BACKGROUND_MODES, MAX_REQUEST_BYTES, ServerSettings, load_config
 from ..core.errors import CadernoError, MissingExtra
 from ..core.records import ApiKey
 from .common import emit_json, fail, import_home_notebooks, json_option, open_memory, rich_console, run_async
@@ -117,6 +121,14 @@ async def keys_revoke(ctx: click.Context, key_id: str) -> None:
     default=None,
     help=f"Most bytes of any request body (default: [server] max_body_bytes, else {MAX_REQUEST_BYTES}).",
 )
+@click.option(
+    "--background",
+    type=click.Choice(BACKGROUND_MODES),
+    default=None,
+    help="Where embedding, consolidation and due tasks run: this server's event loop, with batches embedded in "
+    "a lower-priority thread (default: [server] background, else inline); a `caderno worker` child process at "
+    "lower priority; or off (run `caderno worker` yourself).",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -126,6 +138,7 @@ def serve(
     log_level: str,
     docs: bool | None,
     max_body_bytes: int | None,
+    background: str | None,
 ) -> None:
     """Run the HTTP API (and the memory proxy, the inspector, background work) until SIGTERM or Ctrl-C.
 
@@ -161,6 +174,8 @@ def serve(
         settings = dataclasses.replace(settings, docs=docs)
     if max_body_bytes is not None:
         settings = dataclasses.replace(settings, max_body_bytes=max_body_bytes)
+    if background is not None:
+        settings = dataclasses.replace(settings, background=background)
     run_async(_serve)(ctx, host, port, log_level, wanted, model, settings)
 
 
@@ -178,7 +193,9 @@ def _uvicorn_config(app: Any, host: str, port: int, log_level: str, settings: Se
         port=port,
         log_level=log_level,
         lifespan="on",
-        http=header_timeout_protocol(settings.header_timeout),
+        http=header_timeout_protocol(
+            settings.header_timeout, parser=None if settings.http == "auto" else settings.http
+        ),
         timeout_keep_alive=settings.keep_alive_timeout,
         limit_concurrency=settings.limit_concurrency,
     )
@@ -194,6 +211,7 @@ async def _serve(
 
     memory = await open_memory(ctx)
     memory.turns.lease_seconds = settings.turn_lease
+    worker: ChildWorker | None = None
     try:
         await import_home_notebooks(memory)
         if wanted is not None:
@@ -204,9 +222,16 @@ async def _serve(
         from ..server import create_app
         from ..server.routes import default_routers
 
+        if settings.background == "process":
+            worker = ChildWorker(str(ctx.obj["db"]), ctx.obj["config"].path)
+            worker.start()
+            memory.indexer.elsewhere = worker.wake
+        elif settings.background == "off":
+            memory.indexer.elsewhere = lambda: None  # another process's `caderno worker` embeds
         app = create_app(
             memory,
             model=model,
+            background=settings.background == "inline",
             routers=default_routers(),
             max_body_bytes=settings.max_body_bytes,
             docs=settings.docs,
@@ -215,11 +240,83 @@ async def _serve(
         server = uvicorn.Server(_uvicorn_config(app, host, port, log_level, settings))
         await server.serve()
     finally:
+        if worker is not None:
+            await worker.stop()
         await memory.close()  # the lifespan closed it already unless startup failed
         # The chat model, and consolidation's [model.fast] (built by open_memory).
         for client in (model, memory.consolidation.settings.fast_model):
             if client is not None:
                 await asyncio.shield(client.aclose())
 
+
+#: How much lower ``serve``'s worker child runs than the server (``nice``): requests go first on a busy machine.
+WORKER_NICE = 10
+#: Seconds ``serve`` waits, on its way out, for its worker to finish the batch in flight.
+WORKER_STOP_WAIT = 30.0
+
+
+class ChildWorker:
+    """``caderno worker`` as ``serve``'s child: embedding, consolidation and due tasks off the request process.
+
+    The request process spends its CPU on requests; the worker runs at a
+    lower priority (``WORKER_NICE``), so on a busy machine it embeds with what
+    the requests leave. Its stdin is a pipe from the server: ``wake`` (the
+    indexer's ``elsewhere`` hook, called after each append) writes a byte,
+    and the pipe's end — the server stopping or being killed — stops the
+    worker. The database URL and config path go by environment, not argv
+    (a URL may hold a password, and argv is visible to every user). A worker
+    that dies is started again; its pending work is in the database.
+    """
+
+    def __init__(self, db: str, config_path: Any) -> None:
+        self.env = {**os.environ, "CADERNO_DB": db}
+        if config_path is not None:
+            self.env["CADERNO_CONFIG"] = str(config_path)
+        self.process: subprocess.Popen[bytes] | None = None
+        self._restarted = 0.0
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "caderno.cli", "worker", "--parent-pipe", "--nice", str(WORKER_NICE)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, env=self.env)
+        assert self.process.stdin is not None
+        os.set_blocking(self.process.stdin.fileno(), False)
+
+    def wake(self) -> None:
+        """Tell the worker new messages are queued (never blocks the event loop)."""
+        process = self.process
+        if process is None or process.stdin is None:
+            return
+        try:
+            os.write(process.stdin.fileno(), b".")
+        except BlockingIOError:
+            pass  # the pipe is full of wake-ups the worker has not read: it is awake
+        except (BrokenPipeError, OSError):
+            self._restart()
+
+    def _restart(self) -> None:
+        """The worker exited: start another, at most once every 5 s (the queue waits in the database)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._restarted < 5:
+            return
+        self._restarted = loop.time()
+        code = self.process.poll() if self.process is not None else None
+        log.warning("the background worker exited (status %s); starting another", code)
+        self.start()
+
+    async def stop(self) -> None:
+        """Close the pipe (the worker finishes its batch and exits); kill it past ``WORKER_STOP_WAIT``."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            await asyncio.to_thread(process.wait, WORKER_STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
+
+log = logging.getLogger("caderno.server")
 
 COMMANDS = (keys, serve)

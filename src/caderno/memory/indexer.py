@@ -13,8 +13,11 @@ an append or a put.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -39,6 +42,8 @@ __all__ = ["Indexer"]
 BATCH_SECONDS = 10.0
 #: How many jobs a worker's first claim of each queue takes, before any batch is timed.
 FIRST_BATCH = 32
+#: How much lower than its process the thread that embeds batches runs (``nice``; Linux).
+EMBED_NICE = 10
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -77,6 +82,9 @@ class Indexer:
         self._stopping = False
         self._loaded = False
         self._per_job: dict[object, float] = {}  # seconds of embedding per job, by queue
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.elsewhere: Callable[[], None] | None = None
+        """Set when another process embeds for this one (``caderno serve``'s worker): ``notify`` calls it instead."""
 
     @property
     def active(self) -> bool:
@@ -85,6 +93,9 @@ class Indexer:
     def notify(self) -> None:
         """New work may be queued: start the worker if needed and wake it."""
         if not self.active or self._stopping:
+            return
+        if self.elsewhere is not None:
+            self.elsewhere()
             return
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="caderno-indexer")
@@ -133,7 +144,7 @@ class Indexer:
         if not jobs:
             return 0
         started = time.perf_counter()
-        done, failed = await asyncio.to_thread(embed, jobs)
+        done, failed = await asyncio.get_running_loop().run_in_executor(self._thread(), embed, jobs)
         self._per_job[claim] = (time.perf_counter() - started) / len(jobs)
         await self.run(
             finish(
@@ -141,6 +152,14 @@ class Indexer:
             )
         )
         return len(jobs)
+
+    def _thread(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The one thread that embeds batches, at a lower CPU priority (``EMBED_NICE``)."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="caderno-embed", initializer=_lower_priority
+            )
+        return self._executor
 
     def claim_size(self, queue: object) -> int:
         """How many jobs the next claim of ``queue`` takes (see ``BATCH_SECONDS``)."""
@@ -157,6 +176,8 @@ class Indexer:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -214,6 +235,19 @@ class Indexer:
             except Exception as exc:
                 failed.append((job, _error(exc), backoff_seconds(job.attempts)))
         return done, failed
+
+
+def _lower_priority() -> None:
+    """Lower the calling thread's CPU priority by ``EMBED_NICE`` (Linux sets it per thread; elsewhere a no-op).
+
+    Batches of embeddings are the heaviest CPU work a server does and nobody
+    waits on them: on a busy machine requests go first, and the queue (in
+    the database) waits. The embedder's chunk pool, started from this
+    thread by the first batch, inherits the priority; a query's embedding
+    runs in the caller's thread, at the caller's.
+    """
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + EMBED_NICE)
 
 
 def _error(exc: BaseException) -> str:
