@@ -169,17 +169,30 @@ async def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--quick", action="store_true", help="only the vector index, at 100k")
-    ap.add_argument("--before", default=BEFORE, help="the commit the load rows compare with (default: %(default)s)")
+    ap.add_argument(
+        "--before", default=BEFORE, help="the commit (or src folder) the load rows compare with (default: %(default)s)"
+    )
     ap.add_argument("--load-runs", type=int, default=3, help="fresh processes per side for the load rows")
     ap.add_argument(
         "--only-100k",
         action="store_true",
         help="recall in one database of the 100k resource alone (bench/results/recall_100k.db; minutes, not the 1M build)",
     )
+    ap.add_argument(
+        "--load-only",
+        action="store_true",
+        help="only the first-load rows (before/after), on the database --only-100k (or the default) builds",
+    )
     args = ap.parse_args()
     global DB, SIZES, TOTAL
     if args.only_100k:
         DB, SIZES, TOTAL = HERE / "results" / "recall_100k.db", {"r-100k": 100_000}, 100_000
+    if args.load_only:
+        if not DB.exists():
+            print(f"building {DB} ({TOTAL:,} messages; once)…", flush=True)
+            await build(DB, default_embedder().name)
+        print_load(load_rows(DB, "r-100k", args.before, args.load_runs), args.before)
+        return
     data = json.loads((HERE / "data" / "recall_eval.json").read_text())
     texts = [m["content"] for c in data["conversations"] for s in c["sessions"] for m in s["messages"]][:640]
     questions = [q["question"] for q in data["questions"]]
@@ -220,7 +233,7 @@ async def main() -> None:
                 times.append(time.perf_counter() - t0)
             assert hits
             stored = await memory.run(ops.ReadVectors(resource_id=rid, model=emb.name, after_id=0))
-            matrix = np.frombuffer(stored.vectors, dtype=np.float32).reshape(-1, DIM)  # as stored, float32
+            matrix = np.frombuffer(b"".join(stored.vectors), dtype=np.float32).reshape(-1, DIM)  # as stored, float32
             # Floor: numpy brute force over the same vectors in float32,
             # column-major (the fastest layout here), query vectors precomputed.
             qvecs = emb.embed(queries)
@@ -284,7 +297,7 @@ async def main() -> None:
     print_index(index_rows)
     print()
     loads = load_rows(DB, "r-100k", args.before, args.load_runs)
-    print_load(loads)
+    print_load(loads, args.before)
     if args.json:
         args.json.write_text(json.dumps({"embedding": thr, "rows": rows, "index": index_rows, "load": loads}, indent=2))
 
@@ -392,22 +405,29 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 
 def load_rows(db: Path, rid: str, before: str, runs: int) -> dict[str, list[dict[str, float]]]:
-    """First recall and resident memory of the cache's load, this checkout against ``before``, alternating."""
+    """First recall and resident memory of the cache's load, this checkout against ``before``, alternating.
+
+    ``before`` is a commit (its ``src`` exported with ``git archive``) or a
+    folder holding a ``caderno`` package tree (``src``), for a comparison
+    with a working tree whose schema no commit has yet.
+    """
     import os
     import subprocess
     import sys
 
     out: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "archive", "--format=tar", before, "src"], cwd=HERE.parent, capture_output=True, check=False
-        )
-        if archive.returncode:
-            print(f"  no 'before' rows: git archive {before} failed ({archive.stderr.decode().strip()[:200]})")
-            out.pop("before")
-        else:
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        paths = {"before": str(Path(tmp) / "src"), "after": str(HERE.parent / "src")}
+        paths = {"before": before, "after": str(HERE.parent / "src")}
+        if not Path(before).is_dir():
+            archive = subprocess.run(
+                ["git", "archive", "--format=tar", before, "src"], cwd=HERE.parent, capture_output=True, check=False
+            )
+            if archive.returncode:
+                print(f"  no 'before' rows: git archive {before} failed ({archive.stderr.decode().strip()[:200]})")
+                out.pop("before")
+            else:
+                subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+            paths["before"] = str(Path(tmp) / "src")
         for _ in range(runs):
             for name in out:
                 env = {**os.environ, "PYTHONPATH": paths[name]}
@@ -418,17 +438,21 @@ def load_rows(db: Path, rid: str, before: str, runs: int) -> dict[str, list[dict
     return out
 
 
-def print_load(rows: dict[str, list[dict[str, float]]]) -> None:
+def print_load(rows: dict[str, list[dict[str, float]]], before: str) -> None:
     print("first recall of the 100k resource (the cache's load), a fresh process per run, alternating before/after")
     print()
-    print("| cache | runs | first recall, median ms | resident MB per 100k vectors, median |")
+    print("| code | runs | first recall, median ms | resident MB per 100k vectors, median |")
     print("|---|---:|---:|---:|")
-    for name, label in (("before", f"float32 + int8 copy ({BEFORE})"), ("after", "two int8 levels (this checkout)")):
+    medians = {}
+    for name, label in (("before", f"before ({before})"), ("after", "this checkout")):
         if name in rows:
             rs = rows[name]
-            first = pct([r["first_ms"] for r in rs], 0.5)
+            medians[name] = first = pct([r["first_ms"] for r in rs], 0.5)
             mb = pct([r["resident_bytes"] / r["vectors"] * 100_000 / 1e6 for r in rs], 0.5)
             print(f"| {label} | {len(rs)} | {first:.0f} | {mb:.0f} |")
+    if len(medians) == 2:
+        print()
+        print(f"first recall, this checkout / before: {medians['after'] / medians['before']:.2f}")
 
 
 async def langgraph_search(matrix: np.ndarray, queries: list[str], size: int) -> tuple[float, float] | None:

@@ -156,7 +156,11 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
         ops.ReadBySeq(resource_id=R, seqs=(stored[1].seq,)),
         ops.ReadNeighbours(resource_id=R, thread_id=T, seq=stored[0].seq, before=1, after=1),
     )
-    assert rows.seqs == [stored[0].seq] and rows.vectors == vector
+    assert (
+        rows.seqs == [stored[0].seq]
+        and b"".join(rows.vectors) == vector
+        and {t: set(seqs) for t, seqs in rows.threads.items()} == {T: {stored[0].seq, stored[1].seq}}
+    )
     # The word's own message first, then the reply it is context for (index-time context).
     assert [s for s, _ in lexical] == [stored[0].seq, stored[1].seq]
     assert [m.id for _, m in salient] == [stored[0].id]

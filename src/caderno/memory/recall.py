@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import threading
 from collections import OrderedDict
@@ -236,44 +237,80 @@ class _Entry:
         return int(arrays + self.sorted_seqs.nbytes + self.order.nbytes + 64 * len(self.code_of))
 
     def add(self, seqs: Sequence[int], threads: Sequence[str], blob: bytes) -> None:
-        """Take ``len(seqs)`` float32 vectors (row-major ``blob``); a seq already held is replaced."""
+        """Take ``len(seqs)`` float32 vectors (row-major ``blob``), ``threads[i]`` the thread of ``seqs[i]``."""
+        by_thread: dict[str, list[int]] = {}
+        for seq, name in zip(seqs, threads, strict=True):
+            by_thread.setdefault(name, []).append(seq)
+        self.load(seqs, [blob], by_thread)
+
+    def load(self, seqs: Sequence[int], blocks: Sequence[bytes], threads: Mapping[str, Sequence[int]]) -> None:
+        """Take the vectors of ``seqs`` (float32 ``blocks`` in that order) and each thread's seqs.
+
+        A seq already held is replaced in place; a seq twice in ``seqs``
+        keeps its later vector. A seq no thread names (deleted while it was
+        read) belongs to none. Works on whole arrays and blocks, never on
+        one Python object per vector: this is a resource's first load.
+        """
         import numpy as np
 
         if not len(seqs):
             return
-        vecs = np.frombuffer(blob, dtype=np.float32).reshape(len(seqs), self.dim)
         new = np.asarray(seqs, dtype=np.int64)
-        rows = np.full(len(new), -1, dtype=np.int64)
+        rows = np.full(len(new), -1, dtype=np.int64)  # where each vector goes; -1: a later copy wins
         if self.n:
             at = np.minimum(np.searchsorted(self.sorted_seqs, new), self.n - 1)
             held = self.sorted_seqs[at] == new
             rows[held] = self.order[at[held]]
         fresh = np.flatnonzero(rows < 0)
-        if len(fresh) < len(new):  # re-embedded or re-read through the overlap window
-            old = np.flatnonzero(rows >= 0)
-            self._quantize(rows[old], vecs[old])
-        if not len(fresh):
-            return
-        # A seq twice in one batch: the last vector wins, one row.
-        uniq, last = np.unique(new[fresh][::-1], return_index=True)
-        fresh = np.sort(fresh[::-1][last])
-        start, need = self.n, self.n + len(fresh)
+        if len(fresh):
+            uniq, last = np.unique(new[fresh][::-1], return_index=True)
+            fresh = np.sort(fresh[::-1][last])
+            self._append(new[fresh], uniq)
+            rows[fresh] = np.arange(self.n - len(fresh), self.n)
+        done = 0
+        for blob in blocks:
+            vecs = np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim)
+            part = rows[done : done + len(vecs)]
+            done += len(vecs)
+            keep = part >= 0
+            if keep.all():  # the usual case: no copy of the block
+                self._quantize(part, vecs)
+            else:
+                self._quantize(part[keep], vecs[keep])
+        self._set_threads(threads)
+
+    def _append(self, new: Any, uniq: Any) -> None:
+        """Add rows for the seqs ``new`` (distinct, none held; ``uniq`` them sorted), threadless for now."""
+        import numpy as np
+
+        start, need = self.n, self.n + len(new)
         self._reserve(need)
-        self.seqs[start:need] = new[fresh]
-        every = len(fresh) == len(new)  # the usual case: no copies of the batch
-        names = threads if every else [threads[i] for i in fresh.tolist()]
-        codes = self.code_of
-        for name in dict.fromkeys(names):
-            codes.setdefault(name, len(codes))
-        self.thread_codes[start:need] = list(map(codes.__getitem__, names))
-        self._quantize(np.arange(start, need), vecs if every else vecs[fresh])
+        self.seqs[start:need] = new
+        self.thread_codes[start:need] = -1
         self.n = need
         if start and uniq[0] > self.sorted_seqs[-1]:  # the usual case: the feed brings newer seqs
             self.sorted_seqs = np.concatenate([self.sorted_seqs, uniq])
-            self.order = np.concatenate([self.order, start + np.argsort(new[fresh], kind="stable")])
+            self.order = np.concatenate([self.order, start + np.argsort(new, kind="stable")])
         else:
             self.order = np.argsort(self.seqs[:need], kind="stable")
             self.sorted_seqs = self.seqs[self.order]
+
+    def _set_threads(self, threads: Mapping[str, Sequence[int]]) -> None:
+        """Give the held rows among each thread's seqs that thread's code (seqs not held are passed over)."""
+        import numpy as np
+
+        if not threads or not self.n:
+            return
+        codes = self.code_of
+        for name in threads:
+            codes.setdefault(name, len(codes))
+        seqs = np.fromiter(itertools.chain.from_iterable(threads.values()), dtype=np.int64)
+        names = np.repeat(
+            np.fromiter(map(codes.__getitem__, threads), dtype=np.int32), list(map(len, threads.values()))
+        )
+        at = np.minimum(np.searchsorted(self.sorted_seqs, seqs), self.n - 1)
+        held = self.sorted_seqs[at] == seqs
+        self.thread_codes[self.order[at[held]]] = names[held]
 
     def _reserve(self, need: int) -> None:
         """Grow the arrays to hold ``need`` rows (a quarter spare, not double: the bound is in bytes)."""
@@ -443,7 +480,7 @@ class VectorIndex:
         thread_id: str | None,
     ) -> list[tuple[int, float]]:
         with self._lock:
-            entry.add(rows.seqs, rows.thread_ids, rows.vectors)
+            entry.load(rows.seqs, rows.vectors, rows.threads)
             entry.last_id = max(entry.last_id, rows.last_id)
             self._entries[key] = entry
             self._entries.move_to_end(key)
@@ -462,9 +499,9 @@ BIG_LOAD = 10_000
 def _trim_heap() -> None:
     """Give the memory freed by a large load back to the system (glibc; a no-op elsewhere).
 
-    The store hands a batch over as one Python object per row; freed, those
-    stay in glibc's heap, and a process that loaded 100k vectors kept ~250 MB
-    resident that it no longer used (bench/recall_speed.py measures it).
+    The store hands a batch over in blocks of a few MB; freed, those can
+    stay in glibc's heap (an object per row once kept ~250 MB of a 100k
+    load resident, unused; bench/recall_speed.py measures it).
     """
     import ctypes
 

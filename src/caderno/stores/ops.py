@@ -163,12 +163,23 @@ class EmbeddingJob:
 
 @dataclass(frozen=True, slots=True)
 class VectorRows:
-    """New vectors of one resource since a change-feed position."""
+    """New vectors of one resource since a change-feed position, in a few large values.
+
+    A resource's first read brings ~100k vectors; an object per vector cost
+    more than the rest of the load together, so the vectors come as blocks
+    and the threads as one list per thread.
+    """
 
     seqs: list[int]
-    thread_ids: list[str]
-    vectors: bytes  # float32, row-major, len(seqs) * dim * 4 bytes
+    """The vectors' seqs in change-feed order; a seq read twice (PostgreSQL's
+    overlap window) is there twice, and its later vector is the current one."""
+    vectors: list[bytes]
+    """float32, row-major, in the order of ``seqs``: the blocks together hold
+    ``len(seqs)`` vectors, each block a whole number of them."""
+    threads: dict[str, list[int]]
+    """Each thread's seqs: every seq of ``seqs`` (unless deleted meanwhile), maybe others."""
     last_id: int
+    """The change-feed position to read after next time."""
 
 
 @dataclass(frozen=True, slots=True)

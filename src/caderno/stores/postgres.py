@@ -153,7 +153,6 @@ _ONE_STATEMENT = frozenset(
         ops.ForgetFact,
         # recall
         ops.CountPendingEmbeddings,
-        ops.ReadVectors,
         ops.SearchVectors,
         ops.LexicalSearch,
         ops.ReadSalient,

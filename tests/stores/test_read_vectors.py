@@ -1,0 +1,79 @@
+"""ReadVectors hands a resource's vectors over in blocks, with each thread's seqs, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import caderno
+from caderno import Message
+from caderno.embeddings import HashingEmbedder
+from caderno.memory.recall import VectorIndex
+from caderno.stores import _plans, ops
+
+DIM = 32
+
+
+def as_rows(rows: ops.VectorRows) -> dict[int, bytes]:
+    """``{seq: vector bytes}``, the later copy of a seq read twice winning, as the cache keeps them."""
+    blob = b"".join(rows.vectors)
+    assert len(blob) == len(rows.seqs) * DIM * 4
+    return {seq: blob[i * DIM * 4 : (i + 1) * DIM * 4] for i, seq in enumerate(rows.seqs)}
+
+
+async def stored(memory: caderno.Memory, emb: HashingEmbedder, thread_id: str) -> dict[int, bytes]:
+    """What each message of the thread should have as its vector: the embedder's, float32."""
+    messages = await memory.run(ops.ReadThread(resource_id="r", thread_id=thread_id))
+    vecs = emb.embed([m.content for m in messages])
+    return {m.seq or 0: np.asarray(v, dtype=np.float32).tobytes() for m, v in zip(messages, vecs, strict=True)}
+
+
+async def test_blocks_hold_every_vector_with_its_thread_first_load_and_refresh(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_plans, "VECTOR_READ_CHUNK", 4)
+    emb = HashingEmbedder(DIM)
+    async with caderno.connect(db_url, embedder=emb) as memory:
+        for thread_id, n in (("a", 10), ("b", 7)):
+            await memory.append_messages(
+                resource_id="r", thread_id=thread_id, messages=[Message.user(f"{thread_id} note {i}") for i in range(n)]
+            )
+        await memory.append_messages(resource_id="other", thread_id="a", messages=[Message.user("not this one")])
+        await memory.flush()
+        want = {"a": await stored(memory, emb, "a"), "b": await stored(memory, emb, "b")}
+
+        first = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0))
+        # Four vectors a statement on SQLite; PostgreSQL reads past its overlap window a statement.
+        assert len(first.seqs) == 17 and len(first.vectors) == (1 if db_url.startswith("postgres") else 5)
+        assert as_rows(first) == {**want["a"], **want["b"]}
+        for thread_id in ("a", "b"):
+            assert set(want[thread_id]) <= set(first.threads[thread_id])
+
+        await memory.append_messages(resource_id="r", thread_id="b", messages=[Message.user("b note 7")])
+        await memory.flush()
+        again = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=first.last_id))
+        new = set(await stored(memory, emb, "b")) - set(want["b"])
+        assert again.last_id > first.last_id and new <= set(again.seqs)
+        assert new <= set(again.threads["b"]) and not new & set(again.threads.get("a", []))
+        nothing = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=again.last_id))
+        assert nothing.last_id == again.last_id and set(nothing.seqs) <= set(again.seqs)
+
+
+async def test_a_chunked_load_searches_like_one_block(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = HashingEmbedder(DIM)
+    async with caderno.connect(db_url, embedder=emb) as memory:
+        for thread_id in ("a", "b", "c"):
+            await memory.append_messages(
+                resource_id="r",
+                thread_id=thread_id,
+                messages=[Message.user(f"{thread_id} said thing {i}") for i in range(20)],
+            )
+        await memory.flush()
+        q = emb.embed(["b said thing 3"])[0]
+        whole = {t: await VectorIndex().search(memory.run, "r", emb.name, DIM, q, 5, -1.0, t) for t in (None, "b")}
+        monkeypatch.setattr(_plans, "VECTOR_READ_CHUNK", 7)
+        index = VectorIndex()
+        for thread_id, hits in whole.items():
+            assert await index.search(memory.run, "r", emb.name, DIM, q, 5, -1.0, thread_id) == hits
+        b_seqs = set(await stored(memory, emb, "b"))
+        assert {seq for seq, _ in whole["b"]} <= b_seqs and whole["b"][0][1] == pytest.approx(1.0, abs=1e-4)
