@@ -37,6 +37,7 @@ FROZEN = {
     "0014_summary_spans": ("b51c26ed22f4934e", "999893a1d47ff3e5"),
     "0015_cheaper_context_triggers": ("e3b0c44298fc1c14", "72826420ac7df290"),
     "0016_notebook_and_turns": ("8411b30aa035520d", "aad41d8913bb0738"),
+    "0017_lean_appends": ("7e5f7c6e81b91d3d", "e3b0c44298fc1c14"),
 }
 
 

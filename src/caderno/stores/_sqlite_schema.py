@@ -478,6 +478,19 @@ MIGRATIONS: list[_migrate.Migration] = [
             ) WITHOUT ROWID""",
         ],
     ),
+    (
+        "0017_lean_appends",
+        [
+            # Every index on the rows an append inserts is one more page in
+            # the WAL, fsynced at each commit; this one bought no read.
+            # Positions are unique by construction (reserved on the thread's
+            # row in the inserting transaction), and the one read by position,
+            # a page of a thread before a position, walks events_thread back
+            # from the newest message instead of sorting the thread's whole
+            # prefix by seq.
+            "DROP INDEX events_position",
+        ],
+    ),
 ]
 
 
