@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -61,6 +62,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BIN = Path(sys.executable).parent
 DB_ENV = "CADERNO_BENCH_DB"
+#: The configurations (``--only`` names): uvicorn workers and where background work runs.
+CONFIGS = {"in-process": (0, ""), "http": (1, "process"), "http-inline": (1, "inline"), "http2": (2, "inline")}
+LABELS = {
+    "http": "HTTP, 1 worker, background in a child process",
+    "http-inline": "HTTP, 1 worker, background in the server's loop",
+    "http2": "HTTP, 2 workers, background in each",
+}
 
 
 def make_app() -> Any:
@@ -160,9 +168,10 @@ def caderno_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def start_server(url: str, port: int, workers: int) -> subprocess.Popen[str]:
+def start_server(url: str, port: int, workers: int, background: str) -> subprocess.Popen[str]:
     if workers == 1:
         command = [str(BIN / "caderno"), "--db", url, "serve", "--port", str(port), "--log-level", "warning"]
+        command += ["--background", background]
     else:
         command = [
             *(str(sys.executable), "-m", "uvicorn", "--factory", "server_load:make_app", "--app-dir", str(HERE)),
@@ -184,20 +193,41 @@ def stop_server(server: subprocess.Popen[str]) -> str:
 
 
 async def wait_up(base: str, server: subprocess.Popen[str]) -> None:
-    import httpx
+    import aiohttp
 
     deadline = time.monotonic() + 60
-    async with httpx.AsyncClient(base_url=base, timeout=2) as client:
+    async with aiohttp.ClientSession(base, timeout=aiohttp.ClientTimeout(total=2)) as client:
         while time.monotonic() < deadline:
             if server.poll() is not None:
                 raise RuntimeError(f"the server exited: {server.communicate()[0][-2000:]}")
             try:
-                if (await client.get("/readyz")).status_code == 200:
-                    return
-            except httpx.TransportError:
+                async with client.get("/readyz") as r:
+                    if r.status == 200:
+                        return
+            except (aiohttp.ClientError, TimeoutError):
                 pass
             await asyncio.sleep(0.2)
     raise RuntimeError("the server did not come up within 60 s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its children alive now (Linux ``/proc``)."""
+    total = 0.0
+    for p in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
 
 
 async def pending_embeddings(url: str, wait: float = 0) -> int:
@@ -215,28 +245,27 @@ async def pending_embeddings(url: str, wait: float = 0) -> int:
         await memory.close()
 
 
-async def run_http(url: str, routes: list[list[str]], seed: int, workers: int) -> dict[str, Any]:
-    import httpx
+async def run_http(url: str, routes: list[list[str]], seed: int, workers: int, background: str) -> dict[str, Any]:
+    import aiohttp
 
     token = json.loads(caderno_cli(url, "keys", "create", "--resource", RESOURCE, "--json").stdout)["token"]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = start_server(url, port, workers)
+    server = start_server(url, port, workers, background)
     try:
         await wait_up(base, server)
-        limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
         headers = {"authorization": f"Bearer {token}"}
         prefix = f"/v1/resources/{RESOURCE}"
         patch_headers = {"content-type": "application/merge-patch+json"}
 
         retried = [0]
 
-        def caller(client: httpx.AsyncClient) -> Call:
+        def caller(client: aiohttp.ClientSession) -> Call:
             async def call(route: str, i: int, n: int) -> None:
                 for attempt in range(3):
                     try:
                         return await once(client, route, i, n)
-                    except (httpx.ReadError, httpx.RemoteProtocolError):
+                    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
                         # A keep-alive connection the server closed as it was reused.
                         if attempt == 2:
                             raise
@@ -244,30 +273,36 @@ async def run_http(url: str, routes: list[list[str]], seed: int, workers: int) -
 
             return call
 
-        async def once(client: httpx.AsyncClient, route: str, i: int, n: int) -> None:
+        async def once(client: aiohttp.ClientSession, route: str, i: int, n: int) -> None:
             tid = f"t{i}"
             if route == "append":
                 user, assistant = turn(i, 1000 + n)
                 body = {"messages": [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]}
-                r = await client.post(f"{prefix}/threads/{tid}/messages", json=body)
+                request = client.post(f"{prefix}/threads/{tid}/messages", json=body)
             elif route == "read":
-                r = await client.get(f"{prefix}/threads/{tid}/messages", params={"limit": 20})
+                request = client.get(f"{prefix}/threads/{tid}/messages", params={"limit": 20})
             elif route == "recall":
-                r = await client.post(f"{prefix}/recall", json={"query": QUERIES[n % len(QUERIES)], "thread_id": tid})
+                request = client.post(f"{prefix}/recall", json={"query": QUERIES[n % len(QUERIES)], "thread_id": tid})
             else:
-                r = await client.patch(
-                    f"{prefix}/working-memory", content=json.dumps({f"c{i}": n}), headers=patch_headers
-                )
-            if r.status_code >= 300:
-                raise RuntimeError(f"{route}: {r.status_code} {r.text[:300]}")
+                request = client.patch(f"{prefix}/working-memory", data=json.dumps({f"c{i}": n}), headers=patch_headers)
+            async with request as r:
+                text = await r.read()
+                if r.status >= 300:
+                    raise RuntimeError(f"{route}: {r.status} {text[:300]!r}")
+
+        def session() -> aiohttp.ClientSession:
+            connector = aiohttp.TCPConnector(limit=CLIENTS)
+            return aiohttp.ClientSession(base, headers=headers, connector=connector, timeout=aiohttp.ClientTimeout(120))
 
         # One client per phase: uvicorn closes connections idle for 5 s (its
         # keep-alive timeout), and the wait for the embeddings is longer.
-        async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=120) as client:
+        async with session() as client:
             await asyncio.gather(*(seed_client(caller(client), i, seed) for i in range(CLIENTS)))
         await pending_embeddings(url, wait=180)
-        async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=120) as client:
+        async with session() as client:
+            cpu0, own0 = cpu_seconds(server.pid), time.process_time()
             r = await drive(caller(client), routes)
+            r["cpu"], r["client_cpu"] = cpu_seconds(server.pid) - cpu0, time.process_time() - own0
         r["pending"] = await pending_embeddings(url)
         r["retried"] = retried[0]
         return r
@@ -287,13 +322,14 @@ async def measure(backend: str, how: str, fresh: Callable[[], tuple[str, Callabl
         if how == "in-process":
             r = await run_inprocess(url, kw["routes"], kw["seed"])
         else:
-            r = await run_http(url, kw["routes"], kw["seed"], kw["workers"])
+            r = await run_http(url, kw["routes"], kw["seed"], kw["workers"], kw.get("background", "inline"))
     finally:
         cleanup()
     total = sum(len(v) for v in r["lat"].values())
     retried = f", {r['retried']} retried after a closed connection" if r.get("retried") else ""
     print(f"  {backend}, {how}: {total} calls in {r['wall']:.1f} s{retried}", file=sys.stderr)
-    return {"backend": backend, "how": how, "rps": total / r["wall"], "lat": r["lat"], "pending": r["pending"]}
+    cpu = {"cpu_ms": 1e3 * r["cpu"] / total, "client_ms": 1e3 * r["client_cpu"] / total} if "cpu" in r else {}
+    return {"backend": backend, "how": how, "rps": total / r["wall"], "lat": r["lat"], "pending": r["pending"], **cpu}
 
 
 async def main() -> None:
@@ -303,7 +339,9 @@ async def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1,280 calls, 3 seed turns (a smoke run)")
     ap.add_argument("--pg", default="postgresql://caderno@127.0.0.1:5432/caderno_test")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--only", default="", help=f"comma-separated: sqlite, postgres, {', '.join(CONFIGS)}")
     args = ap.parse_args()
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
     if args.quick:
         args.requests, args.seed = 1_280, 3
     if shutil.which("caderno", path=str(BIN)) is None:
@@ -332,24 +370,28 @@ async def main() -> None:
     if probe is not None:
         drop_schema(args.pg, probe[1])
         backends.append(("PostgreSQL", postgres))
+    backends = [b for b in backends if not only & {"sqlite", "postgres"} or b[0].lower() in only]
+    hows = [h for h in CONFIGS if not only - {"sqlite", "postgres"} or h in only]
     rows = []
     try:
         for backend, fresh in backends:
             w = {"routes": routes, "seed": args.seed}
-            rows.append(await measure(backend, "in-process", fresh, **w))
-            for workers in (1, 2):
-                rows.append(
-                    await measure(backend, f"HTTP, {workers} worker{'s' * (workers > 1)}", fresh, **w, workers=workers)
-                )
+            for how in hows:
+                if how == "in-process":
+                    rows.append(await measure(backend, how, fresh, **w))
+                else:
+                    workers, background = CONFIGS[how]
+                    rows.append(await measure(backend, LABELS[how], fresh, **w, workers=workers, background=background))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
     head = " | ".join(f"{r} p50 ms | {r} p99 ms" for r in ROUTES)
-    print(f"| store | how | requests/s | {head} | unembedded at end |")
-    print("|---|---|---:|" + "---:|" * (2 * len(ROUTES) + 1))
+    print(f"| store | how | requests/s | {head} | server CPU ms/call | client CPU ms/call | unembedded at end |")
+    print("|---|---|---:|" + "---:|" * (2 * len(ROUTES) + 3))
     for r in rows:
         cells = " | ".join(f"{pct(r['lat'][x], 0.5) * 1e3:.1f} | {pct(r['lat'][x], 0.99) * 1e3:.1f}" for x in ROUTES)
-        print(f"| {r['backend']} | {r['how']} | {r['rps']:,.0f} | {cells} | {r['pending']:,} |")
+        cpu = f"{r['cpu_ms']:.2f} | {r['client_ms']:.2f}" if "cpu_ms" in r else "– | –"
+        print(f"| {r['backend']} | {r['how']} | {r['rps']:,.0f} | {cells} | {cpu} | {r['pending']:,} |")
     print()
     print("unembedded at end: messages the embedding worker had not reached when the last call returned.")
     print()
@@ -357,9 +399,12 @@ async def main() -> None:
     print()
     print(f"| store | how | requests/s | {' | '.join(f'{r} p50' for r in ROUTES)} |")
     print("|---|---|---:|" + "---:|" * len(ROUTES))
+    ref = None
     for r in rows:
         if r["how"] == "in-process":
             ref = r
+            continue
+        if ref is None or ref["backend"] != r["backend"]:
             continue
         cells = " | ".join(f"{pct(r['lat'][x], 0.5) / pct(ref['lat'][x], 0.5):.2f}×" for x in ROUTES)
         print(f"| {r['backend']} | {r['how']} | {ref['rps'] / r['rps']:.2f}× | {cells} |")

@@ -1,4 +1,4 @@
-"""A bounded cache of each thread's newest messages, for one SQLite store.
+"""Bounded caches of one SQLite store: each thread's newest messages, and live API keys.
 
 Correctness first. An entry is trusted only while the database has not been
 changed by any other connection: the store compares SQLite's
@@ -19,6 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..core.messages import Message
+from ..core.records import ApiKey
 
 Key = tuple[str, str]
 
@@ -100,3 +101,46 @@ class RecentCache:
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_threads:
             self._entries.popitem(last=False)
+
+
+class KeyCache:
+    """Live keys by token hash, under the same freshness rule as ``RecentCache``.
+
+    Every request looks its key up; a key changes only when it is created or
+    revoked. The store drops the cache when another connection commits (the
+    writer's ``PRAGMA data_version``, as for messages) and when it commits a
+    key change itself, so a revocation is seen by the next request, whichever
+    process made it. Only live keys are kept (an unknown token is looked up
+    each time, and cannot fill the cache), at most ``max_keys``.
+    """
+
+    def __init__(self, max_keys: int = 1024) -> None:
+        self.max_keys = max_keys
+        self._keys: OrderedDict[str, ApiKey] = OrderedDict()
+        self._epoch = 0
+        self._lock = threading.Lock()
+
+    def get(self, token_hash: str) -> ApiKey | None:
+        with self._lock:
+            key = self._keys.get(token_hash)
+            if key is not None:
+                self._keys.move_to_end(token_hash)
+            return key
+
+    def epoch(self) -> int:
+        with self._lock:
+            return self._epoch
+
+    def fill(self, token_hash: str, key: ApiKey, epoch: int) -> None:
+        """Keep a key read from the database, unless the keys may have changed since ``epoch``."""
+        with self._lock:
+            if epoch != self._epoch:
+                return
+            self._keys[token_hash] = key
+            while len(self._keys) > self.max_keys:
+                self._keys.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._epoch += 1
+            self._keys.clear()

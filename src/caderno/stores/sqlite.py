@@ -39,7 +39,7 @@ from ..core.clock import to_iso
 from ..core.errors import StorageError, UsageError
 from ..core.files import create_private
 from . import _plans, _sqlite_plans, _sqlite_schema, ops
-from ._cache import RecentCache
+from ._cache import KeyCache, RecentCache
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan_sync
 from ._sqlite_fts import catch_up_fts
 from ._sqlite_writer import GroupWriter, Job
@@ -131,6 +131,7 @@ class SQLiteStore:
         self.synchronous = synchronous.upper()
         self.busy_timeout_ms = busy_timeout_ms
         self.cache = RecentCache(cache_messages, cache_threads)
+        self.keys = KeyCache()
         self._legacy_resource_id = legacy_resource_id
         self._max_readers = max(1, readers)
         self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
@@ -385,6 +386,7 @@ class SQLiteStore:
             self._write_lock.release()
         if version != self.cache.data_version:
             self.cache.reset(version)
+            self.keys.clear()
             return False
         return True
 
@@ -412,6 +414,8 @@ class SQLiteStore:
             )
         if len(batch) == 1 and isinstance(batch[0], ops.ReadThread):
             return [await self._read_thread(batch[0])]
+        if len(batch) == 1 and isinstance(batch[0], ops.FindKey):
+            return [await self._find_key(batch[0], run)]
         return await self._read(run, snapshot=len(batch) > 1)
 
     def _handler(self, op: ops.Op[Any]) -> Handler:
@@ -443,6 +447,20 @@ class SQLiteStore:
                 self.cache.discard(op.resource_id)
             elif isinstance(op, ops.WriteSummary):
                 self.cache.discard(op.resource_id, op.thread_id)
+            elif isinstance(op, ops.CreateKey | ops.RevokeKey):
+                self.keys.clear()
+
+    async def _find_key(self, op: ops.FindKey, run: Callable[[sqlite3.Connection], list[Any]]) -> Any:
+        """A live key, from the key cache when it is fresh (``KeyCache``): every request asks."""
+        if self._cache_is_fresh():
+            hit = self.keys.get(op.token_hash)
+            if hit is not None:
+                return hit
+        epoch = self.keys.epoch()
+        (found,) = await self._read(run)
+        if found is not None:
+            self.keys.fill(op.token_hash, found, epoch)
+        return found
 
     async def _read_thread(self, op: ops.ReadThread) -> list[Any]:
         """A thread's newest messages, from the recent-message cache when it is fresh."""
