@@ -25,7 +25,28 @@ many concurrent readers, on caderno's SQLite and PostgreSQL stores.
 PostgreSQL: --pg URL (default the test database on 127.0.0.1:5432), in a
 schema created and dropped by the run; skipped with a line if unreachable.
 
+Two more tables put caderno beside the peer at the disk:
+
+* WAL bytes per turn. Each store appends --wal-turns turns on every thread
+  of a fresh file (after one warm-up turn each), while another connection
+  holds a read transaction opened on an empty WAL (``wal_checkpoint
+  (TRUNCATE)`` just before). That reader keeps every checkpoint from copying
+  a frame back, so the WAL is never restarted and the growth of the -wal
+  file is every frame the turns wrote, caderno's batched full-text indexing
+  included; pages = bytes / (page size + the 24-byte frame header). Each
+  page a commit changes is one frame, so the pages per turn are the pages a
+  turn dirties: its row, each index entry, each counter.
+* Append throughput, quiet and with a concurrent disk writer (a second
+  process overwriting a 64 MiB file 256 KiB at a time, each write fsynced,
+  in the same directory; the file is written out before the first round, so
+  no block meets the writer's first allocation of it). caderno, the peer and the raw floor each keep one file open;
+  blocks of one turn on every thread alternate between them (the order
+  reversed every other round), and rounds alternate quiet and contended, so
+  machine noise and the disk's state hit all alike. The figures are the
+  median block of each store in each condition.
+
 Run:  .venv/bin/python bench/history.py [--threads 200 --turns 50 --reads 10000]
+      .venv/bin/python bench/history.py --disk-only [--wal-turns 5 --rounds 6]
 """
 
 from __future__ import annotations
@@ -34,16 +55,19 @@ import argparse
 import asyncio
 import concurrent.futures
 import json
+import os
 import queue
 import random
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from _common import drop_schema, pct, pg_schema_url
 
@@ -201,6 +225,190 @@ async def bench_concurrent(url: str, threads: int, turns: int, reads: int, write
     return {"turns_per_s": threads * turns / append_s, "lat": [x for p in parts for x in p]}
 
 
+#: Bytes the disk writer writes before each fsync, in the contended condition.
+DISK_WRITE = 256 * 1024
+#: The disk writer's file is rewritten from its start past this size.
+DISK_FILE = 64 * 1024 * 1024
+#: The concurrent disk writer: writes DISK_WRITE bytes and fsyncs, until killed.
+_DISK_WRITER = f"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)
+chunk, offset = os.urandom({DISK_WRITE}), 0
+while True:
+    os.pwrite(fd, chunk, offset)
+    os.fsync(fd)
+    offset = (offset + len(chunk)) % {DISK_FILE}
+"""
+
+
+def turn_messages(turn: int, tid: str) -> list[Message]:
+    return [Message.user(f"pergunta {turn} em {tid}"), Message.assistant(f"resposta {turn} em {tid}")]
+
+
+def turn_items(turn: int, tid: str) -> list[Any]:
+    return [
+        {"role": "user", "content": f"pergunta {turn} em {tid}"},
+        {"role": "assistant", "content": f"resposta {turn} em {tid}"},
+    ]
+
+
+class Appender:
+    """One store with a file open, appending one turn to each of its threads per block."""
+
+    def __init__(self, name: str, path: Path, threads: int) -> None:
+        self.name, self.path = name, path
+        self.ids = [f"thread-{i}" for i in range(threads)]
+        self.turn = 0
+
+    async def open(self) -> None:
+        raise NotImplementedError
+
+    async def append(self, tid: str, turn: int) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def block(self) -> float:
+        """Append one turn on every thread; the turns per second."""
+        t0 = time.perf_counter()
+        for tid in self.ids:
+            await self.append(tid, self.turn)
+        self.turn += 1
+        return len(self.ids) / (time.perf_counter() - t0)
+
+
+class CadernoAppender(Appender):
+    async def open(self) -> None:
+        self.memory = await caderno.connect(str(self.path), embedder=None)
+
+    async def append(self, tid: str, turn: int) -> None:
+        await self.memory.append_messages(resource_id="bench", thread_id=tid, messages=turn_messages(turn, tid))
+
+    async def close(self) -> None:
+        await self.memory.close()
+
+
+class PeerAppender(Appender):
+    async def open(self) -> None:
+        from agents.memory import SQLiteSession
+
+        self.sessions = {tid: SQLiteSession(tid, self.path) for tid in self.ids}
+
+    async def append(self, tid: str, turn: int) -> None:
+        await self.sessions[tid].add_items(turn_items(turn, tid))
+
+    async def close(self) -> None:
+        for s in self.sessions.values():
+            s.close()
+
+
+class RawAppender(Appender):
+    async def open(self) -> None:
+        self.conn = raw_connection(self.path)
+
+    async def append(self, tid: str, turn: int) -> None:
+        raw_turn(self.conn, tid, turn)
+
+    async def close(self) -> None:
+        self.conn.close()
+
+
+async def wal_per_turn(store: Appender, turns: int) -> dict:
+    """The WAL bytes and pages one turn writes (the method is in the module docstring)."""
+    await store.open()
+    await store.block()  # threads exist, tables and caches warm
+    wal = Path(f"{store.path}-wal")
+    pin = sqlite3.connect(store.path, isolation_level=None)
+    pin.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = pin.execute("PRAGMA page_size").fetchone()[0]
+    pin.execute("BEGIN")
+    pin.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot starts here
+    before = wal.stat().st_size
+    for _ in range(turns):
+        await store.block()
+    grown = wal.stat().st_size - before
+    pin.execute("COMMIT")
+    pin.close()
+    await store.close()
+    n = turns * len(store.ids)
+    return {"name": store.name, "bytes": grown / n, "pages": grown / (page + 24) / n}
+
+
+async def contended_throughput(d: Path, threads: int, rounds: int) -> dict[tuple[str, str], list[float]]:
+    """Blocks of turns/s by (store, condition), interleaved as the module docstring says."""
+    stores: list[Appender] = [
+        CadernoAppender("caderno", d / "tc.db", threads),
+        PeerAppender("peer", d / "ta.db", threads),
+        RawAppender("floor", d / "tr.db", threads),
+    ]
+    for s in stores:
+        await s.open()
+        await s.block()  # warm-up, not counted
+    disk_file = d / "disk-writer.bin"
+    with disk_file.open("wb") as f:  # written once: each contended block then overwrites, never allocates
+        for _ in range(DISK_FILE // DISK_WRITE):
+            f.write(os.urandom(DISK_WRITE))
+        os.fsync(f.fileno())
+    out: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds):
+        for condition in ("quiet", "contended") if r % 2 == 0 else ("contended", "quiet"):
+            writer = None
+            if condition == "contended":
+                writer = subprocess.Popen([sys.executable, "-c", _DISK_WRITER, str(disk_file)])
+                await asyncio.sleep(0.2)  # its first fsyncs are under way
+            try:
+                for s in stores if r % 2 == 0 else stores[::-1]:
+                    out.setdefault((s.name, condition), []).append(await s.block())
+            finally:
+                if writer is not None:
+                    writer.kill()
+                    writer.wait()
+    for s in stores:
+        await s.close()
+    return out
+
+
+async def disk_tables(threads: int, wal_turns: int, rounds: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        wal = [
+            await wal_per_turn(CadernoAppender("caderno SQLite", d / "wc.db", threads), wal_turns),
+            await wal_per_turn(PeerAppender("openai-agents SQLiteSession", d / "wa.db", threads), wal_turns),
+            await wal_per_turn(RawAppender("raw sqlite3 (floor)", d / "wr.db", threads), wal_turns),
+        ]
+        blocks = await contended_throughput(d, threads, rounds)
+    peer = wal[1]
+    print(f"WAL written per turn ({threads} threads x {wal_turns} turns, after one warm-up turn each):")
+    print()
+    print("| store | WAL bytes/turn | WAL pages/turn | bytes vs peer |")
+    print("|---|---:|---:|---:|")
+    for w in wal:
+        print(f"| {w['name']} | {w['bytes']:,.0f} | {w['pages']:.2f} | {w['bytes'] / peer['bytes']:.2f}× |")
+    print()
+    med = {k: statistics.median(v) for k, v in blocks.items()}
+    print(
+        f"Append throughput, quiet and with a concurrent disk writer ({DISK_WRITE // 1024} KiB + fsync in a loop): "
+        f"median of {rounds} interleaved blocks of {threads} turns; caderno / peer is the median of each round's "
+        "pair of blocks (its range in brackets):"
+    )
+    print()
+    print("| condition | caderno turns/s | peer turns/s | raw floor turns/s | caderno / peer | caderno / floor |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for condition in ("quiet", "contended"):
+        c, p, f = (med[(name, condition)] for name in ("caderno", "peer", "floor"))
+        pairs = [a / b for a, b in zip(blocks[("caderno", condition)], blocks[("peer", condition)], strict=True)]
+        spread = f"[{min(pairs):.2f}–{max(pairs):.2f}]"
+        print(
+            f"| {condition} | {c:,.0f} | {p:,.0f} | {f:,.0f} | {statistics.median(pairs):.2f}× {spread} | {c / f:.2f}× |"
+        )
+    print()
+    kept = {name: med[(name, "contended")] / med[(name, "quiet")] for name in ("caderno", "peer", "floor")}
+    print("contended / quiet: " + ", ".join(f"{name} {ratio:.2f}×" for name, ratio in kept.items()))
+    print()
+    return {"wal": wal, "throughput": {f"{k[0]} {k[1]}": v for k, v in blocks.items()}}
+
+
 def row(name: str, r: dict) -> dict:
     lat = r["lat"]
     return {
@@ -219,13 +427,23 @@ async def main() -> None:
     ap.add_argument("--reads", type=int, default=10_000)
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     ap.add_argument("--pg", default="postgresql://caderno@127.0.0.1:5432/caderno_test")
-    ap.add_argument("--skip-peer", action="store_true", help="only the concurrency table")
+    ap.add_argument("--skip-peer", action="store_true", help="only the concurrency table (no peer, no disk tables)")
+    ap.add_argument("--wal-turns", type=int, default=5, help="turns per thread measured for WAL bytes")
+    ap.add_argument("--rounds", type=int, default=6, help="rounds of the quiet/contended throughput table")
+    ap.add_argument("--disk-only", action="store_true", help="only the WAL and the disk-writer tables")
     args = ap.parse_args()
-    print(
-        f"workload: {args.threads} threads x {args.turns} turns appended one turn per call; "
-        f"{args.reads} get_messages(limit=20); WAL, synchronous=FULL; python {sys.version.split()[0]}"
+    reads = (
+        ""
+        if args.disk_only
+        else f"{args.turns} turns appended one turn per call; {args.reads} get_messages(limit=20); "
     )
+    print(f"workload: {args.threads} threads; {reads}WAL, synchronous=FULL; python {sys.version.split()[0]}")
     print()
+    disk = {} if args.skip_peer else await disk_tables(args.threads, args.wal_turns, args.rounds)
+    if args.disk_only:
+        if args.json:
+            args.json.write_text(json.dumps({"disk": disk}, indent=2))
+        return
     rows = []
     if not args.skip_peer:
         with tempfile.TemporaryDirectory() as tmp:
@@ -279,7 +497,7 @@ async def main() -> None:
         ratio = r["turns_per_s"] / single[r["name"].split(" |")[0]]
         print(f"| {r['name']} | {r['turns_per_s']:,.0f} | {ratio:.2f}× | {r['p50_us']:,.0f} | {r['p99_us']:,.0f} |")
     if args.json:
-        args.json.write_text(json.dumps({"peer": rows, "concurrency": conc}, indent=2))
+        args.json.write_text(json.dumps({"peer": rows, "concurrency": conc, "disk": disk}, indent=2))
 
 
 if __name__ == "__main__":
