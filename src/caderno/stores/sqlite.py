@@ -149,6 +149,11 @@ class SQLiteStore:
         self._scrub_wanted = False
         # Messages appended by this store and not yet in the full-text index.
         self._fts_pending = 0
+        # True while everything this store committed is in the full-text index
+        # (set after a catch-up, cleared by any write batch): with no other
+        # connection's commit since (``_cache_is_fresh``), a search needs no
+        # catch-up, and so no trip through the writer.
+        self._fts_clean = False
         self._open_lock = asyncio.Lock()
 
     # -- connections ---------------------------------------------------------
@@ -402,10 +407,10 @@ class SQLiteStore:
             execute = functools.partial(_execute, conn)
             return [run_plan_sync(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
 
-        if any(isinstance(op, ops.LexicalSearch) for op in batch):
+        if any(isinstance(op, ops.LexicalSearch) for op in batch) and not (self._fts_clean and self._cache_is_fresh()):
             # Full text is indexed in batches after appends; a search first
             # indexes what is not yet, so it finds every committed message.
-            await self._write(catch_up_fts)
+            await self._write(catch_up_fts, self._fts_caught_up)
         if any(op.writes for op in batch):
             erasing = any(isinstance(op, _ERASING) for op in batch)
             durable = any(op.durable for op in batch if op.writes)
@@ -429,8 +434,13 @@ class SQLiteStore:
             raise UsageError(f"{type(self).__name__} does not support {kind.__name__}")
         return handler
 
+    def _fts_caught_up(self, _indexed: object) -> None:
+        """After a catch-up commits (callbacks run in commit order: a write grouped after it clears this again)."""
+        self._fts_clean = True
+
     def _committed(self, batch: list[ops.Op[Any]], results: list[Any]) -> None:
         """Keep the in-process caches in step with a committed write batch (under the write lock)."""
+        self._fts_clean = False
         for op, result in zip(batch, results, strict=True):
             if isinstance(op, ops.Append):
                 self._known_threads.add((op.resource_id, op.thread_id))
