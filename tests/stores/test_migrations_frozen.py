@@ -38,6 +38,7 @@ FROZEN = {
     "0015_cheaper_context_triggers": ("e3b0c44298fc1c14", "72826420ac7df290"),
     "0016_notebook_and_turns": ("8411b30aa035520d", "aad41d8913bb0738"),
     "0017_lean_appends": ("7e5f7c6e81b91d3d", "e3b0c44298fc1c14"),
+    "0018_queue_without_an_index_on_new_jobs": ("ae693038d4de969e", "e3b0c44298fc1c14"),
 }
 
 

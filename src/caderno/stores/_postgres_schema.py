@@ -617,8 +617,9 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
         """
         ],
     ),
-    # SQLite only (the pages an append writes to its WAL); the name keeps both lists equal.
+    # SQLite only (the pages an append writes to its WAL); the names keep both lists equal.
     ("0017_lean_appends", []),
+    ("0018_queue_without_an_index_on_new_jobs", []),
 ]
 
 

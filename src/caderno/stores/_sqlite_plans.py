@@ -126,13 +126,26 @@ def _taken_id(rid: str, messages: tuple[Message, ...]) -> Plan[str | None]:
     return next((m.id for m in messages if m.id in taken), None)
 
 
+_JOBS = "SELECT q.seq, q.resource_id, e.content, q.attempts FROM embedding_queue q JOIN events e ON e.seq = q.seq "
+#: New jobs (``not_before`` ``''``), oldest first. They all lie above the
+#: highest taken job (migration 0018), so the walk starts there, off that
+#: index's last entry, and reads only what it returns: a backlog of failed
+#: jobs below is never walked. No index on new jobs: an append writes none.
+_NEW_JOBS = (
+    _JOBS + "WHERE q.seq > (SELECT coalesce(max(seq), 0) FROM embedding_queue WHERE not_before <> '') "
+    "AND q.not_before = '' ORDER BY q.seq LIMIT ?"
+)
+#: Taken jobs due again — a lease ran out, a retry's time came, or queued
+#: behind others (``'0'``) — by when they are due, off embedding_queue_taken.
+_DUE_TAKEN_JOBS = _JOBS + "WHERE q.not_before <> '' AND q.not_before <= ? ORDER BY q.not_before, q.seq LIMIT ?"
+
+
 def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:
+    """New jobs first, then taken ones due again: the order of ``not_before``, then seq (``''`` is the least)."""
     # The single writer serialises claims, so a plain read-then-lease is enough.
-    rows = yield Q(
-        "SELECT q.seq, q.resource_id, e.content, q.attempts FROM embedding_queue q "
-        "JOIN events e ON e.seq = q.seq WHERE q.not_before <= ? ORDER BY q.not_before, q.seq LIMIT ?",
-        (d.ts(op.now), op.limit),
-    )
+    rows = list((yield Q(_NEW_JOBS, (op.limit,))))
+    if len(rows) < op.limit:
+        rows += yield Q(_DUE_TAKEN_JOBS, (d.ts(op.now), op.limit - len(rows)))
     until = later(d, op.now, op.lease_seconds)
     yield Q("UPDATE embedding_queue SET not_before = ? WHERE seq = ?", [(until, r[0]) for r in rows], "many")
     return [ops.EmbeddingJob(resource_id=r[1], seq=r[0], content=r[2], attempts=r[3]) for r in rows]

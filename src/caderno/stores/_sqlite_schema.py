@@ -491,6 +491,28 @@ MIGRATIONS: list[_migrate.Migration] = [
             "DROP INDEX events_position",
         ],
     ),
+    (
+        "0018_queue_without_an_index_on_new_jobs",
+        [
+            # An append queues its messages at the end of embedding_queue
+            # (their seqs are the highest); indexing them too cost a page of
+            # the WAL per append. Only taken jobs — leased, failed, or queued
+            # behind others (not_before '0': due at once) — are indexed now,
+            # and every new job (not_before '') lies above the highest taken
+            # one, so a claim reads new jobs from there, in seq order, and
+            # taken ones by when they are due (stores/_sqlite_plans.py).
+            "DROP INDEX embedding_queue_due",
+            "UPDATE embedding_queue SET not_before = '0' WHERE not_before = '' "
+            "AND seq < (SELECT coalesce(max(seq), 0) FROM embedding_queue WHERE not_before <> '')",
+            "CREATE INDEX embedding_queue_taken ON embedding_queue (not_before, seq) WHERE not_before <> ''",
+            "CREATE INDEX embedding_queue_taken_seq ON embedding_queue (seq) WHERE not_before <> ''",
+            # A job queued below another (a reindex, an import) is taken at once.
+            """CREATE TRIGGER embedding_queue_behind AFTER INSERT ON embedding_queue
+                WHEN new.not_before = '' AND new.seq < (SELECT max(seq) FROM embedding_queue) BEGIN
+                UPDATE embedding_queue SET not_before = '0' WHERE seq = new.seq;
+            END""",
+        ],
+    ),
 ]
 
 
