@@ -30,10 +30,12 @@ and on stored vectors plus noise; the cache's bytes per message.
 
 Then the cache's first load, before and after: a fresh process per run
 opens the database, loads the model, and times its first recall of the 100k
-resource (the cache's load) and the resident memory it adds, with this
-checkout's code and with ``--before`` (a commit, exported with ``git
-archive``; default: the last one with the float32 cache), alternating
-before/after ``--load-runs`` times.
+resource (the cache's load), its CPU time (steadier than wall time on a
+shared host) and the resident memory it adds, with this checkout's code
+(or ``--after``, a src folder) and with ``--before`` (a commit, exported
+with ``git archive``, or a src folder; default: the last commit with the
+float32 cache), alternating before/after ``--load-runs`` times.
+``--load-only`` runs these rows alone.
 
 Run:  .venv/bin/python bench/recall_speed.py [--queries 200] [--quick: index at 100k only]
 """
@@ -183,6 +185,12 @@ async def main() -> None:
         action="store_true",
         help="only the first-load rows (before/after), on the database --only-100k (or the default) builds",
     )
+    ap.add_argument(
+        "--after",
+        type=Path,
+        default=HERE.parent / "src",
+        help="the src folder of the load rows' after (default: this checkout)",
+    )
     args = ap.parse_args()
     global DB, SIZES, TOTAL
     if args.only_100k:
@@ -191,7 +199,7 @@ async def main() -> None:
         if not DB.exists():
             print(f"building {DB} ({TOTAL:,} messages; once)…", flush=True)
             await build(DB, default_embedder().name)
-        print_load(load_rows(DB, "r-100k", args.before, args.load_runs), args.before)
+        print_load(load_rows(DB, "r-100k", args.before, args.load_runs, args.after), args.before, args.after)
         return
     data = json.loads((HERE / "data" / "recall_eval.json").read_text())
     texts = [m["content"] for c in data["conversations"] for s in c["sessions"] for m in s["messages"]][:640]
@@ -393,19 +401,23 @@ async def main(db, rid):
         await memory.recall(resource_id="no-such-resource", query="warm up", thread_id="t0")
         gc.collect()
         before = rss()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         await memory.recall(resource_id=rid, query="what did we say about the garden", thread_id="t0")
-        first = time.perf_counter() - t0
+        first, cpu = time.perf_counter() - t0, time.process_time() - c0
         gc.collect()
         n = sum(e.n for e in memory.vectors._entries.values())
-        print(json.dumps({"first_ms": first * 1e3, "resident_bytes": rss() - before, "vectors": n}))
+        cache = sum(e.nbytes for e in memory.vectors._entries.values())
+        print(json.dumps({"first_ms": first * 1e3, "first_cpu_ms": cpu * 1e3, "resident_bytes": rss() - before,
+                          "cache_bytes": cache, "vectors": n}))
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 
-def load_rows(db: Path, rid: str, before: str, runs: int) -> dict[str, list[dict[str, float]]]:
-    """First recall and resident memory of the cache's load, this checkout against ``before``, alternating.
+def load_rows(
+    db: Path, rid: str, before: str, runs: int, after: Path = HERE.parent / "src"
+) -> dict[str, list[dict[str, float]]]:
+    """First recall and resident memory of the cache's load, ``after`` (this checkout) against ``before``, alternating.
 
     ``before`` is a commit (its ``src`` exported with ``git archive``) or a
     folder holding a ``caderno`` package tree (``src``), for a comparison
@@ -417,7 +429,7 @@ def load_rows(db: Path, rid: str, before: str, runs: int) -> dict[str, list[dict
 
     out: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {"before": before, "after": str(HERE.parent / "src")}
+        paths = {"before": before, "after": str(after)}
         if not Path(before).is_dir():
             archive = subprocess.run(
                 ["git", "archive", "--format=tar", before, "src"], cwd=HERE.parent, capture_output=True, check=False
@@ -438,21 +450,28 @@ def load_rows(db: Path, rid: str, before: str, runs: int) -> dict[str, list[dict
     return out
 
 
-def print_load(rows: dict[str, list[dict[str, float]]], before: str) -> None:
+def print_load(rows: dict[str, list[dict[str, float]]], before: str, after: Path | str = "this checkout") -> None:
     print("first recall of the 100k resource (the cache's load), a fresh process per run, alternating before/after")
     print()
-    print("| code | runs | first recall, median ms | resident MB per 100k vectors, median |")
-    print("|---|---:|---:|---:|")
-    medians = {}
-    for name, label in (("before", f"before ({before})"), ("after", "this checkout")):
+    print(
+        "| code | runs | first recall, median ms | its CPU time, median ms "
+        "| resident MB per 100k vectors, median | cache MB per 100k vectors |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    medians: dict[str, tuple[float, float]] = {}
+    for name, label in (("before", f"before ({before})"), ("after", f"after ({after})")):
         if name in rows:
             rs = rows[name]
-            medians[name] = first = pct([r["first_ms"] for r in rs], 0.5)
+            first = pct([r["first_ms"] for r in rs], 0.5)
+            cpu = pct([r.get("first_cpu_ms", float("nan")) for r in rs], 0.5)
+            medians[name] = (first, cpu)
             mb = pct([r["resident_bytes"] / r["vectors"] * 100_000 / 1e6 for r in rs], 0.5)
-            print(f"| {label} | {len(rs)} | {first:.0f} | {mb:.0f} |")
+            cache = pct([r.get("cache_bytes", float("nan")) / r["vectors"] * 100_000 / 1e6 for r in rs], 0.5)
+            print(f"| {label} | {len(rs)} | {first:.0f} | {cpu:.0f} | {mb:.0f} | {cache:.0f} |")
     if len(medians) == 2:
+        (wall_a, cpu_a), (wall_b, cpu_b) = medians["after"], medians["before"]
         print()
-        print(f"first recall, this checkout / before: {medians['after'] / medians['before']:.2f}")
+        print(f"after / before: first recall {wall_a / wall_b:.2f}, its CPU time {cpu_a / cpu_b:.2f}")
 
 
 async def langgraph_search(matrix: np.ndarray, queries: list[str], size: int) -> tuple[float, float] | None:
