@@ -113,6 +113,35 @@ async def drive(call: Call, routes: list[list[str]]) -> dict[str, Any]:
     return {"wall": time.perf_counter() - t0, "lat": dict(lat)}
 
 
+async def drive_open(call: Call, routes: list[list[str]], rate: float) -> dict[str, Any]:
+    """Open loop: calls arrive at ``rate`` a second (Poisson), whatever the server's pace.
+
+    Closed-loop clients (``drive``) wait for each answer before the next
+    call, so 64 of them always have 64 calls in flight and their latency is
+    64 / throughput (Little's law) however fast each call is served; arrivals
+    at a set rate below capacity show the latency a call itself takes under
+    that load. Each call's latency is counted from its arrival, so time it
+    spent queued behind others counts. Calls take the plan's routes in turn,
+    client by client.
+    """
+    rng = random.Random(11)
+    lat: dict[str, list[float]] = defaultdict(list)
+    order = [(i, n, route) for n in range(len(routes[0])) for i, mine in enumerate(routes) for route in [mine[n]]]
+
+    async def one(at: float, i: int, n: int, route: str) -> None:
+        await asyncio.sleep(max(0.0, at - time.perf_counter()))
+        await call(route, i, n)
+        lat[route].append(time.perf_counter() - at)
+
+    t0 = time.perf_counter()
+    at, pending = t0, []
+    for i, n, route in order:
+        at += rng.expovariate(rate)
+        pending.append(one(at, i, n + 10_000, route))
+    await asyncio.gather(*pending)
+    return {"wall": time.perf_counter() - t0, "lat": dict(lat)}
+
+
 # -- in-process -------------------------------------------------------------------------------
 
 
@@ -245,7 +274,9 @@ async def pending_embeddings(url: str, wait: float = 0) -> int:
         await memory.close()
 
 
-async def run_http(url: str, routes: list[list[str]], seed: int, workers: int, background: str) -> dict[str, Any]:
+async def run_http(
+    url: str, routes: list[list[str]], seed: int, workers: int, background: str, open_share: float
+) -> dict[str, Any]:
     import aiohttp
 
     token = json.loads(caderno_cli(url, "keys", "create", "--resource", RESOURCE, "--json").stdout)["token"]
@@ -303,6 +334,10 @@ async def run_http(url: str, routes: list[list[str]], seed: int, workers: int, b
             cpu0, own0 = cpu_seconds(server.pid), time.process_time()
             r = await drive(caller(client), routes)
             r["cpu"], r["client_cpu"] = cpu_seconds(server.pid) - cpu0, time.process_time() - own0
+        if open_share:
+            rate = open_share * sum(len(v) for v in r["lat"].values()) / r["wall"]
+            async with session() as client:
+                r["open"] = {"rate": rate, **await drive_open(caller(client), [m[: len(m) // 2] for m in routes], rate)}
         r["pending"] = await pending_embeddings(url)
         r["retried"] = retried[0]
         return r
@@ -322,14 +357,15 @@ async def measure(backend: str, how: str, fresh: Callable[[], tuple[str, Callabl
         if how == "in-process":
             r = await run_inprocess(url, kw["routes"], kw["seed"])
         else:
-            r = await run_http(url, kw["routes"], kw["seed"], kw["workers"], kw.get("background", "inline"))
+            r = await run_http(url, kw["routes"], kw["seed"], kw["workers"], kw["background"], kw["open_share"])
     finally:
         cleanup()
     total = sum(len(v) for v in r["lat"].values())
     retried = f", {r['retried']} retried after a closed connection" if r.get("retried") else ""
     print(f"  {backend}, {how}: {total} calls in {r['wall']:.1f} s{retried}", file=sys.stderr)
     cpu = {"cpu_ms": 1e3 * r["cpu"] / total, "client_ms": 1e3 * r["client_cpu"] / total} if "cpu" in r else {}
-    return {"backend": backend, "how": how, "rps": total / r["wall"], "lat": r["lat"], "pending": r["pending"], **cpu}
+    row = {"backend": backend, "how": how, "rps": total / r["wall"], "lat": r["lat"], "pending": r["pending"], **cpu}
+    return row | ({"open": r["open"]} if "open" in r else {})
 
 
 async def main() -> None:
@@ -339,6 +375,12 @@ async def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1,280 calls, 3 seed turns (a smoke run)")
     ap.add_argument("--pg", default="postgresql://caderno@127.0.0.1:5432/caderno_test")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument(
+        "--open-share",
+        type=float,
+        default=0.5,
+        help="after the closed loop, half the calls again arriving at this share of its requests/s (0: skip)",
+    )
     ap.add_argument("--only", default="", help=f"comma-separated: sqlite, postgres, {', '.join(CONFIGS)}")
     args = ap.parse_args()
     only = {x.strip() for x in args.only.split(",") if x.strip()}
@@ -375,7 +417,7 @@ async def main() -> None:
     rows = []
     try:
         for backend, fresh in backends:
-            w = {"routes": routes, "seed": args.seed}
+            w = {"routes": routes, "seed": args.seed, "open_share": args.open_share}
             for how in hows:
                 if how == "in-process":
                     rows.append(await measure(backend, how, fresh, **w))
@@ -394,6 +436,22 @@ async def main() -> None:
         print(f"| {r['backend']} | {r['how']} | {r['rps']:,.0f} | {cells} | {cpu} | {r['pending']:,} |")
     print()
     print("unembedded at end: messages the embedding worker had not reached when the last call returned.")
+    if any("open" in r for r in rows):
+        print()
+        print(
+            f"Open loop: calls arriving at {args.open_share:.0%} of each row's requests/s (Poisson), latency from arrival:"
+        )
+        print()
+        head = " | ".join(f"{x} p50 ms | {x} p99 ms" for x in ROUTES)
+        print(f"| store | how | offered calls/s | {head} |")
+        print("|---|---|---:|" + "---:|" * (2 * len(ROUTES)))
+        for r in rows:
+            if "open" in r:
+                o = r["open"]
+                cells = " | ".join(
+                    f"{pct(o['lat'][x], 0.5) * 1e3:.1f} | {pct(o['lat'][x], 0.99) * 1e3:.1f}" for x in ROUTES
+                )
+                print(f"| {r['backend']} | {r['how']} | {o['rate']:,.0f} | {cells} |")
     print()
     print("Overhead of HTTP over the same calls in-process (ratio of p50s; requests/s as in-process / HTTP):")
     print()

@@ -1,18 +1,28 @@
-"""The SQLite store's key cache: every request looks its key up, and a revocation still counts at once.
+"""The stores' key caches: every request looks its key up, and a revocation still counts.
 
-A real SQLite file; the revoking process is another ``Memory`` on the same
+SQLite: a real file; the revoking process is another ``Memory`` on the same
 file (as ``caderno keys revoke`` is, beside a running ``caderno serve``) and
-the real CLI in a subprocess.
+the real CLI in a subprocess — the next lookup sees it. PostgreSQL: two
+stores on one schema, as two servers are; the revocation reaches the other
+store's cache by ``NOTIFY`` at its commit (the test measures how soon), this
+store's at once; behind a transaction pooler there is no cache.
 """
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+import pytest
+from _pg import PGBOUNCER_MISSING, pg_schema
 
 import caderno
 from caderno.memory.state import hash_token
+from caderno.stores.postgres import PostgresStore
 from caderno.stores.sqlite import SQLiteStore
 from conftest import python_env
 
@@ -72,3 +82,79 @@ async def test_a_revocation_by_another_process_counts_at_once(tmp_path: Path) ->
             assert await server.keys.verify(other_token) is None
     finally:
         await server.close()
+
+
+# -- PostgreSQL: one LISTEN session per store; a key written on the schema clears every cache ----
+
+
+async def _until(check: Any, seconds: float = 5.0) -> bool:
+    """Poll ``check()`` (async) until true or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while not await check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+@pytest.mark.postgres
+async def test_postgres_a_revocation_by_another_server_clears_the_cache() -> None:
+    with pg_schema() as url:
+        a = await caderno.connect(url, embedder=None)
+        b = await caderno.connect(url, embedder=None)
+        try:
+            token, key = await a.keys.create(resources=["casa"])
+            store = a.store
+            assert isinstance(store, PostgresStore)
+            assert await _until(lambda: _live(store))  # the listener is up
+            assert await a.keys.verify(token) == key
+            assert store.keys.get(hash_token(token)) == key  # served from the cache from now on
+            await b.keys.revoke(key_id=key.id)  # another server: NOTIFY at its commit
+            started = time.monotonic()
+            assert await _until(lambda: _refused(a, token)), "the revocation never reached the other server"
+            reached = time.monotonic() - started
+            assert reached < 1.0, f"the revocation took {reached:.3f} s to reach the other server's cache"
+            assert await a.keys.verify(token) is None
+        finally:
+            await b.close()
+            await a.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_a_revocation_in_this_process_counts_at_once() -> None:
+    with pg_schema() as url:
+        memory = await caderno.connect(url, embedder=None)
+        try:
+            token, key = await memory.keys.create(resources=["casa"])
+            store = memory.store
+            assert isinstance(store, PostgresStore)
+            assert await _until(lambda: _live(store))
+            assert await memory.keys.verify(token) == key
+            await memory.keys.revoke(key_id=key.id)
+            assert await memory.keys.verify(token) is None  # no waiting for the notification
+        finally:
+            await memory.close()
+
+
+async def _live(store: PostgresStore) -> bool:
+    return store._keys_live
+
+
+async def _refused(memory: Any, token: str) -> bool:
+    return await memory.keys.verify(token) is None
+
+
+@pytest.mark.postgres
+async def test_postgres_behind_a_transaction_pooler_reads_every_key(pgbouncer_url: str | None) -> None:
+    if pgbouncer_url is None:
+        pytest.skip(PGBOUNCER_MISSING)
+    with pg_schema(via=pgbouncer_url) as url:
+        memory = await caderno.connect(url, embedder=None)
+        try:
+            token, key = await memory.keys.create(resources=["casa"])
+            assert await memory.keys.verify(token) == key
+            store = memory.store
+            assert isinstance(store, PostgresStore)
+            assert store.keys.get(hash_token(token)) is None  # LISTEN needs a session: no cache
+        finally:
+            await memory.close()

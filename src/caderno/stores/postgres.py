@@ -41,6 +41,7 @@ import functools
 import logging
 import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -49,6 +50,7 @@ from ..core.clock import utcnow
 from ..core.errors import MissingExtra, StorageError, UsageError
 from ..core.redact import redact_url, scrub, secrets_of, split_url
 from . import _migrate, _plans, _postgres_plans, ops
+from ._cache import KeyCache
 from ._postgres_schema import HNSW_MAX_DIM, LEDGER, MIGRATION_LOCK, MIGRATIONS, VECTOR_COLUMN, hnsw_index
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan, to_pyformat
 
@@ -69,6 +71,10 @@ STANDBY_CONNECT_TIMEOUT = 2.0
 WRITTEN_MAX = 10_000
 
 log = logging.getLogger(__name__)
+#: The channel key changes are announced on (``NOTIFY``; the payload names the schema).
+_KEYS_CHANNEL = "caderno_keys"
+#: Seconds between attempts to reconnect the key listener (the cache is off meanwhile).
+_LISTEN_RETRY = 5.0
 
 DIALECT = Dialect(
     name="postgresql",
@@ -398,6 +404,9 @@ class PostgresStore:
         self.url = redact_url(shown)
         self._secrets = secrets_of(url)
         self._pooled = _pooler(query.get("pooler", "none"))
+        self.keys = KeyCache()
+        self._key_listener: asyncio.Task[None] | None = None
+        self._keys_live = False  # the listener is connected: the key cache may answer
         #: The standby's conninfo (``?read_replica=``), and whether a transaction-mode pooler is in front of it.
         self._replica: str | None = None
         self._replica_url = ""
@@ -420,6 +429,7 @@ class PostgresStore:
         self.schema = schema or query.get("schema")
         if self.schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", self.schema):
             raise UsageError(f"schema name {self.schema!r} must be lowercase letters, digits and '_'")
+        self._keys_sender = f"{self.schema or ''} {uuid.uuid4().hex}"  # NOTIFY payload: schema, then this store
         try:
             self.pool_size = int(pool_size or query.get("pool_size") or 10)
         except ValueError:
@@ -477,6 +487,48 @@ class PostgresStore:
                 await pool.close()
                 raise StorageError(failure)
             self._pool = pool
+            if not self._pooled:  # LISTEN needs a session; behind a transaction pooler keys are read each time
+                self._key_listener = asyncio.create_task(self._listen_for_keys(), name="caderno-keys-listener")
+
+    async def _listen_for_keys(self) -> None:
+        """Keep the key cache honest: ``LISTEN`` on one session of its own; any key change clears the cache.
+
+        A key written by any process on this schema (``_KEYS_CHANNEL``, sent
+        in the writing transaction, so delivered at its commit) clears the
+        cache. The cache answers only while this session is up: when it
+        drops, keys are read from the database each time until it is back
+        (retried every ``_LISTEN_RETRY`` seconds).
+        """
+        import psycopg
+
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {_KEYS_CHANNEL}")
+                    self.keys.clear()  # changes made while nobody listened
+                    self._keys_live = True
+                    async for note in conn.notifies():
+                        schema, _, sender = note.payload.partition(" ")
+                        if schema == (self.schema or "") and sender != self._keys_sender.partition(" ")[2]:
+                            self.keys.clear()  # another store changed a key (this one cleared at its commit)
+            except psycopg.Error as exc:
+                log.info("key cache off until the listener reconnects: %s", scrub(str(exc), self._secrets))
+            finally:
+                self._keys_live = False
+                self.keys.clear()
+            await asyncio.sleep(_LISTEN_RETRY)
+
+    async def _find_key(self, op: ops.FindKey, read: Callable[[], Awaitable[list[Any]]]) -> Any:
+        """A live key, from the cache while the listener is up (``_listen_for_keys``): every request asks."""
+        if self._keys_live:
+            hit = self.keys.get(op.token_hash)
+            if hit is not None:
+                return hit
+        epoch = self.keys.epoch()
+        (found,) = await read()
+        if found is not None and self._keys_live:
+            self.keys.fill(op.token_hash, found, epoch)
+        return found
 
     def _new_pool(self, conninfo: str, *, pooled: bool, name: str) -> Any:
         """A pool (not opened) whose connections have the settings found at open, as long as they keep them.
@@ -628,6 +680,10 @@ class PostgresStore:
         self._hnsw_dims |= new
 
     async def close(self) -> None:
+        if self._key_listener is not None:
+            listener, self._key_listener = self._key_listener, None
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -715,12 +771,36 @@ class PostgresStore:
 
         snapshot = not writes and len(batch) > 1  # several reads: one snapshot
 
+        keys_changed = any(isinstance(op, ops.CreateKey | ops.RevokeKey) for op in batch)
+
         async def run(conn: Any) -> list[Any]:
             execute = functools.partial(_execute, conn)
-            return [await run_plan(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
+            results = [await run_plan(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
+            if keys_changed:  # every other store's cache, at this transaction's commit
+                await execute(Q("SELECT pg_notify(?, ?)", (_KEYS_CHANNEL, self._keys_sender)))
+            return results
 
+        if len(batch) == 1 and isinstance(batch[0], ops.FindKey):  # on the primary, as every key read
+            return [await self._find_key(batch[0], lambda: self._tx(run, write=False, alone=True))]
+        if keys_changed:
+            try:
+                return await self._dispatch(batch, run, writes=True, alone=False, snapshot=False)
+            finally:  # this store's own cache at once (a lookup that read before the commit cannot refill it)
+                self.keys.clear()
         # A single one-statement operation is atomic on its own: no BEGIN/COMMIT round trips.
         alone = len(batch) == 1 and one_statement(batch[0])
+        return await self._dispatch(batch, run, writes=writes, alone=alone, snapshot=snapshot)
+
+    async def _dispatch(
+        self,
+        batch: list[ops.Op[Any]],
+        run: Callable[[Any], Awaitable[list[Any]]],
+        *,
+        writes: bool,
+        alone: bool,
+        snapshot: bool,
+    ) -> list[Any]:
+        """Run a batch on the primary, or its reads on the standby when they may go there (``_read_standby``)."""
         if self._replica is None:
             return await self._tx(run, write=writes, alone=alone, snapshot=snapshot)
         resources = _resources(batch)
