@@ -153,7 +153,7 @@ class Memory:
         self.embedder = embedder
         self.indexer = Indexer(self.run, embedder, items=store.supports >= ops.ITEM_VECTORS)
         self.vectors = VectorIndex(vector_cache_bytes)
-        self.retriever = Retriever(self.run, self.indexer, self.vectors)
+        self.retriever = Retriever(self.run, self.indexer, self.vectors, self.batch, self.supports)
         self._background: set[asyncio.Task[Any]] = set()
         self.threads = Threads(self.run, self.vectors)
         """Thread records: list, get, create, update, delete (``caderno.memory.threads``)."""

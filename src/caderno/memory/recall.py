@@ -458,10 +458,29 @@ class VectorIndex:
         resource's first load) is quantized off the event loop, and the
         memory the store's rows took is then handed back to the system.
         """
-        key = (resource_id, model)
+        feed = self.feed(resource_id, model)
+        return await self.search_rows(feed, dim, await run(feed), query, k, min_similarity, thread_id)
+
+    def feed(self, resource_id: str, model: str) -> ops.ReadVectors:
+        """The read of the change feed past what the cache holds (for a batch of the caller's)."""
+        with self._lock:
+            entry = self._entries.get((resource_id, model))
+        return ops.ReadVectors(resource_id=resource_id, model=model, after_id=entry.last_id if entry else 0)
+
+    async def search_rows(
+        self,
+        feed: ops.ReadVectors,
+        dim: int,
+        rows: ops.VectorRows,
+        query: Any,
+        k: int,
+        min_similarity: float,
+        thread_id: str | None,
+    ) -> list[tuple[int, float]]:
+        """``search`` once ``feed`` was read: the new rows joined to the cache, then the search."""
+        key = (feed.resource_id, feed.model)
         with self._lock:
             entry = self._entries.get(key) or _Entry(dim)
-        rows = await run(ops.ReadVectors(resource_id=resource_id, model=model, after_id=entry.last_id))
         if len(rows.seqs) < BIG_LOAD:
             return self._refresh(key, entry, rows, query, k, min_similarity, thread_id)
         hits = await asyncio.to_thread(self._refresh, key, entry, rows, query, k, min_similarity, thread_id)
@@ -513,10 +532,20 @@ def _trim_heap() -> None:
 
 
 class Retriever:
-    """The four legs and their fusion, over one store (used by ``Memory.recall``)."""
+    """The four legs and their fusion, over one store (used by ``Memory.recall``).
 
-    def __init__(self, run: Runner, indexer: Any, vectors: VectorIndex) -> None:
+    The legs' reads go to the store as one batch (one transaction, one
+    snapshot; on SQLite one trip to a reader thread), while the query is
+    embedded beside it; the reads the fusion then needs (the best lexical
+    hit's neighbours, the texts of the best hits) follow in small batches.
+    """
+
+    def __init__(
+        self, run: Runner, indexer: Any, vectors: VectorIndex, batch: Any = None, supports: Any = None
+    ) -> None:
         self.run = run
+        self.batch = batch if batch is not None else _one_by_one(run)
+        self.supports: Any = supports or (lambda *kinds: False)
         self.indexer = indexer
         self.vectors = vectors
 
@@ -548,19 +577,8 @@ class Retriever:
         pool = WHEN_POOL if window is not None else POOL
         text = window.rest if window is not None else query
         depth = {leg: max(n, pool) if n and leg in POOL_LEGS else n for leg, n in limits.items()}
-        legs = dict(
-            zip(
-                names,
-                await asyncio.gather(
-                    self._recent(resource_id, thread_id, depth["recent"]),
-                    self._salient(resource_id, within, depth["salient"]),
-                    self._relevant(resource_id, within, text, depth["relevant"], min_similarity),
-                    # The time words stay in the lexical query: the date column matches them.
-                    self._lexical(resource_id, within, query, depth["lexical"]),
-                ),
-                strict=True,
-            )
-        )
+        # The time words stay in the lexical query: the date column matches them.
+        legs = await self._first_stage(resource_id, thread_id, within, query, text, depth, min_similarity)
         found: dict[int, tuple[str, Message]] = {}
         values: dict[int, dict[str, float]] = {}
         for name, hits in legs.items():
@@ -663,28 +681,83 @@ class Retriever:
             for tid, m in await self.run(ops.ReadBySeq(resource_id=resource_id, seqs=missing)):
                 found[m.seq or 0] = (tid, m)
 
-    async def _recent(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
-        if not n or thread_id is None:
-            return []
-        window = await self.run(
-            ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=max(4 * n, RECENT_WINDOW))
-        )
-        replies = [m for m in window if m.role == "user" or (m.role == "assistant" and not m.tool_calls)][-n:]
-        return [(m.seq or 0, 1.0, (thread_id, m)) for m in reversed(replies)]
+    async def _first_stage(
+        self,
+        resource_id: str,
+        thread_id: str | None,
+        within: str | None,
+        query: str,
+        text: str,
+        depth: dict[str, int],
+        min_similarity: float,
+    ) -> dict[str, list[tuple[int, float, Any]]]:
+        """Every leg's candidates, ``(seq, value, (thread, message) or None)`` best first, from one batch.
 
-    async def _salient(self, resource_id: str, thread_id: str | None, n: int) -> list[tuple[int, float, Any]]:
-        if not n:
-            return []
-        hits = await self.run(ops.ReadSalient(resource_id=resource_id, threshold=SALIENT, limit=n, thread_id=thread_id))
-        return [(m.seq or 0, m.importance or 0.0, (tid, m)) for tid, m in hits]
-
-    async def _relevant(
-        self, resource_id: str, thread_id: str | None, query: str, n: int, min_similarity: float
-    ) -> list[tuple[int, float, Any]]:
-        if not n or not query.strip() or not self.indexer.active:
-            return []
+        The query is embedded in a thread while the batch runs; where the
+        store searches vectors itself (``SearchVectors``: pgvector) the
+        search needs the vector, so the batch waits for it.
+        """
+        reads: dict[str, ops.Op[Any]] = {}
+        if (n := depth["recent"]) and thread_id is not None:
+            reads["recent"] = ops.ReadThread(
+                resource_id=resource_id, thread_id=thread_id, limit=max(4 * n, RECENT_WINDOW)
+            )
+        if n := depth["salient"]:
+            reads["salient"] = ops.ReadSalient(resource_id=resource_id, threshold=SALIENT, limit=n, thread_id=within)
+        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
+        if (n := depth["lexical"]) and terms:
+            reads["lexical"] = ops.LexicalSearch(resource_id=resource_id, terms=tuple(terms), limit=n, thread_id=within)
+        relevant = bool(depth["relevant"] and text.strip() and self.indexer.active)
+        model = self.indexer.embedder.name if relevant else ""
+        vector: Any = None
+        in_database = relevant and self.supports(ops.SearchVectors)
+        if in_database:
+            vector = await self._embed(text)
+            if vector is not None:
+                reads["relevant"] = ops.SearchVectors(
+                    resource_id=resource_id,
+                    model=model,
+                    query=tuple(float(x) for x in vector),
+                    k=depth["relevant"],
+                    min_similarity=min_similarity,
+                    thread_id=within,
+                )
+        elif relevant:
+            reads["relevant"] = self.vectors.feed(resource_id, model)
+        embedding = asyncio.ensure_future(self._embed(text)) if relevant and not in_database else None
         try:
-            (vector,) = await asyncio.to_thread(self.indexer.embedder.embed, [query])
+            results = dict(zip(reads, await self.batch(list(reads.values())), strict=True)) if reads else {}
+            if embedding is not None:
+                vector = await embedding
+        finally:
+            if embedding is not None and not embedding.done():
+                embedding.cancel()
+        legs: dict[str, list[tuple[int, float, Any]]] = {
+            name: [] for name in ("recent", "salient", "relevant", "lexical")
+        }
+        if "recent" in results and thread_id is not None:
+            window = results["recent"]
+            replies = [m for m in window if m.role == "user" or (m.role == "assistant" and not m.tool_calls)]
+            legs["recent"] = [(m.seq or 0, 1.0, (thread_id, m)) for m in reversed(replies[-depth["recent"] :])]
+        if "salient" in results:
+            legs["salient"] = [(m.seq or 0, m.importance or 0.0, (tid, m)) for tid, m in results["salient"]]
+        if "lexical" in results:
+            legs["lexical"] = [(seq, score, None) for seq, score in results["lexical"]]
+        if "relevant" in results and vector is not None:
+            hits = results["relevant"]
+            if not in_database:
+                feed = reads["relevant"]
+                assert isinstance(feed, ops.ReadVectors)
+                hits = await self.vectors.search_rows(
+                    feed, self.indexer.embedder.dim, hits, vector, depth["relevant"], min_similarity, within
+                )
+            legs["relevant"] = [(seq, sim, None) for seq, sim in hits]
+        return legs
+
+    async def _embed(self, text: str) -> Any:
+        """The query's vector, or None when the model cannot give one (recall goes on without the leg)."""
+        try:
+            (vector,) = await asyncio.to_thread(self.indexer.embedder.embed, [text])
         except Exception as exc:  # noqa: BLE001 - the model may be missing; recall goes on without this leg
             from ..core.errors import EmbeddingUnavailable
 
@@ -693,34 +766,8 @@ class Retriever:
                 log.warning("embeddings are off: %s; recall falls back to lexical and salient search", exc)
             elif not isinstance(exc, EmbeddingUnavailable):
                 log.warning("query embedding failed: %s", exc)
-            return []
-        from ..core.errors import Unsupported
-
-        model = self.indexer.embedder.name
-        try:  # in the database where the store can (PostgreSQL with pgvector), else the process's cache
-            search = ops.SearchVectors(
-                resource_id=resource_id,
-                model=model,
-                query=tuple(float(x) for x in vector),
-                k=n,
-                min_similarity=min_similarity,
-                thread_id=thread_id,
-            )
-            hits = await self.run(search)
-        except Unsupported:
-            hits = await self.vectors.search(
-                self.run, resource_id, model, self.indexer.embedder.dim, vector, n, min_similarity, thread_id
-            )
-        return [(seq, sim, None) for seq, sim in hits]
-
-    async def _lexical(
-        self, resource_id: str, thread_id: str | None, query: str, n: int
-    ) -> list[tuple[int, float, Any]]:
-        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
-        if not n or not terms:
-            return []
-        search = ops.LexicalSearch(resource_id=resource_id, terms=tuple(terms), limit=n, thread_id=thread_id)
-        return [(seq, score, None) for seq, score in await self.run(search)]
+            return None
+        return vector
 
     async def _context(
         self, resource_id: str, hits: list[Recalled], message_range: tuple[int, int] | int
@@ -816,3 +863,12 @@ def _conversation_order(hits: list[Recalled]) -> list[Recalled]:
     for r in sorted(hits, key=lambda r: r.message.seq or 0):
         first.setdefault(r.thread_id, r.message.seq or 0)
     return sorted(hits, key=lambda r: (first[r.thread_id], r.message.seq or 0))
+
+
+def _one_by_one(run: Runner) -> Any:
+    """A batch runner over ``run``: each operation in its own transaction (a ``Retriever`` given no batch)."""
+
+    async def batch(items: list[ops.Op[Any]]) -> list[Any]:
+        return [await run(op) for op in items]
+
+    return batch

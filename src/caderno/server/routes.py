@@ -96,7 +96,8 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
 Thread = Annotated[str, Path(description="A thread of the resource.")]
 
 
-def _memory(request: Request) -> Memory:
+async def _memory(request: Request) -> Memory:
+    # async: FastAPI runs a plain ``def`` dependency in its thread pool, a hop on every request.
     memory: Memory = request.app.state.memory
     return memory
 

@@ -9,6 +9,7 @@ from typing import Any
 from ..core.errors import InvalidToolArguments
 from ..memory.facade import Memory
 from ..memory.recall import Recalled
+from ..stores import ops
 from .base import Scope, ToolDef, done
 
 __all__ = ["RECALL", "RECALL_TOP", "thread_titles"]
@@ -34,10 +35,12 @@ class Query:
 
 
 async def thread_titles(memory: Memory, resource_id: str, hits: Sequence[Recalled]) -> dict[str, str | None]:
-    """The titles of the threads ``hits`` come from (``None``: untitled)."""
-    if not hits:
+    """The titles of the threads ``hits`` come from (``None``: untitled): those threads alone, in one batch."""
+    wanted = list(dict.fromkeys(h.thread_id for h in hits))
+    if not wanted:
         return {}
-    return {t.id: t.title for t in await memory.list_threads(resource_id=resource_id)}
+    found = await memory.batch([ops.GetThread(resource_id=resource_id, thread_id=tid) for tid in wanted])
+    return {t.id: t.title for t in found if t is not None}
 
 
 async def _recall(scope: Scope, request: Query) -> dict[str, Any]:
