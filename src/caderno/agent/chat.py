@@ -54,6 +54,7 @@ from ..memory.consolidation import summary_span
 from ..memory.context import TokenCounter, build_prompt, estimate_tokens
 from ..memory.facade import AgentMemory, Memory
 from ..memory.notebook import Notebook, NotebookPort, StoredNotebook
+from ..memory.recall import RecallPlan
 from ..memory.turns import TURN_WAIT, TurnContext, TurnLease
 from ..stores import ops
 from ..tools.base import Scope, ToolDef, Turn, as_text
@@ -431,8 +432,9 @@ class AgentChat:
 
     # -- one turn ----------------------------------------------------------------
 
-    async def _load(self, resource_id: str, thread_id: str) -> TurnContext:
-        """The turn's reads: one batch on a ``Memory``, two calls on a four-method memory."""
+    async def _load(self, resource_id: str, thread_id: str, extra: Sequence[Any] = ()) -> TurnContext:
+        """The turn's reads: one batch on a ``Memory`` (with ``extra``, the recall's legs), two calls on a
+        four-method memory."""
         if self.full is not None:
             return await self.full.turns.load(
                 resource_id=resource_id,
@@ -440,6 +442,7 @@ class AgentChat:
                 history_limit=self.history_limit,
                 facts=bool(self.facts),
                 macros=self.macros,
+                extra=extra,
             )
         history = await self.port.get_messages(resource_id=resource_id, thread_id=thread_id, limit=self.history_limit)
         data = await self.port.get_working_memory(resource_id=resource_id)
@@ -485,22 +488,30 @@ class AgentChat:
     async def _converse(self, spec: _Turn) -> tuple[list[Message], list[ToolCallRecord], _Held, Any, Any]:
         """The model/tool loop of one turn: the turn's messages, nothing stored yet."""
         new, resource_id, thread_id, trusted = spec.new, spec.resource_id, spec.thread_id, spec.trusted
-        ctx = await self._load(resource_id, thread_id)
+        plan = await self._recall_plan(new, resource_id, thread_id)
+        notebook = self.notebook_for(resource_id)
+        # A stored notebook's snapshot and the recall's legs ride in the turn's load: one batch.
+        stored = notebook.snapshot_read(thread_id) if isinstance(notebook, StoredNotebook) else None
+        extra = [*(plan.reads if plan is not None else ()), *([stored] if stored is not None else [])]
+        ctx = await self._load(resource_id, thread_id, extra)
+        legs = ctx.extra[: len(extra) - (stored is not None)]
         covered_to = max((span[1] for m, _ in ctx.summaries if (span := summary_span(m))), default=0)
         # Summarised turns show as their summary. A four-method adapter's messages may carry no
         # position (and it has no summaries): they are shown whole, in the order it returned them.
         history = [m for m in ctx.history if m.position is None or m.position > covered_to]
         state = ctx.working_memory
-        notebook = self.notebook_for(resource_id)
         query = "\n".join(m.content for m in new if m.role == "user" and m.content)
         blocks = self.blocks(state)
         if spec.instructions is not None:
             blocks["instructions"] = spec.instructions or None
-        blocks["notebook"] = await self.notebook_snapshot(resource_id, thread_id)
+        if isinstance(notebook, StoredNotebook):
+            blocks["notebook"] = [b for b in (await notebook.freeze_from(thread_id, ctx.extra[-1])).values() if b]
+        else:
+            blocks["notebook"] = await self.notebook_snapshot(resource_id, thread_id)
         blocks["facts"] = await self._facts_block(ctx.facts, query)
         blocks["summary"] = _summary_block([m for m, merged in ctx.summaries if not merged])
         if self.recall is not None:
-            remembered = await self._auto_recall(new, history, resource_id, thread_id)
+            remembered = await self._auto_recall(plan, legs, history, resource_id) if plan else None
             blocks["recalled"] = remembered.content if remembered else None
         turn: list[Message] = list(new)
         records: list[ToolCallRecord] = []
@@ -657,8 +668,10 @@ class AgentChat:
             return None
         command = command_of(args)
         state = self.full is not None and self.full.supports(*ops.AGENT_STATE)
-        if state and self.full is not None and await self.full.prefixes.is_allowed(
-            resource_id=held.resource_id, command=command
+        if (
+            state
+            and self.full is not None
+            and await self.full.prefixes.is_allowed(resource_id=held.resource_id, command=command)
         ):
             return None
         if self.approve is None:
@@ -685,7 +698,10 @@ class AgentChat:
         ok = record.error is None
         if held.calls and held.suggested is not None:
             key, next_tool, next_args = held.suggested
-            if (record.name, macro_rules.canonical_json(record.args)) == (next_tool, macro_rules.canonical_json(next_args)):
+            if (record.name, macro_rules.canonical_json(record.args)) == (
+                next_tool,
+                macro_rules.canonical_json(next_args),
+            ):
                 held.used.append(key)
         held.calls.append((record.name, record.args, ok))
         held.suggested = None
@@ -703,19 +719,16 @@ class AgentChat:
         )
         return ToolCallRecord(name=record.name, args=record.args, result=record.result, error=record.error, hint=hint)
 
-    async def _auto_recall(
-        self, new: list[Message], history: list[Message], resource_id: str, thread_id: str
-    ) -> Message | None:
-        """The "Remembered from earlier conversations" block, or None."""
+    async def _recall_plan(self, new: list[Message], resource_id: str, thread_id: str) -> RecallPlan | None:
+        """Automatic recall's first half: the legs' reads, which ride in the turn's load (None: recall is off)."""
         from ..memory.recall import DEFAULT_MIN_SIMILARITY
 
         settings = self.recall
         query = "\n".join(m.content for m in new if m.role == "user" and m.content)
         if settings is None or not query:
             return None
-        shown = {m.id for m in history}
         assert self.full is not None  # automatic recall is on only on a Memory
-        hits = await self.full.recall(
+        return await self.full.recall_plan(
             resource_id=resource_id,
             query=query,
             thread_id=thread_id,
@@ -724,8 +737,16 @@ class AgentChat:
             relevant=settings.relevant,
             lexical=settings.lexical,
             min_similarity=DEFAULT_MIN_SIMILARITY if settings.min_similarity is None else settings.min_similarity,
-            top=settings.top + len(shown),
         )
+
+    async def _auto_recall(
+        self, plan: RecallPlan, results: list[Any], history: list[Message], resource_id: str
+    ) -> Message | None:
+        """The "Remembered from earlier conversations" block, or None."""
+        settings = self.recall
+        assert settings is not None and self.full is not None
+        shown = {m.id for m in history}
+        hits = await self.full.finish_recall(plan, results, top=settings.top + len(shown))
         hits = [h for h in hits if h.message.id not in shown][: settings.top]
         if not hits:
             return None
@@ -786,7 +807,9 @@ def _add_usage(usage: dict[str, int], reply: Message, prompt: list[Message], cou
         usage["completion_tokens"] += int(reported.get("completion_tokens") or 0)
         return
     usage["prompt_tokens"] += sum(count(m.content) for m in prompt)
-    usage["completion_tokens"] += count(reply.content) + sum(count(json.dumps(c.to_dict())) for c in reply.tool_calls or ())
+    usage["completion_tokens"] += count(reply.content) + sum(
+        count(json.dumps(c.to_dict())) for c in reply.tool_calls or ()
+    )
     usage["estimated"] = 1
 
 

@@ -51,7 +51,7 @@ from .importance import EMBEDDED_ROLES
 from .indexer import Indexer
 from .messages import Messages, detached
 from .notebook import MEMORY_CHAR_LIMIT, USER_CHAR_LIMIT, StoredNotebook
-from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Recalled, Retriever, VectorIndex
+from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Recalled, RecallPlan, Retriever, VectorIndex
 from .state import Keys, Macros, Prefixes, Tasks
 from .threads import Threads
 from .tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, ContextParts, gather_context
@@ -421,6 +421,44 @@ class Memory:
         Returns:
             Deduplicated hits in conversation order (thread, then sequence).
         """
+        plan = await self.recall_plan(
+            resource_id=resource_id,
+            query=query,
+            thread_id=thread_id,
+            scope=scope,
+            recent=recent,
+            salient=salient,
+            relevant=relevant,
+            lexical=lexical,
+            min_similarity=min_similarity,
+            message_range=message_range,
+            top=top,
+            now=now,
+        )
+        return await self.finish_recall(plan, await self.batch(plan.reads) if plan.reads else [])
+
+    async def recall_plan(
+        self,
+        *,
+        resource_id: str,
+        query: str,
+        thread_id: str | None = None,
+        scope: str = "resource",
+        recent: int = 10,
+        salient: int = 5,
+        relevant: int = 5,
+        lexical: int = 5,
+        min_similarity: float = DEFAULT_MIN_SIMILARITY,
+        message_range: tuple[int, int] | int | None = None,
+        top: int | None = None,
+        now: datetime | None = None,
+    ) -> RecallPlan:
+        """``recall`` in two halves, for a caller that reads the legs inside a batch of its own (a turn
+        reads them with its context): the plan's ``reads``, then ``finish_recall`` with their results.
+
+        Raises:
+            UsageError: as ``recall``, before anything is read.
+        """
         check_id(resource_id, "resource_id")
         if not isinstance(query, str):
             raise UsageError(f"query must be text, not {type(query).__name__}")
@@ -451,7 +489,7 @@ class Memory:
         for name, value in (("recent", recent), ("salient", salient), ("relevant", relevant), ("lexical", lexical)):
             if not isinstance(value, int) or value < 0:
                 raise UsageError(f"{name} must be a non-negative integer, not {value!r}")
-        hits = await self.retriever.recall(
+        return await self.retriever.plan(
             resource_id=resource_id,
             query=query,
             thread_id=thread_id,
@@ -462,6 +500,10 @@ class Memory:
             top=top,
             now=utcnow() if now is None else now,
         )
+
+    async def finish_recall(self, plan: RecallPlan, results: list[Any], *, top: int | None = None) -> list[Recalled]:
+        """The hits of a ``recall_plan`` whose ``reads`` gave ``results`` (``top`` overrides the plan's)."""
+        hits = await plan.finish(results, top=top)
         return [dataclasses.replace(h, message=detached([h.message])[0]) for h in hits]
 
     async def get_context(

@@ -721,15 +721,24 @@ class StoredNotebook:
 
     async def freeze(self, thread_id: str) -> dict[str, str | None]:
         """The conversation's snapshot, taken and stored now if it has none (the first store wins)."""
+        return await self.freeze_from(thread_id, await self._run(self.snapshot_read(thread_id)))
+
+    def snapshot_read(self, thread_id: str) -> ops.ReadNotebookSnapshot:
+        """The read of a conversation's stored snapshot, for a batch of the caller's (a turn's load)."""
         rid = check_name(self.resource_id, "resource id")
-        check_name(thread_id, "thread id")
-        stored = await self._run(ops.ReadNotebookSnapshot(resource_id=rid, thread_id=thread_id))
-        if stored is None:
-            now = await self.snapshot_now()
-            stored = await self._run(
-                ops.FreezeNotebook(resource_id=rid, thread_id=thread_id, snapshot=now, now=self._clock())
+        return ops.ReadNotebookSnapshot(resource_id=rid, thread_id=check_name(thread_id, "thread id"))
+
+    async def freeze_from(self, thread_id: str, stored: dict[str, str | None] | None) -> dict[str, str | None]:
+        """``freeze``, given what ``snapshot_read`` found: the stored snapshot, or one taken and stored now."""
+        if stored is not None:
+            return stored
+        rid = check_name(self.resource_id, "resource id")
+        now = await self.snapshot_now()
+        return await self._run(
+            ops.FreezeNotebook(
+                resource_id=rid, thread_id=check_name(thread_id, "thread id"), snapshot=now, now=self._clock()
             )
-        return stored
+        )
 
     async def frozen(self, thread_id: str) -> dict[str, str | None] | None:
         """The conversation's snapshot, or ``None`` when it has not loaded the notebook yet (reads only)."""

@@ -531,6 +531,36 @@ def _trim_heap() -> None:
     trim(0)
 
 
+@dataclass(kw_only=True)
+class RecallPlan:
+    """One recall between its two halves: the legs' ``reads`` (run them in any batch, in this
+    order), then ``finish`` with their results.
+
+    ``vector`` is the query's embedding: a future while it is computed beside
+    the reads, the vector itself when the store searches it (``SearchVectors``).
+    """
+
+    retriever: Retriever
+    names: list[str]
+    reads: list[ops.Op[Any]]
+    vector: Any
+    resource_id: str
+    thread_id: str | None
+    within: str | None
+    query: str
+    window: Any
+    depth: dict[str, int]
+    limits: dict[str, int]
+    min_similarity: float
+    message_range: tuple[int, int] | int | None
+    top: int | None
+
+    async def finish(self, results: list[Any], *, top: int | None = None) -> list[Recalled]:
+        """The hits, from the reads' ``results``; ``top`` overrides the plan's (a turn knows it once its history is read)."""
+        legs = await self.retriever._legs(self, results)
+        return await self.retriever._fuse(self, legs, top if top is not None else self.top)
+
+
 class Retriever:
     """The four legs and their fusion, over one store (used by ``Memory.recall``).
 
@@ -549,7 +579,7 @@ class Retriever:
         self.indexer = indexer
         self.vectors = vectors
 
-    async def recall(
+    async def plan(
         self,
         *,
         resource_id: str,
@@ -561,8 +591,9 @@ class Retriever:
         message_range: tuple[int, int] | int | None,
         top: int | None,
         now: datetime,
-    ) -> list[Recalled]:
-        """Run the legs concurrently, fuse their pools, keep the best, order by conversation.
+    ) -> RecallPlan:
+        """The legs' reads (for any batch of the caller's: a turn reads them with its context), the query
+        embedding started beside them, and what ``finish`` needs to fuse what they find.
 
         Each query leg reads ``max(limit, POOL)`` candidates (``WHEN_POOL``
         when the question names a time, whose words are then left out of
@@ -572,13 +603,96 @@ class Retriever:
         limits still can.
         """
         check_recall_numbers(limits, message_range, top)
-        names = ("recent", "salient", "relevant", "lexical")
         window = find_window(query, now) if LEG_WEIGHTS.get("when") and query.strip() else None
         pool = WHEN_POOL if window is not None else POOL
         text = window.rest if window is not None else query
         depth = {leg: max(n, pool) if n and leg in POOL_LEGS else n for leg, n in limits.items()}
+        reads: dict[str, ops.Op[Any]] = {}
+        if (n := depth["recent"]) and thread_id is not None:
+            reads["recent"] = ops.ReadThread(
+                resource_id=resource_id, thread_id=thread_id, limit=max(4 * n, RECENT_WINDOW)
+            )
+        if n := depth["salient"]:
+            reads["salient"] = ops.ReadSalient(resource_id=resource_id, threshold=SALIENT, limit=n, thread_id=within)
         # The time words stay in the lexical query: the date column matches them.
-        legs = await self._first_stage(resource_id, thread_id, within, query, text, depth, min_similarity)
+        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
+        if (n := depth["lexical"]) and terms:
+            reads["lexical"] = ops.LexicalSearch(resource_id=resource_id, terms=tuple(terms), limit=n, thread_id=within)
+        vector: Any = None
+        if depth["relevant"] and text.strip() and self.indexer.active:
+            model = self.indexer.embedder.name
+            if self.supports(ops.SearchVectors):  # the store searches: the search needs the vector first
+                vector = await self._embed(text)
+                if vector is not None:
+                    reads["relevant"] = ops.SearchVectors(
+                        resource_id=resource_id,
+                        model=model,
+                        query=tuple(float(x) for x in vector),
+                        k=depth["relevant"],
+                        min_similarity=min_similarity,
+                        thread_id=within,
+                    )
+            else:  # the feed now, the vector embedded meanwhile, the search in the cache once both are in
+                reads["relevant"] = self.vectors.feed(resource_id, model)
+                vector = asyncio.ensure_future(self._embed(text))
+        return RecallPlan(
+            retriever=self,
+            names=list(reads),
+            reads=list(reads.values()),
+            vector=vector,
+            resource_id=resource_id,
+            thread_id=thread_id,
+            within=within,
+            query=query,
+            window=window,
+            depth=depth,
+            limits=limits,
+            min_similarity=min_similarity,
+            message_range=message_range,
+            top=top,
+        )
+
+    async def _legs(self, plan: RecallPlan, results: list[Any]) -> dict[str, list[tuple[int, float, Any]]]:
+        """Every leg's candidates, ``(seq, value, (thread, message) or None)`` best first."""
+        got = dict(zip(plan.names, results, strict=True))
+        depth, thread_id = plan.depth, plan.thread_id
+        legs: dict[str, list[tuple[int, float, Any]]] = {
+            leg: [] for leg in ("recent", "salient", "relevant", "lexical")
+        }
+        if "recent" in got and thread_id is not None:
+            replies = [m for m in got["recent"] if m.role == "user" or (m.role == "assistant" and not m.tool_calls)]
+            legs["recent"] = [(m.seq or 0, 1.0, (thread_id, m)) for m in reversed(replies[-depth["recent"] :])]
+        if "salient" in got:
+            legs["salient"] = [(m.seq or 0, m.importance or 0.0, (tid, m)) for tid, m in got["salient"]]
+        if "lexical" in got:
+            legs["lexical"] = [(seq, score, None) for seq, score in got["lexical"]]
+        if "relevant" in got:
+            hits = got["relevant"]
+            if isinstance(plan.vector, asyncio.Future):
+                vector = await plan.vector
+                feed = plan.reads[plan.names.index("relevant")]
+                assert isinstance(feed, ops.ReadVectors)
+                hits = (
+                    []
+                    if vector is None
+                    else await self.vectors.search_rows(
+                        feed,
+                        self.indexer.embedder.dim,
+                        hits,
+                        vector,
+                        depth["relevant"],
+                        plan.min_similarity,
+                        plan.within,
+                    )
+                )
+            legs["relevant"] = [(seq, sim, None) for seq, sim in hits]
+        return legs
+
+    async def _fuse(
+        self, plan: RecallPlan, legs: dict[str, list[tuple[int, float, Any]]], top: int | None
+    ) -> list[Recalled]:
+        """Fuse the legs' pools, keep the best distinct texts (plus neighbours), in conversation order."""
+        resource_id, query, window = plan.resource_id, plan.query, plan.window
         found: dict[int, tuple[str, Message]] = {}
         values: dict[int, dict[str, float]] = {}
         for name, hits in legs.items():
@@ -600,7 +714,7 @@ class Retriever:
             for seq, value in then:
                 values[seq]["when"] = value
             fused = fuse({**ranked, "when": then}, weights=weights)
-        keep = top if top is not None else sum(limits[leg] for leg in names)
+        keep = top if top is not None else sum(plan.limits[leg] for leg in ("recent", "salient", "relevant", "lexical"))
         best = await self._distinct(resource_id, sorted(fused, key=lambda seq: (-fused[seq], -seq)), keep, found)
         results = [
             Recalled(
@@ -612,8 +726,8 @@ class Retriever:
             )
             for seq in best
         ]
-        if message_range:
-            results += await self._context(resource_id, results, message_range)
+        if plan.message_range:
+            results += await self._context(resource_id, results, plan.message_range)
         return _conversation_order(results)
 
     async def _lexical_share(
@@ -680,79 +794,6 @@ class Retriever:
         if missing:
             for tid, m in await self.run(ops.ReadBySeq(resource_id=resource_id, seqs=missing)):
                 found[m.seq or 0] = (tid, m)
-
-    async def _first_stage(
-        self,
-        resource_id: str,
-        thread_id: str | None,
-        within: str | None,
-        query: str,
-        text: str,
-        depth: dict[str, int],
-        min_similarity: float,
-    ) -> dict[str, list[tuple[int, float, Any]]]:
-        """Every leg's candidates, ``(seq, value, (thread, message) or None)`` best first, from one batch.
-
-        The query is embedded in a thread while the batch runs; where the
-        store searches vectors itself (``SearchVectors``: pgvector) the
-        search needs the vector, so the batch waits for it.
-        """
-        reads: dict[str, ops.Op[Any]] = {}
-        if (n := depth["recent"]) and thread_id is not None:
-            reads["recent"] = ops.ReadThread(
-                resource_id=resource_id, thread_id=thread_id, limit=max(4 * n, RECENT_WINDOW)
-            )
-        if n := depth["salient"]:
-            reads["salient"] = ops.ReadSalient(resource_id=resource_id, threshold=SALIENT, limit=n, thread_id=within)
-        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
-        if (n := depth["lexical"]) and terms:
-            reads["lexical"] = ops.LexicalSearch(resource_id=resource_id, terms=tuple(terms), limit=n, thread_id=within)
-        relevant = bool(depth["relevant"] and text.strip() and self.indexer.active)
-        model = self.indexer.embedder.name if relevant else ""
-        vector: Any = None
-        in_database = relevant and self.supports(ops.SearchVectors)
-        if in_database:
-            vector = await self._embed(text)
-            if vector is not None:
-                reads["relevant"] = ops.SearchVectors(
-                    resource_id=resource_id,
-                    model=model,
-                    query=tuple(float(x) for x in vector),
-                    k=depth["relevant"],
-                    min_similarity=min_similarity,
-                    thread_id=within,
-                )
-        elif relevant:
-            reads["relevant"] = self.vectors.feed(resource_id, model)
-        embedding = asyncio.ensure_future(self._embed(text)) if relevant and not in_database else None
-        try:
-            results = dict(zip(reads, await self.batch(list(reads.values())), strict=True)) if reads else {}
-            if embedding is not None:
-                vector = await embedding
-        finally:
-            if embedding is not None and not embedding.done():
-                embedding.cancel()
-        legs: dict[str, list[tuple[int, float, Any]]] = {
-            name: [] for name in ("recent", "salient", "relevant", "lexical")
-        }
-        if "recent" in results and thread_id is not None:
-            window = results["recent"]
-            replies = [m for m in window if m.role == "user" or (m.role == "assistant" and not m.tool_calls)]
-            legs["recent"] = [(m.seq or 0, 1.0, (thread_id, m)) for m in reversed(replies[-depth["recent"] :])]
-        if "salient" in results:
-            legs["salient"] = [(m.seq or 0, m.importance or 0.0, (tid, m)) for tid, m in results["salient"]]
-        if "lexical" in results:
-            legs["lexical"] = [(seq, score, None) for seq, score in results["lexical"]]
-        if "relevant" in results and vector is not None:
-            hits = results["relevant"]
-            if not in_database:
-                feed = reads["relevant"]
-                assert isinstance(feed, ops.ReadVectors)
-                hits = await self.vectors.search_rows(
-                    feed, self.indexer.embedder.dim, hits, vector, depth["relevant"], min_similarity, within
-                )
-            legs["relevant"] = [(seq, sim, None) for seq, sim in hits]
-        return legs
 
     async def _embed(self, text: str) -> Any:
         """The query's vector, or None when the model cannot give one (recall goes on without the leg)."""

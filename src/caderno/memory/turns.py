@@ -62,6 +62,8 @@ class TurnContext:
     """The resource's facts, most recently updated first (empty when not asked)."""
     macros: list[Macro] = field(default_factory=list)
     """The resource's learned tool macros (empty when not asked)."""
+    extra: list[Any] = field(default_factory=list)
+    """The results of the caller's own reads (``load(extra=…)``), in their order."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -200,12 +202,21 @@ class Turns:
         )
 
     async def load(
-        self, *, resource_id: str, thread_id: str, history_limit: int, facts: bool = True, macros: bool = False
+        self,
+        *,
+        resource_id: str,
+        thread_id: str,
+        history_limit: int,
+        facts: bool = True,
+        macros: bool = False,
+        extra: Sequence[ops.Op[Any]] = (),
     ) -> TurnContext:
         """Everything a turn's prompt needs, read in one snapshot (one round trip).
 
         History, summaries (when the store has them), working memory, and
-        the resource's facts when ``facts`` is true and the store has them.
+        the resource's facts when ``facts`` is true and the store has them;
+        ``extra``: the caller's own reads in the same batch (recall's legs,
+        the notebook's snapshot), their results in ``TurnContext.extra``.
         """
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
@@ -219,13 +230,16 @@ class Turns:
             batch.append(ops.ReadFacts(resource_id=resource_id))
         if with_macros := macros and self._supports(ops.ReadMacros):
             batch.append(ops.ReadMacros(resource_id=resource_id))
-        results = await self._batch(batch)
+        own = len(batch)
+        results = await self._batch([*batch, *extra])
+        results, extras = results[:own], results[own:]
         return TurnContext(
             history=detached(results[0]),
             working_memory=results[1],
             summaries=results[2] if with_summaries else [],
             facts=results[2 + with_summaries] if with_facts else [],
             macros=results[-1] if with_macros else [],
+            extra=extras,
         )
 
     async def commit(
