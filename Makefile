@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-capacity bench-langgraph-store lint clean
+.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-capacity bench-langgraph-store bench-round-trips lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,7 +29,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 ## Every benchmark of the README (about 30 minutes on 2 cores).
-bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-langgraph-store
+bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-langgraph-store bench-round-trips
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
@@ -70,6 +70,10 @@ bench-capacity: $(BENCH_STAMP)
 	$(BIN)/python bench/capacity.py
 
 ## CadernoStore vs LangGraph's SQLite and PostgreSQL stores: filter and semantic search, puts (under a minute).
+bench-round-trips: $(BENCH_STAMP)
+	bash scripts/ensure-postgres.sh
+	$(BIN)/python bench/round_trips.py
+
 bench-langgraph-store: $(BENCH_STAMP)
 	bash scripts/ensure-postgres.sh
 	$(BIN)/python bench/langgraph_store.py

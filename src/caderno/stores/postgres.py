@@ -275,6 +275,40 @@ async def _execute(conn: Any, q: Q) -> Any:
         raise ForeignKeyViolation(str(exc)) from exc
 
 
+async def _run_pipelined(conn: Any, plans: list[Any]) -> list[Any]:
+    """Read-only plans side by side: each round sends every unfinished plan's next statement in one
+    pipeline (psycopg's pipeline mode) and hands each its result, so a batch of reads costs as many
+    round trips as its longest plan has statements, not as all of them together.
+    """
+    results: list[Any] = [None] * len(plans)
+    pending: dict[int, Q] = {}
+    for i, plan in enumerate(plans):
+        try:
+            pending[i] = next(plan)
+        except StopIteration as stop:
+            results[i] = stop.value
+    while pending:
+        async with conn.pipeline():
+            cursors = {i: await conn.execute(to_pyformat(q.sql), q.params) for i, q in pending.items()}
+        for i, q in list(pending.items()):
+            cur = cursors[i]
+            value = (
+                await cur.fetchall()
+                if q.fetch == "all"
+                else await cur.fetchone()
+                if q.fetch == "one"
+                else cur.rowcount
+                if q.fetch == "rowcount"
+                else None
+            )
+            try:
+                pending[i] = plans[i].send(value)
+            except StopIteration as stop:
+                results[i] = stop.value
+                del pending[i]
+    return results
+
+
 #: The pools' names, as psycopg's pool logger shows them.
 _PRIMARY_POOL, _STANDBY_POOL = "caderno", "caderno-standby"
 
@@ -774,6 +808,8 @@ class PostgresStore:
         keys_changed = any(isinstance(op, ops.CreateKey | ops.RevokeKey) for op in batch)
 
         async def run(conn: Any) -> list[Any]:
+            if snapshot:  # independent reads: their statements go out together, round by round
+                return await _run_pipelined(conn, [plan(DIALECT, op) for plan, op in zip(plans, batch, strict=True)])
             execute = functools.partial(_execute, conn)
             results = [await run_plan(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
             if keys_changed:  # every other store's cache, at this transaction's commit
