@@ -414,6 +414,57 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 
+#: One process of the "after" code: ``db`` migrated, then every vector's codes
+#: stored beside it, as the embedding worker writes them since migration 0019
+#: (the database's rows were written straight through sqlite3, without them).
+CODE_FILL = """
+import asyncio, sqlite3, sys
+import numpy as np
+import caderno
+from caderno.memory.recall import quantize
+
+async def migrate(db):
+    async with caderno.connect(db):
+        pass
+
+asyncio.run(migrate(sys.argv[1]))
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+last = 0
+while True:
+    rows = conn.execute("SELECT id, resource_id, model, seq, dim, vector FROM embeddings WHERE id > ? "
+                        "ORDER BY id LIMIT 20000", (last,)).fetchall()
+    if not rows:
+        break
+    dim = rows[0][4]
+    codes = quantize(np.frombuffer(b"".join(r[5] for r in rows), dtype=np.float32).reshape(-1, dim))
+    conn.execute("BEGIN")
+    conn.executemany("INSERT OR REPLACE INTO embedding_codes (id, resource_id, model, seq, codes) VALUES (?, ?, ?, ?, ?)",
+                     [(*r[:4], c.tobytes()) for r, c in zip(rows, codes)])
+    conn.execute("COMMIT")
+    last = rows[-1][0]
+conn.execute("VACUUM")
+"""
+
+
+def coded_copy(db: Path, after: Path) -> Path | None:
+    """A copy of ``db`` with every vector's codes, made once by the ``after`` code (None: it has no codes)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if not (after / "caderno" / "memory" / "recall.py").read_text().count("def quantize("):
+        return None
+    copy = db.with_name(db.stem + "_coded.db")
+    if copy.exists() and copy.stat().st_mtime >= db.stat().st_mtime:
+        return copy
+    print(f"storing every vector's codes in a copy, {copy} (once)…", flush=True)
+    shutil.copyfile(db, copy)
+    env = {**os.environ, "PYTHONPATH": str(after)}
+    subprocess.run([sys.executable, "-c", CODE_FILL, str(copy)], env=env, check=True)
+    return copy
+
+
 def load_rows(
     db: Path, rid: str, before: str, runs: int, after: Path = HERE.parent / "src"
 ) -> dict[str, list[dict[str, float]]]:
@@ -421,13 +472,17 @@ def load_rows(
 
     ``before`` is a commit (its ``src`` exported with ``git archive``) or a
     folder holding a ``caderno`` package tree (``src``), for a comparison
-    with a working tree whose schema no commit has yet.
+    with a working tree whose schema no commit has yet. ``after`` reads a
+    copy of ``db`` holding each vector's codes where its code stores them
+    (``coded_copy``), as a database its embedding worker filled would;
+    ``before`` reads ``db`` (a newer schema would stop an older caderno).
     """
     import os
     import subprocess
     import sys
 
     out: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    dbs = {"before": db, "after": coded_copy(db, after) or db}
     with tempfile.TemporaryDirectory() as tmp:
         paths = {"before": before, "after": str(after)}
         if not Path(before).is_dir():
@@ -444,7 +499,11 @@ def load_rows(
             for name in out:
                 env = {**os.environ, "PYTHONPATH": paths[name]}
                 done = subprocess.run(
-                    [sys.executable, "-c", PROBE, str(db), rid], env=env, capture_output=True, text=True, check=True
+                    [sys.executable, "-c", PROBE, str(dbs[name]), rid],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 )
                 out[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
     return out

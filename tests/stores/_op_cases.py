@@ -176,7 +176,9 @@ def cases(scene: Scene) -> list[ops.Op[Any]]:
         ops.ForgetFact(resource_id=R, category="finance", key="nope"),
         # recall
         ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=later),
-        ops.FinishEmbeddings(model="m", dim=3, done=((R, stored[2].seq, VECTOR),), failed=(), now=NOW),
+        ops.FinishEmbeddings(
+            model="m", dim=3, done=((R, stored[2].seq, VECTOR),), failed=(), now=NOW, codes=(bytes(2 * 3 + 8),)
+        ),
         ops.CountPendingEmbeddings(),
         ops.ReadVectors(resource_id=R, model="m", after_id=0),
         ops.SearchVectors(resource_id=R, model="m", query=(1.0, 1.0, 1.0), k=5, min_similarity=0.0),

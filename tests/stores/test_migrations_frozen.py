@@ -39,6 +39,7 @@ FROZEN = {
     "0016_notebook_and_turns": ("8411b30aa035520d", "aad41d8913bb0738"),
     "0017_lean_appends": ("7e5f7c6e81b91d3d", "e3b0c44298fc1c14"),
     "0018_queue_without_an_index_on_new_jobs": ("ae693038d4de969e", "e3b0c44298fc1c14"),
+    "0019_embedding_codes": ("898f9690d4ca7b14", "02eff82b2d4de208"),
 }
 
 

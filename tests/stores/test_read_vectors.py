@@ -8,24 +8,29 @@ import pytest
 import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder
-from caderno.memory.recall import VectorIndex
+from caderno.memory.recall import VectorIndex, code_dtype, quantize
 from caderno.stores import _plans, ops
 
 DIM = 32
 
 
 def as_rows(rows: ops.VectorRows) -> dict[int, bytes]:
-    """``{seq: vector bytes}``, the later copy of a seq read twice winning, as the cache keeps them."""
+    """``{seq: codes}`` of the float32 vectors (quantized here) and of the stored codes, the later
+    copy of a seq read twice winning, as the cache keeps them."""
+    floats = len(rows.seqs) - rows.coded
     blob = b"".join(rows.vectors)
-    assert len(blob) == len(rows.seqs) * DIM * 4
-    return {seq: blob[i * DIM * 4 : (i + 1) * DIM * 4] for i, seq in enumerate(rows.seqs)}
+    assert len(blob) == floats * DIM * 4
+    codes = np.frombuffer(blob, dtype=np.float32).reshape(-1, DIM)
+    codes = np.concatenate([quantize(codes), np.frombuffer(b"".join(rows.codes), dtype=code_dtype(DIM))])
+    assert len(codes) == len(rows.seqs)
+    return {seq: code.tobytes() for seq, code in zip(rows.seqs, codes, strict=True)}
 
 
 async def stored(memory: caderno.Memory, emb: HashingEmbedder, thread_id: str) -> dict[int, bytes]:
-    """What each message of the thread should have as its vector: the embedder's, float32."""
+    """What each message of the thread should have as its codes: the embedder's float32 vector's."""
     messages = await memory.run(ops.ReadThread(resource_id="r", thread_id=thread_id))
     vecs = emb.embed([m.content for m in messages])
-    return {m.seq or 0: np.asarray(v, dtype=np.float32).tobytes() for m, v in zip(messages, vecs, strict=True)}
+    return {m.seq or 0: quantize([v]).tobytes() for m, v in zip(messages, vecs, strict=True)}
 
 
 async def test_blocks_hold_every_vector_with_its_thread_first_load_and_refresh(
@@ -44,7 +49,7 @@ async def test_blocks_hold_every_vector_with_its_thread_first_load_and_refresh(
 
         first = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0))
         # Four vectors a statement on SQLite; PostgreSQL reads past its overlap window a statement.
-        assert len(first.seqs) == 17 and len(first.vectors) == (1 if db_url.startswith("postgres") else 5)
+        assert len(first.seqs) == first.coded == 17 and len(first.codes) == (1 if db_url.startswith("postgres") else 5)
         assert as_rows(first) == {**want["a"], **want["b"]}
         for thread_id in ("a", "b"):
             assert set(want[thread_id]) <= set(first.threads[thread_id])

@@ -27,6 +27,7 @@ from ..core.errors import EmbeddingUnavailable
 from ..stores import ops
 from ..stores.base import EmbeddingJob, Runner
 from ..stores.ops import ItemEmbeddingJob
+from .recall import quantize
 
 log = logging.getLogger("caderno.memory.indexer")
 
@@ -119,12 +120,22 @@ class Indexer:
     async def _messages(self) -> int:
         def embed(jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
             done, failed = self._embed_jobs(jobs, lambda j: [j.content])
+            codes = quantize([block[0] for _, block in done]) if done else []
             return (
-                [(j.resource_id, j.seq, block[0].tobytes()) for j, block in done],
+                [
+                    (j.resource_id, j.seq, block[0].tobytes(), c.tobytes())
+                    for (j, block), c in zip(done, codes, strict=True)
+                ],
                 [(j.resource_id, j.seq, error, wait) for j, error, wait in failed],
             )
 
-        return await self._round(ops.ClaimEmbeddings, embed, ops.FinishEmbeddings)
+        def finish(*, done: tuple[tuple[str, int, bytes, bytes], ...], **rest: Any) -> ops.FinishEmbeddings:
+            """Each vector stored with its codes (the vector cache's form of it, read at its first load)."""
+            return ops.FinishEmbeddings(
+                done=tuple(row[:3] for row in done), codes=tuple(row[3] for row in done), **rest
+            )
+
+        return await self._round(ops.ClaimEmbeddings, embed, finish)
 
     async def _items(self) -> int:
         def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:

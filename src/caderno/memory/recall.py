@@ -186,6 +186,53 @@ LOAD_CHUNK = 1_024
 
 
 @functools.cache
+def code_dtype(dim: int) -> Any:
+    """One vector's codes as stored beside it: both int8 levels, then their two float32 scales (little-endian).
+
+    ``2 * dim + 8`` bytes (776 at 384 dimensions, half of float32's), each
+    vector's on its own: no parameter shared between vectors, so a vector's
+    codes never change when others are added.
+    """
+    import numpy as np
+
+    return np.dtype([("hi", "i1", (dim,)), ("lo", "i1", (dim,)), ("hi_scale", "<f4"), ("lo_scale", "<f4")])
+
+
+def quantize(vectors: Any) -> Any:
+    """The codes (``code_dtype``) of float32 ``vectors``, one row each: what ``_Entry`` holds.
+
+    The embedding worker stores them beside each vector, so a cache's first
+    load reads half the bytes and skips this; rows stored without them are
+    quantized here at load. ``LOAD_CHUNK`` rows at a time through one reused
+    temporary: five times faster than whole-array numpy expressions, which
+    allocate and walk 150 MB per step at 100k vectors.
+    """
+    import numpy as np
+
+    vectors = np.asarray(vectors, dtype=np.float32)
+    dim = vectors.shape[1]
+    out = np.empty(len(vectors), dtype=code_dtype(dim))
+    tmp = np.empty((min(LOAD_CHUNK, len(vectors)), dim), dtype=np.float32)
+    for lo in range(0, len(vectors), LOAD_CHUNK):
+        part, codes = vectors[lo : lo + LOAD_CHUNK], out[lo : lo + LOAD_CHUNK]
+        t = tmp[: len(part)]
+        np.abs(part, out=t)
+        top = np.maximum(t.max(axis=1), 1e-30) * np.float32(1 / 127)
+        np.multiply(part, (1 / top)[:, None], out=t)
+        np.rint(t, out=t)
+        codes["hi"] = t
+        codes["hi_scale"] = top
+        np.multiply(t, top[:, None], out=t)
+        np.subtract(part, t, out=t)  # what the first level leaves
+        low = np.maximum(np.maximum(t.max(axis=1), -t.min(axis=1)), 1e-30) * np.float32(1 / 127)
+        np.multiply(t, (1 / low)[:, None], out=t)
+        np.rint(t, out=t)
+        codes["lo"] = t
+        codes["lo_scale"] = low
+    return out
+
+
+@functools.cache
 def _int8_kernel() -> Any:
     """SimSIMD's int8 dot product, or None when it cannot load: numpy has no fast int8 product."""
     try:
@@ -243,14 +290,30 @@ class _Entry:
             by_thread.setdefault(name, []).append(seq)
         self.load(seqs, [blob], by_thread)
 
-    def load(self, seqs: Sequence[int], blocks: Sequence[bytes], threads: Mapping[str, Sequence[int]]) -> None:
-        """Take the vectors of ``seqs`` (float32 ``blocks`` in that order) and each thread's seqs.
+    def load(
+        self,
+        seqs: Sequence[int],
+        blocks: Sequence[bytes],
+        threads: Mapping[str, Sequence[int]],
+        codes: Sequence[bytes] = (),
+    ) -> None:
+        """Take the vectors of ``seqs`` (float32 ``blocks``, then ``codes`` blocks of ``code_dtype``
+        as stored beside them, in that order) and each thread's seqs.
 
         A seq already held is replaced in place; a seq twice in ``seqs``
         keeps its later vector. A seq no thread names (deleted while it was
         read) belongs to none. Works on whole arrays and blocks, never on
         one Python object per vector: this is a resource's first load.
         """
+        import numpy as np
+
+        kind = code_dtype(self.dim)
+        floats = [np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim) for blob in blocks]
+        self._load_rows(seqs, [*floats, *(np.frombuffer(blob, dtype=kind) for blob in codes)])
+        self._set_threads(threads)
+
+    def _load_rows(self, seqs: Sequence[int], parts: Sequence[Any]) -> None:
+        """Rows for ``seqs``, their vectors in ``parts`` in that order (float32 rows, or codes to keep as they are)."""
         import numpy as np
 
         if not len(seqs):
@@ -268,16 +331,13 @@ class _Entry:
             self._append(new[fresh], uniq)
             rows[fresh] = np.arange(self.n - len(fresh), self.n)
         done = 0
-        for blob in blocks:
-            vecs = np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim)
-            part = rows[done : done + len(vecs)]
-            done += len(vecs)
-            keep = part >= 0
-            if keep.all():  # the usual case: no copy of the block
-                self._quantize(part, vecs)
-            else:
-                self._quantize(part[keep], vecs[keep])
-        self._set_threads(threads)
+        for block in parts:
+            at = rows[done : done + len(block)]
+            done += len(block)
+            keep = at >= 0
+            if not keep.all():  # a later copy of some seq wins
+                at, block = at[keep], block[keep]
+            self._put(at, block if block.dtype.names else quantize(block))
 
     def _append(self, new: Any, uniq: Any) -> None:
         """Add rows for the seqs ``new`` (distinct, none held; ``uniq`` them sorted), threadless for now."""
@@ -326,32 +386,12 @@ class _Entry:
             grown[: self.n] = old[: self.n]
             setattr(self, name, grown)
 
-    def _quantize(self, rows: Any, block: Any) -> None:
-        """Store float32 ``block`` (one vector a row) at ``rows`` as the two int8 levels.
-
-        ``LOAD_CHUNK`` rows at a time through one reused temporary: five
-        times faster than whole-array numpy expressions, which allocate and
-        walk 150 MB per step at 100k vectors.
-        """
-        import numpy as np
-
-        tmp = np.empty((min(LOAD_CHUNK, len(block)), self.dim), dtype=np.float32)
-        for lo in range(0, len(block), LOAD_CHUNK):
-            part, at = block[lo : lo + LOAD_CHUNK], rows[lo : lo + LOAD_CHUNK]
-            t = tmp[: len(part)]
-            np.abs(part, out=t)
-            top = np.maximum(t.max(axis=1), 1e-30) * np.float32(1 / 127)
-            np.multiply(part, (1 / top)[:, None], out=t)
-            np.rint(t, out=t)
-            self.hi[at] = t
-            self.hi_scale[at] = top
-            np.multiply(t, top[:, None], out=t)
-            np.subtract(part, t, out=t)  # what the first level leaves
-            low = np.maximum(np.maximum(t.max(axis=1), -t.min(axis=1)), 1e-30) * np.float32(1 / 127)
-            np.multiply(t, (1 / low)[:, None], out=t)
-            np.rint(t, out=t)
-            self.lo[at] = t
-            self.lo_scale[at] = low
+    def _put(self, rows: Any, codes: Any) -> None:
+        """Store ``codes`` (``code_dtype``, one a row) at ``rows``: a block of whole rows is a slice copy."""
+        if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and (rows[1:] > rows[:-1]).all():
+            rows = slice(int(rows[0]), int(rows[-1]) + 1)  # the first load: consecutive rows
+        for name in ("hi", "lo", "hi_scale", "lo_scale"):
+            getattr(self, name)[rows] = codes[name]
 
     def vectors(self, rows: Any) -> Any:
         """The float32 vectors of ``rows`` rebuilt from both levels (within ~1e-5 of those stored)."""
@@ -499,7 +539,7 @@ class VectorIndex:
         thread_id: str | None,
     ) -> list[tuple[int, float]]:
         with self._lock:
-            entry.load(rows.seqs, rows.vectors, rows.threads)
+            entry.load(rows.seqs, rows.vectors, rows.threads, rows.codes)
             entry.last_id = max(entry.last_id, rows.last_id)
             self._entries[key] = entry
             self._entries.move_to_end(key)

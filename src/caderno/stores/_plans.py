@@ -448,6 +448,17 @@ def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings, *, vec: bool = False
         )
     else:
         yield Q("INSERT INTO embeddings (resource_id, seq, model, dim, vector) VALUES (?, ?, ?, ?, ?)", rows, "many")
+    if op.codes:  # beside each vector, under its change-feed id (read_vectors reads them in its place)
+        yield Q(
+            "INSERT INTO embedding_codes (resource_id, id, model, seq, codes) SELECT ?, id, model, seq, ? "
+            "FROM embeddings WHERE resource_id = ? AND seq = ? AND model = ?",
+            [
+                (rid, codes, rid, seq, op.model)
+                for (rid, seq, _), codes in zip(op.done, op.codes, strict=True)
+                if (rid, seq) in live
+            ],
+            "many",
+        )
     yield Q("DELETE FROM embedding_queue WHERE resource_id = ? AND seq = ?", done, "many")
     yield Q(
         "UPDATE embedding_queue SET attempts = attempts + 1, error = ?, not_before = ? WHERE resource_id = ? AND seq = ?",
@@ -479,45 +490,39 @@ VECTOR_READ_CHUNK = 1_024
 def read_vectors(d: Dialect, op: ops.ReadVectors) -> Plan[ops.VectorRows]:
     """The vectors after ``op.after_id`` in a few large values: no Python object per vector.
 
-    Each statement joins up to ``VECTOR_READ_CHUNK`` vectors into one blob and
-    their seqs into one text, in change-feed order; the threads come apart,
-    one row per thread. A resource's first read takes them from ``events``
-    alone (its thread index holds them), not through a join per vector.
+    A vector stored with its codes (``embedding_codes``) comes as those
+    codes, half the bytes and already quantized; one stored before them
+    comes as float32, read only when the two tables' counts say some lack
+    codes. Each statement joins up to ``VECTOR_READ_CHUNK`` vectors into one
+    blob and their seqs into one text, in change-feed order; the threads
+    come apart, one row per thread. A resource's first read takes them from
+    ``events`` alone (its thread index holds them), not through a join per
+    vector.
     """
-    # On PostgreSQL identity values are drawn at insert but become visible at
-    # commit, so a row with a lower id can appear after a higher one was read:
-    # each statement re-reads a window below the last id it saw (the caller
-    # keeps the later copy of a seq read twice). SQLite's single writer needs
-    # no window. A statement reads several times the window, so each moves on
-    # and a re-read costs at most a fifth of it.
-    concat, blob = (
-        ("group_concat", "CAST(group_concat(vector, '') AS BLOB)")
-        if d.name == "sqlite"
-        else ("string_agg", "string_agg(vector, ''::bytea)")
+    feed = (op.resource_id, op.model, max(0, op.after_id - d.feed_overlap) if op.after_id else 0)
+    uncoded = yield Q(
+        "SELECT (SELECT count(*) FROM embeddings WHERE resource_id = ? AND model = ? AND id > ?) "
+        "- (SELECT count(*) FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?)",
+        (*feed, *feed),
+        "one",
     )
-    step = VECTOR_READ_CHUNK + 4 * d.feed_overlap
     seqs: list[int] = []
     blocks: list[bytes] = []
     last_id = op.after_id
-    start = max(0, op.after_id - d.feed_overlap) if op.after_id else 0
-    while True:
-        count, top, seq_text, vectors = yield Q(
-            f"SELECT count(*), max(id), {concat}(CAST(seq AS TEXT), ','), {blob} FROM ("
-            "SELECT id, seq, vector FROM embeddings WHERE resource_id = ? AND model = ? AND id > ? "
-            "ORDER BY id LIMIT ?) AS chunk",
-            (op.resource_id, op.model, start, step),
-            "one",
+    if uncoded[0]:
+        seqs, blocks, last_id = yield from _read_blocks(
+            d,
+            op,
+            "SELECT id, seq, vector AS value FROM embeddings m WHERE resource_id = ? AND model = ? AND id > ? "
+            "AND NOT EXISTS (SELECT 1 FROM embedding_codes c WHERE c.resource_id = m.resource_id AND c.id = m.id)",
         )
-        if not count:
-            break
-        seqs += json.loads(f"[{seq_text}]")  # twice as fast as int() on each
-        blocks.append(bytes(vectors))
-        last_id = max(last_id, top)
-        if count < step:
-            break
-        start = top - d.feed_overlap
-    if not seqs:
+    coded_seqs, codes, coded_last = yield from _read_blocks(
+        d, op, "SELECT id, seq, codes AS value FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?"
+    )
+    last_id = max(last_id, coded_last)
+    if not seqs and not coded_seqs:
         return ops.VectorRows(seqs=[], vectors=[], threads={}, last_id=last_id)
+    concat = "group_concat" if d.name == "sqlite" else "string_agg"
     if op.after_id:  # a refresh: the threads of the new vectors alone
         rows = yield Q(
             f"SELECT e.thread_id, {concat}(CAST(e.seq AS TEXT), ',') FROM embeddings m "
@@ -531,7 +536,46 @@ def read_vectors(d: Dialect, op: ops.ReadVectors) -> Plan[ops.VectorRows]:
             (op.resource_id,),
         )
     threads = {thread_id: json.loads(f"[{text}]") for thread_id, text in rows}
-    return ops.VectorRows(seqs=seqs, vectors=blocks, threads=threads, last_id=last_id)
+    return ops.VectorRows(
+        seqs=seqs + coded_seqs, vectors=blocks, threads=threads, last_id=last_id, coded=len(coded_seqs), codes=codes
+    )
+
+
+def _read_blocks(d: Dialect, op: ops.ReadVectors, rows: str) -> Plan[tuple[list[int], list[bytes], int]]:
+    """The seqs, glued ``value`` blocks and last id of ``rows`` (a SELECT of ``id, seq, value`` over the
+    feed's resource, model and id, in that order of parameters) past ``op.after_id``."""
+    # On PostgreSQL identity values are drawn at insert but become visible at
+    # commit, so a row with a lower id can appear after a higher one was read:
+    # each statement re-reads a window below the last id it saw (the caller
+    # keeps the later copy of a seq read twice). SQLite's single writer needs
+    # no window. A statement reads several times the window, so each moves on
+    # and a re-read costs at most a fifth of it.
+    concat, blob = (
+        ("group_concat", "CAST(group_concat(value, '') AS BLOB)")
+        if d.name == "sqlite"
+        else ("string_agg", "string_agg(value, ''::bytea)")
+    )
+    step = VECTOR_READ_CHUNK + 4 * d.feed_overlap
+    seqs: list[int] = []
+    blocks: list[bytes] = []
+    last_id = op.after_id
+    start = max(0, op.after_id - d.feed_overlap) if op.after_id else 0
+    while True:
+        count, top, seq_text, values = yield Q(
+            f"SELECT count(*), max(id), {concat}(CAST(seq AS TEXT), ','), {blob} FROM ("
+            f"{rows} ORDER BY id LIMIT ?) AS chunk",
+            (op.resource_id, op.model, start, step),
+            "one",
+        )
+        if not count:
+            break
+        seqs += json.loads(f"[{seq_text}]")  # twice as fast as int() on each
+        blocks.append(bytes(values))
+        last_id = max(last_id, top)
+        if count < step:
+            break
+        start = top - d.feed_overlap
+    return seqs, blocks, last_id
 
 
 def read_salient(d: Dialect, op: ops.ReadSalient) -> Plan[list[tuple[str, Message]]]:

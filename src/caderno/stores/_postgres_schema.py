@@ -620,6 +620,23 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
     # SQLite only (the pages an append writes to its WAL); the names keep both lists equal.
     ("0017_lean_appends", []),
     ("0018_queue_without_an_index_on_new_jobs", []),
+    (
+        "0019_embedding_codes",
+        [
+            """
+        CREATE TABLE embedding_codes (
+            resource_id text NOT NULL,
+            id          bigint NOT NULL,
+            model       text NOT NULL,
+            seq         bigint NOT NULL,
+            codes       bytea NOT NULL,
+            PRIMARY KEY (resource_id, id),
+            FOREIGN KEY (resource_id, id) REFERENCES embeddings (resource_id, id) ON DELETE CASCADE
+        );
+        CREATE INDEX embedding_codes_resource ON embedding_codes (resource_id, model, id);
+        """
+        ],
+    ),
 ]
 
 

@@ -513,6 +513,24 @@ MIGRATIONS: list[_migrate.Migration] = [
             END""",
         ],
     ),
+    (
+        "0019_embedding_codes",
+        [
+            # Each vector's quantized form, as the vector cache holds it, so
+            # a cache's first load reads half the bytes and skips quantizing.
+            # A table of its own, not a column: a 1.5 KB vector and its codes
+            # in one row fill a page each, and the load would walk the
+            # vectors' pages to reach the codes. Deleted with its vector.
+            """CREATE TABLE embedding_codes (
+                id          INTEGER PRIMARY KEY REFERENCES embeddings (id) ON DELETE CASCADE,
+                resource_id TEXT NOT NULL,
+                model       TEXT NOT NULL,
+                seq         INTEGER NOT NULL,
+                codes       BLOB NOT NULL
+            )""",
+            "CREATE INDEX embedding_codes_resource ON embedding_codes (resource_id, model, id)",
+        ],
+    ),
 ]
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -171,15 +171,21 @@ class VectorRows:
     """
 
     seqs: list[int]
-    """The vectors' seqs in change-feed order; a seq read twice (PostgreSQL's
-    overlap window) is there twice, and its later vector is the current one."""
+    """The vectors' seqs in change-feed order, those stored as float32 alone first, then those
+    stored with their codes; a seq read twice (PostgreSQL's overlap window) is there twice, and
+    its later vector is the current one."""
     vectors: list[bytes]
-    """float32, row-major, in the order of ``seqs``: the blocks together hold
-    ``len(seqs)`` vectors, each block a whole number of them."""
+    """float32, row-major, in the order of ``seqs``: the blocks together hold the first
+    ``len(seqs) - coded`` vectors, each block a whole number of them."""
     threads: dict[str, list[int]]
     """Each thread's seqs: every seq of ``seqs`` (unless deleted meanwhile), maybe others."""
     last_id: int
     """The change-feed position to read after next time."""
+    coded: int = 0
+    """How many of ``seqs``, the last ones, come as ``codes``."""
+    codes: list[bytes] = field(default_factory=list)
+    """The codes stored beside those vectors (``FinishEmbeddings.codes``), ``2 * dim + 8`` bytes a
+    vector (the vector cache's ``code_dtype``), in the order of ``seqs``, each block a whole number."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,7 +487,12 @@ class ClaimEmbeddings(Op[list[EmbeddingJob]]):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FinishEmbeddings(Op[None]):
     """Store vectors ``(resource_id, seq, float32 bytes)`` and drop their jobs; record
-    failures ``(resource_id, seq, error, retry_after_seconds)``."""
+    failures ``(resource_id, seq, error, retry_after_seconds)``.
+
+    ``codes``: empty, or each vector's quantized form (the vector cache's
+    ``quantize``), one per ``done`` in its order, stored beside it so a
+    cache's first load reads these instead of quantizing the vectors.
+    """
 
     writes: ClassVar[bool] = True
     model: str
@@ -489,6 +500,7 @@ class FinishEmbeddings(Op[None]):
     done: tuple[tuple[str, int, bytes], ...]
     failed: tuple[tuple[str, int, str, float], ...]
     now: datetime
+    codes: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
