@@ -34,7 +34,10 @@ resource (the cache's load), its CPU time (steadier than wall time on a
 shared host) and the resident memory it adds, with this checkout's code
 (or ``--after``, a src folder) and with ``--before`` (a commit, exported
 with ``git archive``, or a src folder; default: the last commit with the
-float32 cache), alternating before/after ``--load-runs`` times.
+float32 cache), alternating before/after ``--load-runs`` times. Where the
+after code stores each vector's codes beside it (migration 0019), it reads
+a copy of the database holding them (made once, ``coded_copy``), as one its
+embedding worker filled would be; the before code reads the database as built.
 ``--load-only`` runs these rows alone.
 
 Run:  .venv/bin/python bench/recall_speed.py [--queries 200] [--quick: index at 100k only]
