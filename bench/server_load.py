@@ -10,19 +10,32 @@ Workload (one run, same machine; every configuration gets a fresh database):
       - 15% recall (query, scope=resource, default legs) — embeds the query;
       - 15% working-memory merge patch of one key (all clients, one resource).
 
-Configurations:
-  * HTTP, 1 worker: ``caderno --db URL serve`` as a subprocess, as deployed
-    (background work on, the default MiniLM embedder);
+Configurations (``--only`` picks some):
+  * HTTP, 1 worker, background in a child process: ``caderno --db URL serve
+    --background process`` as a subprocess (the default MiniLM embedder);
+  * HTTP, 1 worker, background in the server's loop: ``serve --background
+    inline``, the default (batches embedded by a thread at nice +10);
   * HTTP, 2 workers: ``caderno serve`` has no workers option, so uvicorn
     runs ``make_app`` below (what ``serve`` builds: ``create_app`` with
-    ``default_routers()``) with ``--factory --workers 2``;
+    ``default_routers()``, background inline in each) with ``--factory --workers 2``;
   * in-process: the same mix through one ``caderno.Memory`` (default embedder)
     from 64 asyncio tasks — the reference the HTTP rows are measured against.
 
 Each on SQLite (a WAL file) and PostgreSQL (--pg URL, a schema created and
 dropped by the run; skipped with a line if unreachable). Clients share one
-``httpx.AsyncClient`` (64 keep-alive connections) with a bearer key made by
-``caderno keys create``. Latency is measured in the client, per call.
+``aiohttp.ClientSession`` (64 keep-alive connections) with a bearer key made
+by ``caderno keys create``. The load generator is aiohttp, not httpx: on
+cores it shares with the server, httpx spent 2–3 ms of CPU a call and
+aiohttp spends 0.3–0.6 (the "client CPU" column). Latency is measured in the
+client, per call; "server CPU" is the server process's (and its children's)
+user + system time over the timed calls, divided by them.
+
+Closed loop, then open loop: 64 clients that each wait for their answer
+always have 64 calls in flight, so their latency is 64 / throughput (Little's
+law) however fast a call is; after the closed loop, half as many calls
+again arrive at ``--open-share`` (default half) of the closed loop's
+requests/s, Poisson, and their latency counts from arrival — what a call
+costs under that load.
 
 Not isolated: the clients, the server workers and the embedding worker (fed
 by the timed appends, as in production) share the same cores, so requests/s

@@ -40,14 +40,39 @@ from ..core.redact import redact_path, redact_query
 __all__ = ["RedactQuery", "header_timeout_protocol"]
 
 
-class _HeaderDeadline(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose request headers take too long."""
+class _Deadline:
+    """The deadline both protocols share: armed when a request's first byte may come, disarmed
+    when its headers are in, closing the connection if it fires while they are not."""
 
     header_timeout: float = 10.0
+    _header_timer: asyncio.TimerHandle | None = None
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    logger: logging.Logger
+
+    def _waiting_for_headers(self) -> bool:
+        raise NotImplementedError
+
+    def _arm(self) -> None:
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self._waiting_for_headers() and not self.transport.is_closing():
+            self.logger.info("closing a connection whose request headers took over %ss", self.header_timeout)
+            self.transport.close()
+
+
+class _HeaderDeadline(_Deadline, H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request headers take too long."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_timer: asyncio.TimerHandle | None = None
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -61,31 +86,18 @@ class _HeaderDeadline(H11Protocol):
         self._disarm()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
-        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
-
-    def _disarm(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_too_slow(self) -> None:
-        self._header_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.logger.info("closing a connection whose request headers took over %ss", self.header_timeout)
-            self.transport.close()
+    def _waiting_for_headers(self) -> bool:
+        return self.conn.their_state is h11.IDLE
 
 
-class _HeaderDeadlineHttptools(HttpToolsProtocol or object):  # type: ignore[misc]
+class _HeaderDeadlineHttptools(_Deadline, HttpToolsProtocol or object):  # type: ignore[misc]
     """uvicorn's httptools protocol with the same deadline: the parser says when a request's
     first byte arrives (``on_message_begin``) and when its headers are complete."""
 
-    header_timeout: float = 10.0
+    _in_headers = True
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)
-        self._header_timer: asyncio.TimerHandle | None = None
-        self._in_headers = True
         self._arm()
 
     def on_message_begin(self) -> None:
@@ -103,19 +115,8 @@ class _HeaderDeadlineHttptools(HttpToolsProtocol or object):  # type: ignore[mis
         self._disarm()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
-        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
-
-    def _disarm(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_too_slow(self) -> None:
-        self._header_timer = None
-        if self._in_headers and not self.transport.is_closing():
-            self.logger.info("closing a connection whose request headers took over %ss", self.header_timeout)
-            self.transport.close()
+    def _waiting_for_headers(self) -> bool:
+        return self._in_headers
 
 
 def header_timeout_protocol(seconds: float, *, parser: str | None = None) -> type[asyncio.Protocol]:
