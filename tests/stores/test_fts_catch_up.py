@@ -76,3 +76,20 @@ async def test_an_edit_and_another_process_s_append_are_found_at_once(tmp_path: 
     finally:
         await other.close()
         await memory.close()
+
+
+async def test_another_process_s_append_is_found_after_a_read_noticed_it_first(tmp_path: Path) -> None:
+    """The sign of another connection's commit is read once; a read that takes it first must not hide it."""
+    db = str(tmp_path / "f.db")
+    memory = await caderno.connect(db, embedder=None)
+    other = await caderno.connect(db, embedder=None)
+    try:
+        await memory.append_messages(resource_id="casa", thread_id="t", messages=[Message.user("Amsterdam antes")])
+        assert len(await _search(memory, "amsterdam")) == 1  # caught up: nothing left to index
+        await memory.get_messages(resource_id="casa", thread_id="t")  # the thread cache, fresh
+        await other.append_messages(resource_id="casa", thread_id="u", messages=[Message.user("Amsterdam depois")])
+        await memory.get_messages(resource_id="casa", thread_id="t")  # notices the other's commit first
+        assert len(await _search(memory, "amsterdam")) == 2
+    finally:
+        await other.close()
+        await memory.close()

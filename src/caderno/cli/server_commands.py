@@ -265,7 +265,8 @@ class ChildWorker:
     and the pipe's end — the server stopping or being killed — stops the
     worker. The database URL and config path go by environment, not argv
     (a URL may hold a password, and argv is visible to every user). A worker
-    that dies is started again; its pending work is in the database.
+    that died is started again at the next append's wake-up (at most once
+    every 5 s); its pending work waits in the database meanwhile.
     """
 
     def __init__(self, db: str, config_path: Any) -> None:

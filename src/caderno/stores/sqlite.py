@@ -390,8 +390,11 @@ class SQLiteStore:
         finally:
             self._write_lock.release()
         if version != self.cache.data_version:
+            # Another connection committed: every state derived from "nothing changed" goes,
+            # whichever caller noticed first.
             self.cache.reset(version)
             self.keys.clear()
+            self._fts_clean = False
             return False
         return True
 
