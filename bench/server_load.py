@@ -76,11 +76,18 @@ ROOT = HERE.parent
 BIN = Path(sys.executable).parent
 DB_ENV = "CADERNO_BENCH_DB"
 #: The configurations (``--only`` names): uvicorn workers and where background work runs.
-CONFIGS = {"in-process": (0, ""), "http": (1, "process"), "http-inline": (1, "inline"), "http2": (2, "inline")}
+CONFIGS = {
+    "in-process": (0, ""),
+    "http": (1, "process"),
+    "http-inline": (1, "inline"),
+    "http2": (2, "inline"),
+    "http-off": (1, "off"),
+}
 LABELS = {
     "http": "HTTP, 1 worker, background in a child process",
     "http-inline": "HTTP, 1 worker, background in the server's loop",
     "http2": "HTTP, 2 workers, background in each",
+    "http-off": "HTTP, 1 worker, no background work (nothing embedded: the floor)",
 }
 
 
