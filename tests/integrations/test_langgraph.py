@@ -21,7 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -38,7 +38,15 @@ from conftest import python_env
 pytest.importorskip("langgraph.store.memory")
 
 from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp  # noqa: E402
+from langgraph.store.base import (  # noqa: E402
+    BaseStore,
+    GetOp,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
 from caderno.integrations.langgraph import CadernoStore, SyncCallInEventLoop  # noqa: E402
@@ -421,6 +429,77 @@ def test_semantic_search_ranks_as_langgraphs_in_memory_store(
         assert all(it.score is None for it in got[len(ranked) :])  # unscored items come last
 
     asyncio.run(run())
+
+
+@SETTINGS
+@given(
+    writes=semantic_steps,
+    later=st.lists(st.one_of(indexed_put, delete), max_size=4),
+    query=words,
+    prefix=prefixes,
+    limit=st.integers(1, 4),
+    offset=st.integers(0, 3),
+)
+def test_a_ranked_page_is_the_same_slice_of_the_whole_ranking(
+    db_url: str, writes: list[Any], later: list[Any], query: str, prefix: Any, limit: int, offset: int
+) -> None:
+    """A page of a ranked search is read from the vectors first, then only its items (``_rank_first``);
+    it must be the page the whole read gives (a batch with a write reads whole: one snapshot for
+    reads and writes), also when items changed after their vectors were made (``later``: stale
+    vectors, new values, deletions) or too few are scored."""
+
+    async def run() -> None:
+        async with caderno.connect(db_url, embedder=EMBEDDER) as memory:
+            store = CadernoStore(memory, resource_id=f"r-{uuid.uuid4().hex}", index={"fields": ["text"]})
+            for op in writes:
+                await store.abatch([op])
+            await store.flush()
+            await memory.indexer.close()  # the later writes keep their old vectors, or none
+            for op in later:
+                await store.abatch([op])
+            search = SearchOp(namespace_prefix=prefix, query=query, limit=limit, offset=offset)
+            nothing = PutOp(namespace=("none",), key="none", value=None)  # deletes nothing; the batch writes
+            whole = cast(list[SearchItem], (await store.abatch([search, nothing]))[0])
+            page = await store.asearch(prefix, query=query, limit=limit, offset=offset)
+        assert [(it.namespace, it.key, it.value, it.score) for it in page] == [
+            (it.namespace, it.key, it.value, it.score) for it in whole
+        ]
+
+    asyncio.run(run())
+
+
+async def test_a_ranked_page_keeps_recency_among_equal_scores_and_rereads_an_item_changed_meanwhile(
+    db_url: str,
+) -> None:
+    async with caderno.connect(db_url, embedder=EMBEDDER) as memory:
+        store = CadernoStore(memory, resource_id="u1", index={"fields": ["text"]})
+        for key in ("old", "mid", "new"):  # the same text: the same score; recency breaks the tie
+            await store.aput(("docs",), key, {"text": "cat"})
+        await store.aput(("docs",), "far", {"text": "rain"})
+        await store.flush()
+        assert [it.key for it in await store.asearch(("docs",), query="cat", limit=2)] == ["new", "mid"]
+        assert [it.key for it in await store.asearch(("docs",), query="cat", limit=1, offset=2)] == ["old"]
+
+        # Between the read of the vectors and the read of the page's items, another writer changes
+        # the best item: its new value has no vector yet, so the page is read whole, where it is unscored.
+        await memory.indexer.close()  # the changed value stays unembedded
+        batch = memory.batch
+        other = CadernoStore(memory, resource_id="u1", index={"fields": ["text"]})
+
+        async def meanwhile(ops_: Any) -> Any:
+            done = await batch(ops_)
+            if any(isinstance(op, ops.ReadItemVectors) for op in ops_) and not any(
+                isinstance(op, ops.SearchItems) for op in ops_
+            ):
+                await other.aput(("docs",), "new", {"text": "cat, changed"})
+            return done
+
+        memory.batch = meanwhile  # type: ignore[method-assign, assignment]
+        try:
+            page = await store.asearch(("docs",), query="cat", limit=2)
+        finally:
+            memory.batch = batch  # type: ignore[method-assign]
+    assert [(it.key, it.score is None) for it in page] == [("mid", False), ("old", False)]
 
 
 def _item_rows(path: Any) -> list[tuple[Any, ...]]:
