@@ -377,8 +377,10 @@ class _Entry:
             rows[held] = self.order[at[held]]
         fresh = np.flatnonzero(rows < 0)
         if len(fresh):
-            uniq, last = np.unique(new[fresh][::-1], return_index=True)
-            fresh = np.sort(fresh[::-1][last])
+            uniq = new[fresh]
+            if not (uniq[1:] > uniq[:-1]).all():  # usually they are: the feed in seq order, none twice
+                uniq, last = np.unique(uniq[::-1], return_index=True)
+                fresh = np.sort(fresh[::-1][last])
             self._append(new[fresh], uniq)
             rows[fresh] = np.arange(self.n - len(fresh), self.n)
         done = 0
