@@ -232,6 +232,15 @@ def quantize(vectors: Any) -> Any:
     return out
 
 
+@functools.cache
+def _pack_dtype(n: int, dim: int) -> Any:
+    """A pack of ``n`` vectors as one record: its planes (``ops.PACK_PLANES``) one after another."""
+    import numpy as np
+
+    shapes = {"hi": ("i1", (n, dim)), "lo": ("i1", (n, dim)), "hi_scale": ("<f4", (n,)), "lo_scale": ("<f4", (n,))}
+    return np.dtype([(name, *shapes[name]) for name in ops.PACK_PLANES])
+
+
 def _as_planes(part: Any) -> Mapping[str, Any]:
     """A part of a load as the cache's planes: a pack's as they are, stored codes by field,
     float32 rows quantized."""
@@ -351,14 +360,8 @@ class _Entry:
         ``thread_codes``: each loaded by a straight copy."""
         import numpy as np
 
-        n, codes = len(pack.seqs) // 8, pack.codes
-        shapes = {"hi": (np.int8, (n, self.dim)), "lo": (np.int8, (n, self.dim))}
-        planes: dict[str, Any] = {}
-        at = 0
-        for name in ops.PACK_PLANES:
-            dtype, shape = shapes.get(name, ("<f4", (n,)))
-            planes[name] = np.frombuffer(codes, dtype=dtype, count=int(np.prod(shape)), offset=at).reshape(shape)
-            at += planes[name].nbytes
+        whole = np.frombuffer(pack.codes, dtype=_pack_dtype(len(pack.seqs) // 8, self.dim), count=1)
+        planes = {name: whole[name][0] for name in ops.PACK_PLANES}
         planes["thread_codes"] = thread_codes
         return planes
 
