@@ -449,61 +449,22 @@ conn.execute("VACUUM")
 """
 
 
-#: One process of the "after" code since migration 0020: ``db``'s vectors
-#: stored again through ``FinishEmbeddings`` in batches of the worker's size,
-#: with their codes, so the database holds the packs its embedding worker
-#: writes (the database's rows were written straight through sqlite3).
-PACK_FILL = """
-import asyncio, sqlite3, sys
-import numpy as np
-import caderno
-from caderno.core.clock import utcnow
-from caderno.memory.recall import quantize
-from caderno.stores import ops
-
-async def fill(db, batch):
-    conn = sqlite3.connect(db)
-    async with caderno.connect(db, embedder=None) as memory:
-        rows = conn.execute("SELECT resource_id, seq, model, dim, vector FROM embeddings ORDER BY id").fetchall()
-        for lo in range(0, len(rows), batch):
-            part = rows[lo : lo + batch]
-            for model in sorted({r[2] for r in part}):
-                same = [r for r in part if r[2] == model]
-                dim = same[0][3]
-                codes = quantize(np.frombuffer(b"".join(r[4] for r in same), dtype=np.float32).reshape(-1, dim))
-                await memory.run(ops.FinishEmbeddings(
-                    model=model, dim=dim, done=tuple((r[0], r[1], r[4]) for r in same), failed=(), now=utcnow(),
-                    codes=tuple(c.tobytes() for c in codes)))
-    conn.execute("VACUUM")
-
-asyncio.run(fill(sys.argv[1], int(sys.argv[2])))
-"""
-#: Vectors the embedding worker claims and stores a batch (its default).
-WORKER_BATCH = 256
-
-
-def coded_copy(db: Path, code: Path) -> Path | None:
-    """A copy of ``db`` holding what ``code`` (a ``src`` folder) stores beside each vector, made once
-    by that code: packs (since migration 0020), else each vector's codes (0019); None: neither."""
+def coded_copy(db: Path, after: Path) -> Path | None:
+    """A copy of ``db`` with every vector's codes, made once by the ``after`` code (None: it has no codes)."""
     import os
     import shutil
     import subprocess
     import sys
 
-    schema = (code / "caderno" / "stores" / "_sqlite_schema.py").read_text()
-    if "0020_embedding_packs" in schema:
-        copy, fill = db.with_name(db.stem + "_packed.db"), [PACK_FILL, "", str(WORKER_BATCH)]
-    elif "0019_embedding_codes" in schema:
-        copy, fill = db.with_name(db.stem + "_coded.db"), [CODE_FILL, ""]
-    else:
+    if not (after / "caderno" / "memory" / "recall.py").read_text().count("def quantize("):
         return None
+    copy = db.with_name(db.stem + "_coded.db")
     if copy.exists() and copy.stat().st_mtime >= db.stat().st_mtime:
         return copy
     print(f"storing every vector's codes in a copy, {copy} (once)…", flush=True)
     shutil.copyfile(db, copy)
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    fill[1] = str(copy)
-    subprocess.run([sys.executable, "-c", *fill], env=env, check=True)
+    env = {**os.environ, "PYTHONPATH": str(after)}
+    subprocess.run([sys.executable, "-c", CODE_FILL, str(copy)], env=env, check=True)
     return copy
 
 
@@ -514,17 +475,17 @@ def load_rows(
 
     ``before`` is a commit (its ``src`` exported with ``git archive``) or a
     folder holding a ``caderno`` package tree (``src``), for a comparison
-    with a working tree whose schema no commit has yet. Each side reads a
-    copy of ``db`` holding what its own code stores beside each vector
-    (``coded_copy``), as a database its embedding worker filled would (a
-    newer schema would stop an older caderno); code storing nothing reads
-    ``db``.
+    with a working tree whose schema no commit has yet. ``after`` reads a
+    copy of ``db`` holding each vector's codes where its code stores them
+    (``coded_copy``), as a database its embedding worker filled would;
+    ``before`` reads ``db`` (a newer schema would stop an older caderno).
     """
     import os
     import subprocess
     import sys
 
     out: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    dbs = {"before": db, "after": coded_copy(db, after) or db}
     with tempfile.TemporaryDirectory() as tmp:
         paths = {"before": before, "after": str(after)}
         if not Path(before).is_dir():
@@ -537,7 +498,6 @@ def load_rows(
             else:
                 subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
             paths["before"] = str(Path(tmp) / "src")
-        dbs = {name: coded_copy(db, Path(paths[name])) or db for name in out}
         for _ in range(runs):
             for name in out:
                 env = {**os.environ, "PYTHONPATH": paths[name]}

@@ -145,7 +145,6 @@ MULTI_SHARD = [
     ),
     MultiShard("CountPendingEmbeddings", "SELECT embedding_queue", ADMIN, "the queue's length (`recall`, `reindex`)"),
     MultiShard("Reindex", "DELETE embeddings", ADMIN, "`caderno reindex` without --resource: every vector dropped"),
-    MultiShard("Reindex", "DELETE embedding_packs", ADMIN, "… with their packs"),
     MultiShard("Reindex", "SELECT events", ADMIN, "… every message queued again"),
     MultiShard("Reindex", "UPDATE item_embeddings", ADMIN, "… every item queued again"),
     MultiShard("Reindex", "SELECT embedding_queue", ADMIN, "… and the queue counted"),

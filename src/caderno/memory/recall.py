@@ -233,24 +233,6 @@ def quantize(vectors: Any) -> Any:
 
 
 @functools.cache
-def _pack_dtype(n: int, dim: int) -> Any:
-    """A pack of ``n`` vectors as one record: its planes (``ops.PACK_PLANES``) one after another."""
-    import numpy as np
-
-    shapes = {"hi": ("i1", (n, dim)), "lo": ("i1", (n, dim)), "hi_scale": ("<f4", (n,)), "lo_scale": ("<f4", (n,))}
-    return np.dtype([(name, *shapes[name]) for name in ops.PACK_PLANES])
-
-
-def _as_planes(part: Any) -> Mapping[str, Any]:
-    """A part of a load as the cache's planes: a pack's as they are, stored codes by field,
-    float32 rows quantized."""
-    if isinstance(part, Mapping):
-        return part
-    codes = part if part.dtype.names else quantize(part)
-    return {name: codes[name] for name in ops.PACK_PLANES}
-
-
-@functools.cache
 def _int8_kernel() -> Any:
     """SimSIMD's int8 dot product, or None when it cannot load: numpy has no fast int8 product."""
     try:
@@ -314,13 +296,11 @@ class _Entry:
         blocks: Sequence[bytes],
         threads: Mapping[str, Sequence[int]],
         codes: Sequence[bytes] = (),
-        packs: Sequence[ops.VectorPack] = (),
     ) -> None:
         """Take the vectors of ``seqs`` (float32 ``blocks``, then ``codes`` blocks of ``code_dtype``
-        as stored beside them, in that order) with each thread's seqs, then those of ``packs``
-        with their threads (``ops.VectorRows``).
+        as stored beside them, in that order) and each thread's seqs.
 
-        A seq already held is replaced in place; a seq twice in the lot
+        A seq already held is replaced in place; a seq twice in ``seqs``
         keeps its later vector. A seq no thread names (deleted while it was
         read) belongs to none. Works on whole arrays and blocks, never on
         one Python object per vector: this is a resource's first load.
@@ -329,45 +309,11 @@ class _Entry:
 
         kind = code_dtype(self.dim)
         floats = [np.frombuffer(blob, dtype=np.float32).reshape(-1, self.dim) for blob in blocks]
-        coded = [np.frombuffer(blob, dtype=kind) for blob in codes]
-        every = np.asarray(seqs, dtype=np.int64)
-        if packs:
-            every = np.concatenate([every, *(np.frombuffer(pack.seqs, dtype="<i8") for pack in packs)])
-        planar = list(map(self._planes, packs, self._thread_codes(packs)))
-        self._load_rows(every, [*floats, *coded, *planar])
+        self._load_rows(seqs, [*floats, *(np.frombuffer(blob, dtype=kind) for blob in codes)])
         self._set_threads(threads)
 
-    def _thread_codes(self, packs: Sequence[ops.VectorPack]) -> list[Any]:
-        """Each pack's rows' thread codes, every pack's names coded at once (a batch may span as many
-        threads as vectors: a Python call per name and pack cost ~20 ms a 100k load)."""
-        import numpy as np
-
-        if not packs:
-            return []
-        names = list(itertools.chain.from_iterable(pack.threads for pack in packs))
-        codes = self.code_of
-        for name in dict.fromkeys(names):
-            codes.setdefault(name, len(codes))
-        coded = np.fromiter(map(codes.__getitem__, names), dtype=np.int32, count=len(names))
-        ends = np.cumsum([len(pack.threads) for pack in packs])
-        return [
-            local[np.frombuffer(pack.thread_of, dtype="<i4")]
-            for pack, local in zip(packs, np.split(coded, ends[:-1]), strict=True)
-        ]
-
-    def _planes(self, pack: ops.VectorPack, thread_codes: Any) -> dict[str, Any]:
-        """A pack's planes (``ops.PACK_PLANES``) as arrays over its bytes, and its rows'
-        ``thread_codes``: each loaded by a straight copy."""
-        import numpy as np
-
-        whole = np.frombuffer(pack.codes, dtype=_pack_dtype(len(pack.seqs) // 8, self.dim), count=1)
-        planes = {name: whole[name][0] for name in ops.PACK_PLANES}
-        planes["thread_codes"] = thread_codes
-        return planes
-
-    def _load_rows(self, seqs: Any, parts: Sequence[Any]) -> None:
-        """Rows for ``seqs``, their vectors in ``parts`` in that order (float32 rows to quantize,
-        codes of ``code_dtype``, or a pack's planes)."""
+    def _load_rows(self, seqs: Sequence[int], parts: Sequence[Any]) -> None:
+        """Rows for ``seqs``, their vectors in ``parts`` in that order (float32 rows, or codes to keep as they are)."""
         import numpy as np
 
         if not len(seqs):
@@ -387,14 +333,13 @@ class _Entry:
             self._append(new[fresh], uniq)
             rows[fresh] = np.arange(self.n - len(fresh), self.n)
         done = 0
-        for part in parts:
-            planes = _as_planes(part)
-            at = rows[done : done + len(planes["hi"])]
-            done += len(at)
+        for block in parts:
+            at = rows[done : done + len(block)]
+            done += len(block)
             keep = at >= 0
             if not keep.all():  # a later copy of some seq wins
-                at, planes = at[keep], {name: plane[keep] for name, plane in planes.items()}
-            self._put(at, planes)
+                at, block = at[keep], block[keep]
+            self._put(at, block if block.dtype.names else quantize(block))
 
     def _append(self, new: Any, uniq: Any) -> None:
         """Add rows for the seqs ``new`` (distinct, none held; ``uniq`` them sorted), threadless for now."""
@@ -443,13 +388,12 @@ class _Entry:
             grown[: self.n] = old[: self.n]
             setattr(self, name, grown)
 
-    def _put(self, rows: Any, planes: Mapping[str, Any]) -> None:
-        """Store ``planes`` (``_as_planes``: arrays by name, maybe ``thread_codes`` too) at ``rows``:
-        a block of whole rows is a slice copy."""
+    def _put(self, rows: Any, codes: Any) -> None:
+        """Store ``codes`` (``code_dtype``, one a row) at ``rows``: a block of whole rows is a slice copy."""
         if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and (rows[1:] > rows[:-1]).all():
             rows = slice(int(rows[0]), int(rows[-1]) + 1)  # the first load: consecutive rows
-        for name, plane in planes.items():
-            getattr(self, name)[rows] = plane
+        for name in ("hi", "lo", "hi_scale", "lo_scale"):
+            getattr(self, name)[rows] = codes[name]
 
     def vectors(self, rows: Any) -> Any:
         """The float32 vectors of ``rows`` rebuilt from both levels (within ~1e-5 of those stored)."""
@@ -575,16 +519,11 @@ class VectorIndex:
         min_similarity: float,
         thread_id: str | None,
     ) -> list[tuple[int, float]]:
-        """``search`` once ``feed`` was read: the new rows joined to the cache, then the search.
-
-        Takes the rows' blocks (their lists are emptied once loaded): the
-        caller's batch holds the rows until its recall ends, and a first
-        load's ~80 MB should go back to the system before the search does.
-        """
+        """``search`` once ``feed`` was read: the new rows joined to the cache, then the search."""
         key = (feed.resource_id, feed.model)
         with self._lock:
             entry = self._entries.get(key) or _Entry(dim)
-        if len(rows.loose) + sum(len(pack.seqs) for pack in rows.packs) // 8 < BIG_LOAD:
+        if len(rows.seqs) < BIG_LOAD:
             return self._refresh(key, entry, rows, query, k, min_similarity, thread_id)
         hits = await asyncio.to_thread(self._refresh, key, entry, rows, query, k, min_similarity, thread_id)
         del rows
@@ -602,9 +541,7 @@ class VectorIndex:
         thread_id: str | None,
     ) -> list[tuple[int, float]]:
         with self._lock:
-            entry.load(rows.loose, rows.vectors, rows.threads, rows.codes, rows.packs)
-            for blocks in (rows.vectors, rows.codes, rows.packs):
-                blocks.clear()  # taken: the memory goes back now, not when the caller's batch lets go
+            entry.load(rows.seqs, rows.vectors, rows.threads, rows.codes)
             entry.last_id = max(entry.last_id, rows.last_id)
             self._entries[key] = entry
             self._entries.move_to_end(key)

@@ -7,9 +7,7 @@ adds its own handlers for the few operations that differ.
 
 from __future__ import annotations
 
-import itertools
 import json
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -245,7 +243,7 @@ def list_resources(d: Dialect, op: ops.ListResources) -> Plan[list[str]]:
 
 
 def erase_resource(d: Dialect, op: ops.EraseResource) -> Plan[None]:
-    for table in (*RESOURCE_TABLES, "embedding_packs"):  # packs have no key to cascade from
+    for table in RESOURCE_TABLES:
         yield Q(f"DELETE FROM {table} WHERE resource_id = ?", (op.resource_id,), "none")
 
 
@@ -426,21 +424,16 @@ def forget_fact(d: Dialect, op: ops.ForgetFact) -> Plan[bool]:
 
 
 def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings, *, vec: bool = False) -> Plan[None]:
-    """With ``vec`` (PostgreSQL with pgvector) each vector is stored as a pgvector value too.
-
-    With ``op.codes`` the batch's codes are stored as one pack per resource
-    (``_pack``), read by a cache's load in place of the vectors.
-    """
+    """With ``vec`` (PostgreSQL with pgvector) each vector is stored as a pgvector value too."""
     done = [(rid, seq) for rid, seq, _ in op.done]
-    live: dict[tuple[str, int], str] = {}  # the thread of each message still there
+    live: set[tuple[str, int]] = set()
     for rid in sorted({rid for rid, _ in done}):
         seqs = sorted(seq for r, seq in done if r == rid)
         rows = yield Q(
-            f"SELECT seq, thread_id FROM events WHERE resource_id = ? AND seq IN ({marks(len(seqs))}) "
-            f"ORDER BY seq{d.key_share}",
+            f"SELECT seq FROM events WHERE resource_id = ? AND seq IN ({marks(len(seqs))}) ORDER BY seq{d.key_share}",
             (rid, *seqs),
         )
-        live.update(((rid, r[0]), r[1]) for r in rows)
+        live.update((rid, r[0]) for r in rows)
     # A new row (new feed id) even when re-embedding, so vector caches reading
     # the change feed see it; a message deleted meanwhile gets no vector.
     yield Q(
@@ -455,55 +448,22 @@ def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings, *, vec: bool = False
         )
     else:
         yield Q("INSERT INTO embeddings (resource_id, seq, model, dim, vector) VALUES (?, ?, ?, ?, ?)", rows, "many")
-    packs: dict[str, list[tuple[int, str, bytes]]] = {}
-    for (rid, seq, vector), codes in zip(op.done, op.codes or (b"",) * len(op.done), strict=True):
-        if (rid, seq) in live:
-            packs.setdefault(rid, []).append((seq, live[rid, seq], codes or vector))
-    for rid, members in packs.items():
-        yield _pack(d, op, rid, members)
+    if op.codes:  # beside each vector, under its change-feed id (read_vectors reads them in its place)
+        yield Q(
+            "INSERT INTO embedding_codes (resource_id, id, model, seq, codes) SELECT ?, id, model, seq, ? "
+            "FROM embeddings WHERE resource_id = ? AND seq = ? AND model = ?",
+            [
+                (rid, codes, rid, seq, op.model)
+                for (rid, seq, _), codes in zip(op.done, op.codes, strict=True)
+                if (rid, seq) in live
+            ],
+            "many",
+        )
     yield Q("DELETE FROM embedding_queue WHERE resource_id = ? AND seq = ?", done, "many")
     yield Q(
         "UPDATE embedding_queue SET attempts = attempts + 1, error = ?, not_before = ? WHERE resource_id = ? AND seq = ?",
         [(error, later(d, op.now, after), rid, seq) for rid, seq, error, after in op.failed],
         "many",
-    )
-
-
-def _pack(d: Dialect, op: ops.FinishEmbeddings, rid: str, members: list[tuple[int, str, bytes]]) -> Q:
-    """The pack of one resource's vectors of a batch ``(seq, thread_id, codes or float32 vector)``.
-
-    Its id is the highest feed id of the batch's vectors, its ``first_id``
-    the lowest: every vector from that first pack on has a pack, so a load
-    reads vectors without one only below it. Without codes the pack holds
-    the float32 vectors (``coded`` 0), quantized at load and loaded before
-    every coded vector: a caller with no vector cache of its own (tests,
-    tools) stores without codes, the embedding worker always with them.
-    """
-    seqs = [seq for seq, _, _ in members]
-    threads = list(dict.fromkeys(thread_id for _, thread_id, _ in members))
-    thread_of = [threads.index(thread_id) for _, thread_id, _ in members]
-    if op.codes:  # each vector's hi, lo, hi scale, lo scale: planes of the lot (ops.PACK_PLANES)
-        cuts = (0, op.dim, 2 * op.dim, 2 * op.dim + 4, 2 * op.dim + 8)
-        value = b"".join(c[a:b] for a, b in itertools.pairwise(cuts) for _, _, c in members)
-    else:
-        value = b"".join(v for _, _, v in members)
-    return Q(
-        "INSERT INTO embedding_packs (resource_id, model, id, first_id, coded, seqs, threads, thread_of, value) "
-        "SELECT ?, ?, max(id), min(id), ?, ?, ?, ?, ? FROM embeddings WHERE resource_id = ? AND model = ? "
-        f"AND seq IN ({marks(len(seqs))})",
-        (
-            rid,
-            op.model,
-            1 if op.codes else 0,
-            struct.pack(f"<{len(seqs)}q", *seqs),
-            json.dumps(threads, separators=(",", ":")),
-            struct.pack(f"<{len(seqs)}i", *thread_of),
-            value,
-            rid,
-            op.model,
-            *seqs,
-        ),
-        "none",
     )
 
 
@@ -530,116 +490,55 @@ VECTOR_READ_CHUNK = 1_024
 def read_vectors(d: Dialect, op: ops.ReadVectors) -> Plan[ops.VectorRows]:
     """The vectors after ``op.after_id`` in a few large values: no Python object per vector.
 
-    Vectors the embedding worker stored with their codes come as packs
-    (``embedding_packs``, one row a batch: ~400 rows for 100k vectors), each
-    with its seqs and threads. Vectors with no pack (stored before packs)
-    lie below the resource's first pack and come as before
-    (``_read_unpacked``), and before the packs, so a later copy of a seq
-    wins. A pack stored without codes holds float32 vectors, which come with
-    the unpacked ones (quantized at load).
+    A vector stored with its codes (``embedding_codes``) comes as those
+    codes, half the bytes and already quantized; one stored before them
+    comes as float32, read only when the two tables' counts say some lack
+    codes. Each statement joins up to ``VECTOR_READ_CHUNK`` vectors into one
+    blob and their seqs into one text, in change-feed order; the threads
+    come apart, one row per thread. A resource's first read takes them from
+    ``events`` alone (its thread index holds them), not through a join per
+    vector.
     """
-    key = (op.resource_id, op.model)
-    start = max(0, op.after_id - d.feed_overlap) if op.after_id else 0
-    first = yield Q("SELECT min(first_id) FROM embedding_packs WHERE resource_id = ? AND model = ?", key, "one")
-    below = first[0]  # None: no pack at all
-    seqs: list[int] = []
-    blocks: list[bytes] = []
-    coded_seqs: list[int] = []
-    codes: list[bytes] = []
-    last_id = op.after_id
-    if below is None or start < below:
-        seqs, blocks, coded_seqs, codes, last_id = yield from _read_unpacked(d, op, start, below)
-    rows = yield Q(
-        "SELECT id, coded, seqs, threads, thread_of, value FROM embedding_packs "
-        "WHERE resource_id = ? AND model = ? AND id > ? ORDER BY id",
-        (*key, start),
-    )
-    packs: list[ops.VectorPack] = []
-    for pack_id, coded, pack_seqs, threads, thread_of, value in rows:
-        last_id = max(last_id, pack_id)
-        if coded:
-            packs.append(ops.VectorPack(bytes(pack_seqs), json.loads(threads), bytes(thread_of), bytes(value)))
-        else:  # float32: quantized at load, with the vectors that have no pack
-            seqs += struct.unpack(f"<{len(pack_seqs) // 8}q", pack_seqs)
-            blocks.append(bytes(value))
-    by_thread: dict[str, list[int]] = {}
-    if seqs or coded_seqs:
-        by_thread = yield from _threads(d, op, start)
-    return ops.VectorRows(
-        loose=seqs + coded_seqs,
-        vectors=blocks,
-        threads=by_thread,
-        last_id=last_id,
-        coded=len(coded_seqs),
-        codes=codes,
-        packs=packs,
-    )
-
-
-def _read_unpacked(
-    d: Dialect, op: ops.ReadVectors, start: int, below: int | None
-) -> Plan[tuple[list[int], list[bytes], list[int], list[bytes], int]]:
-    """The vectors past ``start`` and below feed id ``below`` (None: all), those with no pack: the
-    seqs and float32 blocks of those stored alone, the seqs and codes blocks of those stored with
-    their codes (``embedding_codes``, half the bytes, already quantized), and the last id.
-
-    Each statement joins up to ``VECTOR_READ_CHUNK`` vectors into one blob
-    and their seqs into one text, in change-feed order. One count says when
-    there is nothing to read (a resource whose vectors all have packs).
-    """
-    feed = (op.resource_id, op.model, start)
-    bound = "" if below is None else f" AND id < {int(below)}"
-    stored = yield Q(
-        f"SELECT count(*) FROM embeddings WHERE resource_id = ? AND model = ? AND id > ?{bound}", feed, "one"
-    )
-    if not stored[0]:
-        return [], [], [], [], op.after_id
-    coded = yield Q(
-        f"SELECT count(*) FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?{bound}", feed, "one"
+    feed = (op.resource_id, op.model, max(0, op.after_id - d.feed_overlap) if op.after_id else 0)
+    uncoded = yield Q(
+        "SELECT (SELECT count(*) FROM embeddings WHERE resource_id = ? AND model = ? AND id > ?) "
+        "- (SELECT count(*) FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?)",
+        (*feed, *feed),
+        "one",
     )
     seqs: list[int] = []
     blocks: list[bytes] = []
     last_id = op.after_id
-    if stored[0] > coded[0]:
+    if uncoded[0]:
         seqs, blocks, last_id = yield from _read_blocks(
             d,
             op,
-            f"SELECT id, seq, vector AS value FROM embeddings m WHERE resource_id = ? AND model = ? AND id > ?{bound} "
+            "SELECT id, seq, vector AS value FROM embeddings m WHERE resource_id = ? AND model = ? AND id > ? "
             "AND NOT EXISTS (SELECT 1 FROM embedding_codes c WHERE c.resource_id = m.resource_id AND c.id = m.id)",
         )
-    coded_seqs: list[int] = []
-    codes: list[bytes] = []
-    if coded[0]:
-        coded_seqs, codes, coded_last = yield from _read_blocks(
-            d,
-            op,
-            f"SELECT id, seq, codes AS value FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?{bound}",
-        )
-        last_id = max(last_id, coded_last)
-    return seqs, blocks, coded_seqs, codes, last_id
-
-
-def _threads(d: Dialect, op: ops.ReadVectors, start: int) -> Plan[dict[str, list[int]]]:
-    """Each thread's seqs, for the vectors read without a pack: one row per thread.
-
-    A resource's first read takes them from ``events`` alone (its thread
-    index holds them), not through a join per vector; a refresh, those of
-    the vectors past ``start``.
-    """
+    coded_seqs, codes, coded_last = yield from _read_blocks(
+        d, op, "SELECT id, seq, codes AS value FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?"
+    )
+    last_id = max(last_id, coded_last)
+    if not seqs and not coded_seqs:
+        return ops.VectorRows(seqs=[], vectors=[], threads={}, last_id=last_id)
     concat = "group_concat" if d.name == "sqlite" else "string_agg"
-    if op.after_id:
+    if op.after_id:  # a refresh: the threads of the new vectors alone
         rows = yield Q(
             f"SELECT e.thread_id, {concat}(CAST(e.seq AS TEXT), ',') FROM embeddings m "
             "JOIN events e ON e.resource_id = m.resource_id AND e.seq = m.seq "
             "WHERE m.resource_id = ? AND m.model = ? AND m.id > ? GROUP BY e.thread_id",
-            (op.resource_id, op.model, start),
+            (op.resource_id, op.model, max(0, op.after_id - d.feed_overlap)),
         )
     else:
         rows = yield Q(
             f"SELECT thread_id, {concat}(CAST(seq AS TEXT), ',') FROM events WHERE resource_id = ? GROUP BY thread_id",
             (op.resource_id,),
         )
-    return {thread_id: json.loads(f"[{text}]") for thread_id, text in rows}
+    threads = {thread_id: json.loads(f"[{text}]") for thread_id, text in rows}
+    return ops.VectorRows(
+        seqs=seqs + coded_seqs, vectors=blocks, threads=threads, last_id=last_id, coded=len(coded_seqs), codes=codes
+    )
 
 
 def _read_blocks(d: Dialect, op: ops.ReadVectors, rows: str) -> Plan[tuple[list[int], list[bytes], int]]:
@@ -704,7 +603,6 @@ def read_neighbours(d: Dialect, op: ops.ReadNeighbours) -> Plan[list[Message]]:
 def reindex(d: Dialect, op: ops.Reindex) -> Plan[int]:
     where, params = ("WHERE resource_id = ?", (op.resource_id,)) if op.resource_id is not None else ("", ())
     yield Q(f"DELETE FROM embeddings {where}", params, "none")
-    yield Q(f"DELETE FROM embedding_packs {where}", params, "none")
     rows = yield Q(
         f"SELECT resource_id, seq, role, content FROM events {where or 'WHERE 1 = 1'} AND kind = 'message'", params
     )

@@ -637,28 +637,6 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
         """
         ],
     ),
-    (
-        "0020_embedding_packs",
-        [
-            # A batch's vectors, one row per resource (see the SQLite migration).
-            """
-        CREATE TABLE embedding_packs (
-            resource_id text NOT NULL,
-            model       text NOT NULL,
-            id          bigint NOT NULL,
-            first_id    bigint NOT NULL,
-            coded       smallint NOT NULL,
-            seqs        bytea NOT NULL,
-            threads     text NOT NULL,
-            thread_of   bytea NOT NULL,
-            value       bytea NOT NULL,
-            PRIMARY KEY (resource_id, model, id)
-        );
-        -- Codes barely compress: stored out of line as they are, never tried.
-        ALTER TABLE embedding_packs ALTER COLUMN value SET STORAGE EXTERNAL;
-        """
-        ],
-    ),
 ]
 
 

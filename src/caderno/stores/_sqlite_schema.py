@@ -531,33 +531,6 @@ MIGRATIONS: list[_migrate.Migration] = [
             "CREATE INDEX embedding_codes_resource ON embedding_codes (resource_id, model, id)",
         ],
     ),
-    (
-        "0020_embedding_packs",
-        [
-            # One row per batch the embedding worker stores and resource: the
-            # codes of its vectors in the cache's own layout, their seqs and
-            # threads (the batch's thread ids, then an index into them a
-            # vector), under the batch's highest change-feed id. A cache's
-            # first load reads a few hundred rows for 100k vectors, not a row
-            # per vector; a later load reads the packs past its position.
-            # Vectors stored before it (or without codes) have no pack and
-            # load from embeddings and embedding_codes: those below the
-            # resource's lowest first_id. Stale copies (a vector deleted or
-            # stored again since) stay until a reindex or an erase.
-            """CREATE TABLE embedding_packs (
-                resource_id TEXT NOT NULL,
-                model       TEXT NOT NULL,
-                id          INTEGER NOT NULL,
-                first_id    INTEGER NOT NULL,
-                coded       INTEGER NOT NULL,
-                seqs        BLOB NOT NULL,
-                threads     TEXT NOT NULL,
-                thread_of   BLOB NOT NULL,
-                value       BLOB NOT NULL,
-                PRIMARY KEY (resource_id, model, id)
-            )""",
-        ],
-    ),
 ]
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -56,7 +55,6 @@ __all__ = [
     "ITEMS",
     "ITEM_VECTORS",
     "KEYS",
-    "PACK_PLANES",
     "ClaimItemEmbeddings",
     "DeleteItem",
     "FinishItemEmbeddings",
@@ -132,7 +130,6 @@ __all__ = [
     "SearchVectors",
     "SetImportance",
     "UpsertFact",
-    "VectorPack",
     "VectorRows",
     "WorkingMemoryUpdate",
     "WriteSummary",
@@ -173,53 +170,22 @@ class VectorRows:
     and the threads as one list per thread.
     """
 
-    loose: list[int]
-    """The seqs of the vectors without a pack, in change-feed order: those stored as float32
-    alone first, then those stored with their codes; a seq read twice (PostgreSQL's overlap
-    window) is there twice, and its later vector is the current one."""
+    seqs: list[int]
+    """The vectors' seqs in change-feed order, those stored as float32 alone first, then those
+    stored with their codes; a seq read twice (PostgreSQL's overlap window) is there twice, and
+    its later vector is the current one."""
     vectors: list[bytes]
-    """float32, row-major, in the order of ``loose``: the blocks together hold the first
-    ``len(loose) - coded`` vectors, each block a whole number of them."""
+    """float32, row-major, in the order of ``seqs``: the blocks together hold the first
+    ``len(seqs) - coded`` vectors, each block a whole number of them."""
     threads: dict[str, list[int]]
-    """Each thread's seqs: every seq of ``loose`` (unless deleted meanwhile), maybe others."""
+    """Each thread's seqs: every seq of ``seqs`` (unless deleted meanwhile), maybe others."""
     last_id: int
     """The change-feed position to read after next time."""
     coded: int = 0
-    """How many of ``loose``, the last ones, come as ``codes``."""
+    """How many of ``seqs``, the last ones, come as ``codes``."""
     codes: list[bytes] = field(default_factory=list)
-    """The codes stored beside those vectors (before packs), ``2 * dim + 8`` bytes a vector (the
-    vector cache's ``code_dtype``), in the order of ``loose``, each block a whole number."""
-    packs: list[VectorPack] = field(default_factory=list)
-    """Vectors stored with their codes a batch at a time (``FinishEmbeddings``), in change-feed
-    order, after all of ``loose``: a seq held twice keeps its copy from the latest pack. A pack
-    may hold vectors deleted or stored again since it was written; ``threads`` does not name
-    the seqs of packs (each carries its own)."""
-
-    @property
-    def seqs(self) -> list[int]:
-        """Every vector's seq in the order they come: ``loose``, then each pack's (made on each call;
-        the vector cache reads the packs' bytes instead)."""
-        return self.loose + [seq for pack in self.packs for seq in struct.unpack(f"<{len(pack.seqs) // 8}q", pack.seqs)]
-
-
-@dataclass(frozen=True, slots=True)
-class VectorPack:
-    """One batch's vectors of one resource, stored as one row: what a cache's load copies as it is."""
-
-    seqs: bytes
-    """Their seqs, little-endian int64."""
-    threads: list[str]
-    """The threads of the batch's messages."""
-    thread_of: bytes
-    """Each vector's thread, little-endian int32: its index in ``threads``."""
-    codes: bytes
-    """Their codes, planar (``PACK_PLANES``): every vector's ``hi`` level, then every ``lo``,
-    then the ``hi`` scales, then the ``lo`` scales (float32, little-endian)."""
-
-
-#: The order of the planes of a pack of ``n`` vectors of ``dim`` dimensions:
-#: the vector cache's own arrays, so its load is a straight copy of each.
-PACK_PLANES = ("hi", "lo", "hi_scale", "lo_scale")
+    """The codes stored beside those vectors (``FinishEmbeddings.codes``), ``2 * dim + 8`` bytes a
+    vector (the vector cache's ``code_dtype``), in the order of ``seqs``, each block a whole number."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,9 +490,8 @@ class FinishEmbeddings(Op[None]):
     failures ``(resource_id, seq, error, retry_after_seconds)``.
 
     ``codes``: empty, or each vector's quantized form (the vector cache's
-    ``quantize``), one per ``done`` in its order: stored together, one pack
-    per resource (``VectorRows.packs``), so a cache's first load reads a
-    row per batch instead of quantizing or reading each vector.
+    ``quantize``), one per ``done`` in its order, stored beside it so a
+    cache's first load reads these instead of quantizing the vectors.
     """
 
     writes: ClassVar[bool] = True
