@@ -20,12 +20,14 @@ demo: $(STAMP)
 	$(BIN)/caderno --db caderno-demo.db demo
 
 ## The whole test suite (starts PostgreSQL when it is installed but down),
-## after the type checker: the store port is a typed contract.
+## after the type checker (the store port is a typed contract) and the
+## TypeScript client's tests (Node's runner, against a real caderno serve).
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-pgbouncer.sh
 	bash scripts/ensure-chromium.sh
 	$(BIN)/mypy
+	bash scripts/test-typescript.sh
 	$(BIN)/python -m pytest -q
 
 ## Every benchmark of the README (about 30 minutes on 2 cores).
