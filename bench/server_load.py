@@ -349,7 +349,8 @@ async def run_http(
         # keep-alive timeout), and the wait for the embeddings is longer.
         async with session() as client:
             await asyncio.gather(*(seed_client(caller(client), i, seed) for i in range(CLIENTS)))
-        await pending_embeddings(url, wait=180)
+        if background != "off":  # with background work off nothing embeds them: no use waiting
+            await pending_embeddings(url, wait=180)
         async with session() as client:
             cpu0, own0 = cpu_seconds(server.pid), time.process_time()
             r = await drive(caller(client), routes)
