@@ -728,7 +728,7 @@ class AgentChat:
         if settings is None or not query:
             return None
         assert self.full is not None  # automatic recall is on only on a Memory
-        return await self.full.recall_plan(
+        return await self.full.turns.recall_plan(
             resource_id=resource_id,
             query=query,
             thread_id=thread_id,
@@ -746,7 +746,7 @@ class AgentChat:
         settings = self.recall
         assert settings is not None and self.full is not None
         shown = {m.id for m in history}
-        hits = await self.full.finish_recall(plan, results, top=settings.top + len(shown))
+        hits = await self.full.turns.finish_recall(plan, results, top=settings.top + len(shown))
         hits = [h for h in hits if h.message.id not in shown][: settings.top]
         if not hits:
             return None

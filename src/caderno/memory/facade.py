@@ -167,7 +167,9 @@ class Memory:
             self.run, consolidation or ConsolidationSettings(), self.facts.remember, self._background
         )
         """Summaries and fact extraction, and their settings (``caderno.memory.consolidation``)."""
-        self.turns = Turns(self.batch, self.supports, self.working_memory, self.indexer)
+        self.turns = Turns(
+            self.batch, self.supports, self.working_memory, self.indexer, self._recall_plan, self._finish_recall
+        )
         """A turn's snapshot and commit, for ``AgentChat``: internal (``caderno.memory.turns``)."""
         self.tasks = Tasks(self.run)
         """Scheduled tasks (``caderno.memory.state.Tasks``)."""
@@ -421,7 +423,7 @@ class Memory:
         Returns:
             Deduplicated hits in conversation order (thread, then sequence).
         """
-        plan = await self.recall_plan(
+        plan = await self._recall_plan(
             resource_id=resource_id,
             query=query,
             thread_id=thread_id,
@@ -435,9 +437,9 @@ class Memory:
             top=top,
             now=now,
         )
-        return await self.finish_recall(plan, await self.batch(plan.reads) if plan.reads else [])
+        return await self._finish_recall(plan, await self.batch(plan.reads) if plan.reads else [])
 
-    async def recall_plan(
+    async def _recall_plan(
         self,
         *,
         resource_id: str,
@@ -454,7 +456,8 @@ class Memory:
         now: datetime | None = None,
     ) -> RecallPlan:
         """``recall`` in two halves, for a caller that reads the legs inside a batch of its own (a turn
-        reads them with its context): the plan's ``reads``, then ``finish_recall`` with their results.
+        reads them with its context, through ``memory.turns.recall_plan``): the plan's ``reads``, then
+        ``_finish_recall`` with their results.
 
         Raises:
             UsageError: as ``recall``, before anything is read.
@@ -501,7 +504,7 @@ class Memory:
             now=utcnow() if now is None else now,
         )
 
-    async def finish_recall(self, plan: RecallPlan, results: list[Any], *, top: int | None = None) -> list[Recalled]:
+    async def _finish_recall(self, plan: RecallPlan, results: list[Any], *, top: int | None = None) -> list[Recalled]:
         """The hits of a ``recall_plan`` whose ``reads`` gave ``results`` (``top`` overrides the plan's)."""
         hits = await plan.finish(results, top=top)
         return [dataclasses.replace(h, message=detached([h.message])[0]) for h in hits]
