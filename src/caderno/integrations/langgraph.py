@@ -192,12 +192,7 @@ class CadernoStore(BaseStore):
                 ranked = op.query in queries
                 where, rest = _split_filter(op.filter or {})
                 if ranked and read_only and not rest:
-                    ranked_first[i] = port.ReadItemVectors(
-                        resource_id=self.resource_id,
-                        prefix=op.namespace_prefix,
-                        model=self.memory.embedder.name,
-                        where=where,
-                    )
+                    ranked_first[i] = self._vectors_read(op, where)
                     reads.append(ranked_first[i])
                     slots[i] = (len(reads) - 1, len(reads) - 1)
                     continue
@@ -209,13 +204,7 @@ class CadernoStore(BaseStore):
                 )
                 if ranked:
                     # The same snapshot as the items: a vector read here belongs to the value read here.
-                    vectors = port.ReadItemVectors(
-                        resource_id=self.resource_id,
-                        prefix=op.namespace_prefix,
-                        model=self.memory.embedder.name,
-                        where=where,
-                    )
-                    reads.append(vectors)
+                    reads.append(self._vectors_read(op, where))
                     slots[i] = (len(reads) - 2, len(reads) - 1)
                     continue
             elif isinstance(op, ListNamespacesOp):
@@ -279,6 +268,12 @@ class CadernoStore(BaseStore):
 
     # -- search and vectors -----------------------------------------------------------------
 
+    def _vectors_read(self, op: SearchOp, where: Any) -> port.ReadItemVectors:
+        """The read of the stored vectors of the items ``op`` searches that meet ``where``."""
+        return port.ReadItemVectors(
+            resource_id=self.resource_id, prefix=op.namespace_prefix, model=self.memory.embedder.name, where=where
+        )
+
     async def _rank_first(
         self, searches: dict[int, tuple[SearchOp, list[port.ItemVectors]]], query_vectors: dict[str, Any]
     ) -> dict[int, list[SearchItem]]:
@@ -328,17 +323,10 @@ class CadernoStore(BaseStore):
         if again:  # the whole read, in one snapshot
             reads: list[port.Op[Any]] = []
             for i in again:
-                op, stored = searches[i]
+                op = searches[i][0]
                 where, _ = _split_filter(op.filter or {})
                 reads.append(port.SearchItems(resource_id=self.resource_id, prefix=op.namespace_prefix, where=where))
-                reads.append(
-                    port.ReadItemVectors(
-                        resource_id=self.resource_id,
-                        prefix=op.namespace_prefix,
-                        model=self.memory.embedder.name,
-                        where=where,
-                    )
-                )
+                reads.append(self._vectors_read(op, where))
             done = await self.memory.batch(reads)
             for n, i in enumerate(again):
                 pages[i] = _search(searches[i][0], done[2 * n], done[2 * n + 1], query_vectors, ranked=True)

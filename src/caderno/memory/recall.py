@@ -41,7 +41,7 @@ import itertools
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -613,11 +613,11 @@ class Retriever:
     """
 
     def __init__(
-        self, run: Runner, indexer: Any, vectors: VectorIndex, batch: Any = None, supports: Any = None
+        self, run: Runner, indexer: Any, vectors: VectorIndex, batch: Any, supports: Callable[..., bool]
     ) -> None:
         self.run = run
-        self.batch = batch if batch is not None else _one_by_one(run)
-        self.supports: Any = supports or (lambda *kinds: False)
+        self.batch = batch
+        self.supports = supports
         self.indexer = indexer
         self.vectors = vectors
 
@@ -946,12 +946,3 @@ def _conversation_order(hits: list[Recalled]) -> list[Recalled]:
     for r in sorted(hits, key=lambda r: r.message.seq or 0):
         first.setdefault(r.thread_id, r.message.seq or 0)
     return sorted(hits, key=lambda r: (first[r.thread_id], r.message.seq or 0))
-
-
-def _one_by_one(run: Runner) -> Any:
-    """A batch runner over ``run``: each operation in its own transaction (a ``Retriever`` given no batch)."""
-
-    async def batch(items: list[ops.Op[Any]]) -> list[Any]:
-        return [await run(op) for op in items]
-
-    return batch

@@ -94,8 +94,8 @@ class Turns:
         supports: Callable[..., bool],
         working_memory: WorkingMemoryPart,
         indexer: Indexer,
-        recall_plan: Callable[..., Awaitable[Any]] | None = None,
-        finish_recall: Callable[..., Awaitable[Any]] | None = None,
+        recall_plan: Callable[..., Awaitable[Any]],
+        finish_recall: Callable[..., Awaitable[Any]],
     ) -> None:
         self._batch = batch
         self._supports = supports
@@ -108,12 +108,10 @@ class Turns:
     async def recall_plan(self, **recall: Any) -> Any:
         """A recall's first half for a turn (``Memory.recall``'s arguments, checked alike): its ``reads``
         ride in the turn's ``load(extra=…)``; ``finish_recall`` gives the hits from their results."""
-        assert self._recall_plan is not None
         return await self._recall_plan(**recall)
 
     async def finish_recall(self, plan: Any, results: list[Any], *, top: int | None = None) -> Any:
         """The hits of a ``recall_plan`` whose reads gave ``results`` (``top`` overrides the plan's)."""
-        assert self._finish_recall is not None
         return await self._finish_recall(plan, results, top=top)
 
     @contextlib.asynccontextmanager

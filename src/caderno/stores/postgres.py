@@ -262,17 +262,22 @@ async def _execute(conn: Any, q: Q) -> Any:
         # Without parameters the text goes as written: a migration's script
         # (several statements, a '%' of its own) is not a template.
         cur = await (conn.execute(to_pyformat(q.sql), q.params) if q.params else conn.execute(q.sql))
-        if q.fetch == "all":
-            return await cur.fetchall()
-        if q.fetch == "one":
-            return await cur.fetchone()
-        if q.fetch == "rowcount":
-            return cur.rowcount
-        return None
+        return await _fetched(cur, q.fetch)
     except psycopg.errors.UniqueViolation as exc:
         raise UniqueViolation(str(exc)) from exc
     except psycopg.errors.ForeignKeyViolation as exc:
         raise ForeignKeyViolation(str(exc)) from exc
+
+
+async def _fetched(cur: Any, fetch: str) -> Any:
+    """What a plan's query asked back from its cursor: every row, one, the row count, or nothing."""
+    if fetch == "all":
+        return await cur.fetchall()
+    if fetch == "one":
+        return await cur.fetchone()
+    if fetch == "rowcount":
+        return cur.rowcount
+    return None
 
 
 async def _run_pipelined(conn: Any, plans: list[Any]) -> list[Any]:
@@ -291,16 +296,7 @@ async def _run_pipelined(conn: Any, plans: list[Any]) -> list[Any]:
         async with conn.pipeline():
             cursors = {i: await conn.execute(to_pyformat(q.sql), q.params) for i, q in pending.items()}
         for i, q in list(pending.items()):
-            cur = cursors[i]
-            value = (
-                await cur.fetchall()
-                if q.fetch == "all"
-                else await cur.fetchone()
-                if q.fetch == "one"
-                else cur.rowcount
-                if q.fetch == "rowcount"
-                else None
-            )
+            value = await _fetched(cursors[i], q.fetch)
             try:
                 pending[i] = plans[i].send(value)
             except StopIteration as stop:
