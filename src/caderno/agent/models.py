@@ -4,6 +4,12 @@
 tests and the demo. ``OpenAIChatModel`` speaks the OpenAI chat-completions
 wire format (OpenAI, Ollama, vLLM, OpenRouter, LM Studio).
 
+A model may also stream: ``stream(messages, tools)`` yields ``Delta`` pieces
+as the upstream sends them, then the whole reply as one ``Message``.
+``stream_reply`` gives that shape for every model, so the memory proxy can
+forward an upstream's text as it comes (a model that cannot stream answers in
+one piece).
+
 A failed upstream call raises ``ModelError`` in caderno's own words ("the
 model call failed: HTTP 401 from the upstream"): the message reaches HTTP
 clients of the memory proxy, and an upstream's answer may quote the API key
@@ -17,9 +23,9 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core.clock import new_id
 from ..core.errors import MissingExtra, ModelError
@@ -27,7 +33,10 @@ from ..core.messages import Message, ToolCall
 from ..core.redact import redact_text, redact_url, secrets_of
 from .function_tools import ToolSpec
 
-__all__ = ["Model", "ModelRequest", "OpenAIChatModel", "ScriptedModel"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["Delta", "Model", "ModelRequest", "OpenAIChatModel", "ScriptedModel", "stream_reply"]
 
 log = logging.getLogger("caderno.model")
 
@@ -41,6 +50,69 @@ class Model(Protocol):
     """Given the prompt messages and tool specs, return one assistant message."""
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Message: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Delta:
+    """A piece of a streamed reply: text, or a piece of one tool call."""
+
+    content: str = ""
+    """A piece of the reply's text."""
+    call_index: int | None = None
+    """Which tool call of the reply this piece belongs to (the model's index); ``None`` for text."""
+    call_id: str | None = None
+    """The call's id, on the piece where it first arrives (its first, when the upstream sends one)."""
+    call_name: str | None = None
+    """The tool's name, on the piece where it first arrives (its first)."""
+    arguments: str = ""
+    """A piece of the call's JSON arguments text."""
+
+
+async def stream_reply(model: Model, messages: list[Message], tools: list[ToolSpec]) -> AsyncIterator[Delta | Message]:
+    """The model's reply as it arrives: ``Delta`` pieces, then the whole reply as one assistant ``Message``.
+
+    The ``Message`` comes last, exactly once. A model with a ``stream(messages,
+    tools)`` method (an async iterator of the same ``Delta | Message`` items) is
+    streamed; any other model's ``complete`` is awaited and its reply given as
+    one ``Delta`` for the text (none when it is empty), one per tool call, then
+    the ``Message``.
+
+    Raises:
+        ModelError: the model failed, or its stream broke the order above.
+    """
+    stream = getattr(model, "stream", None)
+    if not callable(stream):
+        reply = await model.complete(messages, tools)
+        for delta in _pieces(reply):
+            yield delta
+        yield reply
+        return
+    items = stream(messages, tools)
+    replied = False
+    try:
+        async for item in items:
+            if replied:
+                raise ModelError("the model's stream went on after its whole reply")
+            if isinstance(item, Message):
+                replied = True
+            elif not isinstance(item, Delta):
+                raise ModelError(f"the model's stream gave a {type(item).__name__}, not a Delta or a Message")
+            yield item
+    finally:
+        # Closed here, not by the garbage collector: an HTTP stream left open holds its connection.
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if not replied:
+        raise ModelError("the model's stream ended without its whole reply")
+
+
+def _pieces(reply: Message) -> list[Delta]:
+    """A finished reply as the pieces a stream of it would have given: its text, then each tool call whole."""
+    pieces = [Delta(content=reply.content)] if reply.content else []
+    for i, c in enumerate(reply.tool_calls or ()):
+        pieces.append(Delta(call_index=i, call_id=c.id, call_name=c.name, arguments=_arguments_text(c)))
+    return pieces
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,18 +158,15 @@ class ScriptedModel:
         return result
 
 
+def _arguments_text(c: ToolCall) -> str:
+    return c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
+
+
 def _to_wire(m: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.tool_calls:
         out["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {
-                    "name": c.name,
-                    "arguments": c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments),
-                },
-            }
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments_text(c)}}
             for c in m.tool_calls
         ]
         out["content"] = m.content or None
@@ -119,6 +188,115 @@ def _from_wire(message: dict[str, Any]) -> Message:
     return Message.assistant(message.get("content") or "", tool_calls=calls or None)
 
 
+def _with_usage(reply: Message, usage: Any) -> Message:
+    """``reply`` with the upstream's token counts in ``metadata["usage"]``, when it sent them."""
+    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+        # The model's own count: AgentChat sums it into the turn's usage.
+        counted = {
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
+        }
+        reply = reply.with_(metadata={**(reply.metadata or {}), "usage": counted})
+    return reply
+
+
+class _Malformed(Exception):
+    """An event of the upstream's stream that is not a chat-completion chunk (says why, for the log)."""
+
+    said = "the upstream's answer is not in the expected format"
+
+
+class _ErrorEvent(_Malformed):
+    """An error the upstream reported in its stream, after the answer began (its words go to the log)."""
+
+    said = "the upstream reported an error while answering"
+
+
+@dataclass
+class _Accumulated:
+    """What a chat-completion stream has said so far, gathered into the shape of a whole answer."""
+
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    last_call: int | None = None
+    usage: Any = None
+    choices: int = 0
+    """Chunks that carried the reply's choice: none means the stream held no reply."""
+
+    def add(self, chunk: Any) -> list[Delta]:
+        """Take one chunk in; return its pieces. Raises ``_Malformed`` for a chunk of the wrong shape."""
+        if not isinstance(chunk, dict):
+            raise _Malformed(f"a chunk that is not an object: {type(chunk).__name__}")
+        if chunk.get("error") is not None:  # how OpenAI and OpenRouter report a failure after the stream began
+            raise _ErrorEvent(f"an error in the stream: {json.dumps(chunk['error'])}")
+        if chunk.get("usage") is not None:
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise _Malformed(f"choices that are not a list: {json.dumps(choices)}")
+        deltas: list[Delta] = []
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # one choice is asked for; another index is not this reply
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise _Malformed(f"a delta that is not an object: {json.dumps(delta)}")
+            self.choices += 1
+            content = delta.get("content")
+            if content is not None and not isinstance(content, str):
+                raise _Malformed(f"content that is not text: {json.dumps(content)}")
+            if content:
+                self.text.append(content)
+                deltas.append(Delta(content=content))
+            calls = delta.get("tool_calls") or []
+            if not isinstance(calls, list):
+                raise _Malformed(f"tool_calls that are not a list: {json.dumps(calls)}")
+            deltas += [d for piece in calls if (d := self._call_piece(piece)) is not None]
+        return deltas
+
+    def _call_piece(self, piece: Any) -> Delta | None:
+        if not isinstance(piece, dict):
+            raise _Malformed(f"a tool call piece that is not an object: {json.dumps(piece)}")
+        fn = piece.get("function") or {}
+        if not isinstance(fn, dict):
+            raise _Malformed(f"a tool call piece of the wrong shape: {json.dumps(piece)}")
+        call_id, name, arguments = piece.get("id"), fn.get("name"), fn.get("arguments")
+        if not all(v is None or isinstance(v, str) for v in (call_id, name, arguments)):
+            raise _Malformed(f"a tool call piece of the wrong shape: {json.dumps(piece)}")
+        index = piece.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            if index is not None:
+                raise _Malformed(f"a tool call index that is not an integer: {json.dumps(piece)}")
+            # Some servers leave the index out: a new id starts the next call, anything else goes on the last.
+            known = any(c["id"] == call_id for c in self.calls.values())
+            if self.last_call is None or (call_id and not known):
+                index = max(self.calls, default=-1) + 1
+            else:
+                index = self.last_call
+        self.last_call = index
+        call = self.calls.setdefault(
+            index, {"id": None, "type": "function", "function": {"name": None, "arguments": ""}}
+        )
+        new_id = call_id if call_id and call["id"] is None else None
+        new_name = name if name and call["function"]["name"] is None else None
+        if new_id:
+            call["id"] = new_id
+        if new_name:
+            call["function"]["name"] = new_name
+        if arguments:
+            call["function"]["arguments"] += arguments
+        if new_id is None and new_name is None and not arguments:
+            return None
+        return Delta(call_index=index, call_id=new_id, call_name=new_name, arguments=arguments or "")
+
+    def message(self) -> dict[str, Any]:
+        """The whole answer's message, as a non-streamed answer would have carried it."""
+        out: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.calls:
+            out["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        return out
+
+
 class OpenAIChatModel:
     """OpenAI-compatible chat completions with tool calling (extra ``openai``).
 
@@ -130,7 +308,7 @@ class OpenAIChatModel:
         model: model name, e.g. ``"gpt-4o-mini"`` or ``"llama3.1"``.
         base_url: API root (default ``OPENAI_BASE_URL`` or the OpenAI API).
         api_key: bearer token (default ``OPENAI_API_KEY``; local servers need none).
-        timeout: seconds per request.
+        timeout: seconds per request (while streaming: the longest wait for the next piece).
     """
 
     def __init__(
@@ -154,36 +332,105 @@ class OpenAIChatModel:
         log.warning("model call to %s failed: %s", where, redact_text(detail, self._secrets))
         return ModelError(f"the model call failed: {said}")
 
-    async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Message:
+    def _transport_failure(self, exc: Exception) -> ModelError:
         import httpx
 
+        if isinstance(exc, httpx.TimeoutException):
+            return self._fail("the upstream did not answer in time", f"{type(exc).__name__}: {exc}")
+        return self._fail("the upstream could not be reached", f"{type(exc).__name__}: {exc}")
+
+    def _body(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         # ``store: false``: caderno owns the conversation, so the provider keeps no copy of it.
         body: dict[str, Any] = {"model": self.model, "messages": [_to_wire(m) for m in messages], "store": False}
         if tools:
             body["tools"] = [t.to_openai() for t in tools]
-        # ``from None`` throughout: a chained httpx error names the URL, password included.
-        try:
-            response = await self._client.post("/chat/completions", json=body)
-        except httpx.TimeoutException as exc:
-            raise self._fail("the upstream did not answer in time", f"{type(exc).__name__}: {exc}") from None
-        except httpx.HTTPError as exc:
-            raise self._fail("the upstream could not be reached", f"{type(exc).__name__}: {exc}") from None
+        return body
+
+    def _check_status(self, response: httpx.Response) -> None:
+        """Raise for an HTTP error status; the response's body must have been read (it goes to the log)."""
         if response.status_code >= 400:
             said = f"HTTP {response.status_code} from the upstream"
-            raise self._fail(said, f"HTTP {response.status_code}: {response.text[:LOGGED_BODY_CHARS]}") from None
+            raise self._fail(said, f"HTTP {response.status_code}: {response.text[:LOGGED_BODY_CHARS]}")
+
+    def _answer(self, response: httpx.Response) -> Message:
+        """A whole (non-streamed) chat-completion answer as the reply."""
         try:
             data = response.json()
             message = data["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             said = "the upstream's answer is not in the expected format"
             raise self._fail(said, f"{exc!r} in {response.text[:LOGGED_BODY_CHARS]}") from None
-        reply = _from_wire(message)
-        usage = data.get("usage") if isinstance(data, dict) else None
-        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-            # The model's own count: AgentChat sums it into the turn's usage.
-            counted = {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": int(usage.get("completion_tokens") or 0)}
-            reply = reply.with_(metadata={**(reply.metadata or {}), "usage": counted})
-        return reply
+        return _with_usage(_from_wire(message), data.get("usage") if isinstance(data, dict) else None)
+
+    async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Message:
+        import httpx
+
+        # ``from None`` throughout: a chained httpx error names the URL, password included.
+        try:
+            response = await self._client.post("/chat/completions", json=self._body(messages, tools))
+        except httpx.HTTPError as exc:
+            raise self._transport_failure(exc) from None
+        self._check_status(response)
+        return self._answer(response)
+
+    async def stream(self, messages: list[Message], tools: list[ToolSpec]) -> AsyncIterator[Delta | Message]:
+        """The reply as the upstream streams it: a ``Delta`` per piece, then the whole reply as a ``Message``.
+
+        The same request as ``complete`` with ``"stream": true`` (and the usage
+        asked for), read event by event. An upstream that answers with one JSON
+        object instead is read as a whole answer.
+
+        Raises:
+            ModelError: as ``complete`` does, and for a stream that is malformed or ends without a reply.
+        """
+        import httpx
+
+        body = self._body(messages, tools) | {"stream": True, "stream_options": {"include_usage": True}}
+        seen = _Accumulated()
+        # ``from None`` throughout: a chained httpx error names the URL, password included.
+        try:
+            async with self._client.stream("POST", "/chat/completions", json=body) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    self._check_status(response)
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if kind == "application/json" or kind.endswith("+json"):
+                    await response.aread()
+                    reply = self._answer(response)
+                    for delta in _pieces(reply):
+                        yield delta
+                    yield reply
+                    return
+                async for data in _events(response):
+                    if data == "[DONE]":
+                        break
+                    try:
+                        deltas = seen.add(json.loads(data))
+                    except ValueError as exc:
+                        raise self._fail(_Malformed.said, f"{exc!r} in the event {data[:LOGGED_BODY_CHARS]}") from None
+                    except _Malformed as exc:
+                        raise self._fail(exc.said, f"{exc} (the event: {data[:LOGGED_BODY_CHARS]})") from None
+                    for delta in deltas:
+                        yield delta
+        except httpx.HTTPError as exc:
+            raise self._transport_failure(exc) from None
+        if not seen.choices:
+            raise self._fail(_Malformed.said, "the stream ended without any choice")
+        yield _with_usage(_from_wire(seen.message()), seen.usage)
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[str]:
+    """The data of each server-sent event, as it arrives (comments, ids and event names skipped)."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:  # a last event the stream did not close with a blank line
+        yield "\n".join(data)
