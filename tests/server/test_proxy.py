@@ -178,8 +178,10 @@ async def test_streaming(proxy: Proxy) -> None:
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 1
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
+    assert len({c.id for c in chunks}) == 1  # one completion, streamed
     stored = await proxy.memory.get_messages(resource_id="alice", thread_id="s")
-    assert chunks[0].id == f"chatcmpl-{stored[-1].id}"
+    assert [(m.role, m.content) for m in stored] == [("user", "Tell me"), ("assistant", reply)]
+    assert proxy.upstream.requests[0]["stream"] is True  # the upstream streamed too
 
 
 async def test_sync_client_with_user_field(proxy: Proxy) -> None:
@@ -224,6 +226,9 @@ async def test_a_key_for_several_resources_names_one(proxy: Proxy) -> None:
     assert len(await proxy.memory.get_messages(resource_id="bob", thread_id="t")) == 2
 
 
+UNASKED = {"name": "weather", "arguments": "{}"}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "headers", "words"),
     [
@@ -231,10 +236,34 @@ async def test_a_key_for_several_resources_names_one(proxy: Proxy) -> None:
         (
             {
                 "messages": [{"role": "user", "content": "hi"}],
-                "tools": [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}],
+                "tools": [{"type": "function", "function": {"name": "recall", "parameters": {"type": "object"}}}],
             },
             {THREAD_HEADER: "t"},
-            "client-side tools are not supported by the proxy yet",
+            "one of caderno's own tools",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "web_search"}]},
+            {THREAD_HEADER: "t"},
+            "function tools only",
+        ),
+        (
+            {
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"type": "function", "function": {"name": "../etc"}}],
+            },
+            {THREAD_HEADER: "t"},
+            "a tool's name is 1 to 64",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "tool_calls": [{"id": "c9", "type": "function", "function": UNASKED}]},
+                    {"role": "tool", "content": "1", "tool_call_id": "c9"},
+                ]
+            },
+            {THREAD_HEADER: "t"},
+            "not waiting for tool results",
         ),
         (
             {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]},
@@ -247,7 +276,7 @@ async def test_a_key_for_several_resources_names_one(proxy: Proxy) -> None:
             "only text content",
         ),
     ],
-    ids=["no-thread", "client-tools", "nothing-new", "image"],
+    ids=["no-thread", "clashing-tool", "not-a-function", "bad-tool-name", "unasked-result", "nothing-new", "image"],
 )
 async def test_bad_requests_are_400_problems(
     proxy: Proxy, kwargs: dict[str, Any], headers: dict[str, str], words: str

@@ -37,10 +37,10 @@ import contextlib
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.clock import utcnow
@@ -65,11 +65,11 @@ from ..tools.recall import RECALL, thread_titles
 from ..tools.working_memory import UPDATE_WORKING_MEMORY, WM_SOURCE
 from .approval import Approval, ApprovalRequest, Approver, command_of, decide, default_prefix
 from .function_tools import Tool, ToolSpec, collect_tools
-from .idempotency import check_key, check_same, find_turn, turn_ids
-from .models import Model
+from .idempotency import IDEMPOTENCY_WINDOW, RETRY_WINDOW, check_key, check_same, find_repeat, find_turn, turn_ids
+from .models import Delta, Model, stream_reply
 from .task_tools import SCHEDULE
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "RecallSettings", "ToolCallRecord"]
+__all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "DeltaSink", "RecallSettings", "ToolCallRecord"]
 
 log = logging.getLogger("caderno.agent")
 
@@ -90,6 +90,9 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 RECALL_HEADER = "Remembered from earlier conversations"
+
+#: Receives a streamed turn's pieces as the model produces them (``ask(on_delta=...)``).
+DeltaSink = Callable[[Delta], Awaitable[None] | None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,7 +132,7 @@ class ChatResult:
     """What one ``ask`` produced."""
 
     reply: Message
-    """The final assistant message, as stored."""
+    """The turn's last assistant message, as stored: the answer, or the calls in ``pending``."""
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     """Every tool call of the turn, in order."""
     messages: list[Message] = field(default_factory=list)
@@ -144,8 +147,13 @@ class ChatResult:
     cut: list[dict[str, Any]] = field(default_factory=list)
     """Blocks dropped or shortened to fit the budget in the last model call."""
     replayed: bool = False
-    """The turn was stored by an earlier ``ask`` with the same idempotency key and returned as stored
-    (no model call; ``tool_calls`` and ``usage`` are then empty)."""
+    """The turn was stored by an earlier ``ask`` with the same idempotency key (or repeated by a
+    retry, see ``ask(retry=...)``) and returned as stored (no model call; ``tool_calls`` and
+    ``usage`` are then empty)."""
+    pending: list[ToolCall] = field(default_factory=list)
+    """Calls of the caller's own tools (``ask(client_tools=...)``) the turn stopped at: the caller
+    runs them and continues the turn with their results (``Message.tool``). Empty when the reply
+    is the answer."""
 
 
 class AgentChat:
@@ -357,6 +365,9 @@ class AgentChat:
         trusted: bool = False,
         instructions: str | None = None,
         idempotency_key: str | None = None,
+        client_tools: Sequence[ToolSpec] = (),
+        on_delta: DeltaSink | None = None,
+        retry: bool = False,
     ) -> ChatResult:
         """Run one turn and store it.
 
@@ -372,6 +383,34 @@ class AgentChat:
         no model; with other messages it raises ``KeyReused`` (see
         ``caderno.agent.idempotency`` for how long a key holds). The turn's
         messages get ids derived from the key, so they may not carry their own.
+
+        ``client_tools``: tools the caller runs itself (the memory proxy's
+        client's tools), offered to the model beside this chat's. When the
+        model calls one, the turn stops there: it is stored up to that step
+        (the caller's messages, the model's calls, the results of this chat's
+        own tools called in the same step) and ``ChatResult.pending`` holds
+        the calls to run. The caller continues the turn with another ``ask``
+        whose messages are their results (``Message.tool``, each answering a
+        pending call; every pending call answered): the model then sees the
+        step again with the results. A turn the caller never continues stays
+        stored up to its last complete step; the prompt leaves out a step
+        whose calls never got their results. A name that is one of this
+        chat's tools is refused (``UsageError``).
+
+        ``on_delta``: stream the turn: the model is asked to stream (models
+        with a ``stream`` method, see ``caderno.agent.models.stream_reply``)
+        and each piece of text, and each piece of a call of a
+        ``client_tools`` tool, is handed to ``on_delta`` as it arrives (a
+        call's ``call_index`` counted among the client's calls of that
+        reply). Calls of this chat's own tools are run between model steps
+        and not handed out. The turn is still stored once, at the end.
+
+        ``retry``: the caller says this may repeat a request already
+        answered (an HTTP client's automatic retry that sent no idempotency
+        key): when the thread's newest turn began with the same messages,
+        it is returned as stored (``replayed``) instead of being run again.
+        Tool results for calls the thread already holds results of are
+        always such a repeat.
 
         A turn that passes ``turn_timeout`` raises ``ModelError`` and stores
         nothing. A caller cancelled while the turn is committing does not
@@ -398,6 +437,8 @@ class AgentChat:
             check_key(idempotency_key)
             if any(m.id for m in messages):
                 raise UsageError("with an idempotency_key the turn's ids come from the key: send messages without ids")
+        theirs = self._client_tools(client_tools)
+        results = any(m.role == "tool" for m in messages)
         key = (resource_id, thread_id)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
@@ -407,6 +448,14 @@ class AgentChat:
                     stored = await find_turn(self.port, resource_id, thread_id, idempotency_key)
                     if stored is not None:
                         return self._replayed(check_same(stored, list(messages), idempotency_key))
+                elif retry or results:
+                    window = await self.port.get_messages(
+                        resource_id=resource_id, thread_id=thread_id, limit=IDEMPOTENCY_WINDOW
+                    )
+                    since = self.clock() - timedelta(seconds=RETRY_WINDOW)
+                    repeated = find_repeat(window, list(messages), since)
+                    if repeated is not None:
+                        return self._replayed(repeated)
                 turn = _Turn(
                     new=list(messages),
                     resource_id=resource_id,
@@ -415,6 +464,8 @@ class AgentChat:
                     instructions=instructions,
                     key=idempotency_key,
                     lease=lease,
+                    client_tools=theirs,
+                    on_delta=on_delta,
                 )
                 return await self._turn(turn)
         finally:
@@ -451,7 +502,21 @@ class AgentChat:
 
     def _replayed(self, stored: list[Message]) -> ChatResult:
         """A turn stored by an earlier ``ask`` with the same idempotency key, as that ask returned it."""
-        return ChatResult(reply=stored[-1], messages=stored, replayed=True)
+        return ChatResult(reply=_last_reply(stored), messages=stored, replayed=True, pending=_pending(stored))
+
+    def _client_tools(self, specs: Sequence[ToolSpec]) -> dict[str, ToolSpec]:
+        """The caller's tools by name; a name this chat's own tools use, or one given twice, is refused."""
+        ours = {*self.builtin_tools, *self.tools, SCHEDULE.name}
+        theirs: dict[str, ToolSpec] = {}
+        for spec in specs:
+            if spec.name in ours:
+                raise UsageError(
+                    f"the tool name {spec.name!r} is one of caderno's own tools (which run on the server); rename yours"
+                )
+            if spec.name in theirs:
+                raise UsageError(f"the tool name {spec.name!r} is declared twice")
+            theirs[spec.name] = spec
+        return theirs
 
     async def _turn(self, spec: _Turn) -> ChatResult:
         """Converse within the deadline, then commit (the commit is never cut short)."""
@@ -477,12 +542,13 @@ class AgentChat:
         if self.consolidate and self.full is not None and self.full.supports(*ops.CONSOLIDATION):
             self.full.consolidation.schedule(resource_id=resource_id, thread_id=thread_id)
         return ChatResult(
-            reply=stored[-1],
+            reply=_last_reply(stored),
             tool_calls=records,
             messages=stored,
             working_memory=final_state,
             usage=prompt.usage,
             cut=prompt.cut,
+            pending=_pending(stored),
         )
 
     async def _converse(self, spec: _Turn) -> tuple[list[Message], list[ToolCallRecord], _Held, Any, Any]:
@@ -499,6 +565,11 @@ class AgentChat:
         # Summarised turns show as their summary. A four-method adapter's messages may carry no
         # position (and it has no summaries): they are shown whole, in the order it returned them.
         history = [m for m in ctx.history if m.position is None or m.position > covered_to]
+        # A turn continued with the caller's tool results: the step that waits for them leaves the
+        # history and opens the turn's prompt (it is stored already; it is not stored again).
+        waiting, new = _continued(history, new)
+        if waiting:
+            history = history[: len(history) - len(waiting)]
         state = ctx.working_memory
         query = "\n".join(m.content for m in new if m.role == "user" and m.content)
         blocks = self.blocks(state)
@@ -523,19 +594,22 @@ class AgentChat:
             macros={m.key: m for m in ctx.macros},
         )
         builtin = self.builtin_tools
-        specs = self.tool_specs
+        specs = [*self.tool_specs, *spec.client_tools.values()]
         usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for _ in range(self.max_steps):
             prompt = build_prompt(
                 blocks=blocks,
                 history=history,
-                turn=turn,
+                turn=[*waiting, *turn],
                 max_tokens=self.max_context_tokens,
                 reply_reserve=self.reply_reserve,
                 count=self.token_counter,
             )
             try:
-                reply = await self.model.complete(prompt.messages, specs)
+                if spec.on_delta is None:
+                    reply = await self.model.complete(prompt.messages, specs)
+                else:
+                    reply = await _streamed(self.model, prompt.messages, specs, spec.client_tools, spec.on_delta)
             except CadernoError:
                 raise
             except Exception as exc:
@@ -559,6 +633,8 @@ class AgentChat:
             if not reply.tool_calls:
                 break
             for call in reply.tool_calls:
+                if call.name in spec.client_tools:
+                    continue  # the caller's to run: the turn stops after this step
                 record = await self._call(call, held, notebook, builtin, specs)
                 record = self._after_call(record, held, records)
                 records.append(record)
@@ -567,12 +643,15 @@ class AgentChat:
                     content += "\n\n" + record.hint
                 # A tool's output is no one's fault either: kept cleaned and cut, like the reply.
                 turn.append(storable_reply(Message.tool(content, tool_call_id=call.id, name=call.name)))
+            if any(call.name in spec.client_tools for call in reply.tool_calls):
+                break
         else:
             raise ModelError(
                 f"the turn did not finish within max_steps={self.max_steps} model calls; nothing was stored"
             )
-        final = turn[-1]
-        turn[-1] = final.with_(metadata={**(final.metadata or {}), "usage": usage})
+        # The turn's usage rides on its last assistant message (the answer, or the step that waits).
+        last = max(i for i, m in enumerate(turn) if m.role == "assistant")
+        turn[last] = turn[last].with_(metadata={**(turn[last].metadata or {}), "usage": usage})
         return turn, records, held, state, prompt
 
     async def _commit(
@@ -781,6 +860,10 @@ class _Turn:
     key: str | None
     lease: TurnLease | None = None
     """The thread's turn lease this turn holds (its commit checks it), if the store keeps leases."""
+    client_tools: dict[str, ToolSpec] = field(default_factory=dict)
+    """The caller's tools: offered to the model, run by the caller (the turn stops at a call of one)."""
+    on_delta: DeltaSink | None = None
+    """Where the streamed pieces go (``None``: the model is not streamed)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -796,6 +879,108 @@ class _Held:
     calls: list[macro_rules.ObservedCall] = field(default_factory=list)
     suggested: tuple[MacroKey, str, Any] | None = None
     used: list[MacroKey] = field(default_factory=list)
+
+
+def _last_reply(turn: Sequence[Message]) -> Message:
+    """The turn's last assistant message (a step that waits for the caller's tools may end in tool results)."""
+    return next((m for m in reversed(turn) if m.role == "assistant"), turn[-1])
+
+
+def _pending(turn: Sequence[Message]) -> list[ToolCall]:
+    """The calls of the turn's last assistant message that have no result in the turn: the caller's to run."""
+    reply = _last_reply(turn)
+    if reply.role != "assistant" or not reply.tool_calls:
+        return []
+    answered = {m.tool_call_id for m in turn if m.role == "tool"}
+    return [c for c in reply.tool_calls if c.id not in answered]
+
+
+def _continued(history: Sequence[Message], new: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+    """The stored step that the turn's tool results answer (``[]`` when there are none), and the new
+    messages with each result's tool name filled in from its call.
+
+    Raises:
+        UsageError: a result for a call the thread is not waiting for, a call left without its result,
+            or a result after a user message.
+    """
+    results = [m for m in new if m.role == "tool"]
+    if not results:
+        return [], list(new)
+    first_other = next((i for i, m in enumerate(new) if m.role != "tool"), len(new))
+    if any(m.role == "tool" for m in new[first_other:]):
+        raise UsageError("tool results come first in a turn, before any new user message")
+    at = next((i for i in range(len(history) - 1, -1, -1) if history[i].role != "tool"), -1)
+    step = history[at] if at >= 0 else None
+    if step is None or step.role != "assistant" or not step.tool_calls:
+        raise UsageError(
+            f"tool result for call {results[0].tool_call_id!r}, but the conversation is not waiting for tool results"
+        )
+    answered = {m.tool_call_id for m in history[at + 1 :]}
+    calls = {c.id: c for c in step.tool_calls if c.id not in answered}
+    sent = [m.tool_call_id or "" for m in results]
+    for call_id in sent:
+        if call_id not in calls:
+            raise UsageError(f"tool result for call {call_id!r}, which the conversation is not waiting for")
+    if len(set(sent)) != len(sent):
+        raise UsageError("two tool results answer the same call")
+    missing = sorted(set(calls) - set(sent))
+    if missing:
+        raise UsageError(f"the conversation waits for the results of every call; missing: {', '.join(missing)}")
+    named = [m.with_(name=calls[m.tool_call_id or ""].name) if m.role == "tool" and m.name is None else m for m in new]
+    return list(history[at:]), named
+
+
+async def _streamed(
+    model: Model, messages: list[Message], specs: list[ToolSpec], theirs: dict[str, ToolSpec], sink: DeltaSink
+) -> Message:
+    """One model call, streamed: text and the caller's calls go to ``sink`` as they come; the whole reply back.
+
+    A call's pieces are held until its name is known, then handed out only for the caller's tools,
+    numbered among the caller's calls of this reply (the caller never sees caderno's own calls).
+    """
+    names: dict[int, str] = {}
+    held: dict[int, list[Delta]] = {}
+    index: dict[int, int] = {}
+    reply: Message | None = None
+    async for item in stream_reply(model, messages, specs):
+        if isinstance(item, Message):
+            reply = item
+            continue
+        if item.call_index is None:
+            if item.content:
+                await _give(sink, item)
+            continue
+        at = item.call_index
+        if item.call_name and at not in names:
+            names[at] = item.call_name
+        if at not in names:
+            held.setdefault(at, []).append(item)
+            continue
+        if names[at] not in theirs:
+            held.pop(at, None)
+            continue
+        first = at not in index
+        index.setdefault(at, len(index))
+        pieces = [*held.pop(at, []), item]  # what came before the name, joined into the first piece
+        await _give(
+            sink,
+            Delta(
+                call_index=index[at],
+                call_id=next((p.call_id for p in pieces if p.call_id), None),
+                call_name=names[at] if first else None,
+                arguments="".join(p.arguments for p in pieces),
+            ),
+        )
+    if reply is None:
+        raise ModelError("the model's stream ended without a reply")
+    return reply
+
+
+async def _give(sink: DeltaSink, delta: Delta) -> None:
+    """Hand one piece to the sink (sync or async)."""
+    done = sink(delta)
+    if done is not None:
+        await done
 
 
 def _add_usage(usage: dict[str, int], reply: Message, prompt: list[Message], count: TokenCounter) -> None:

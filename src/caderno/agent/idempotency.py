@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..core.errors import Conflict, UsageError
@@ -38,9 +39,11 @@ __all__ = [
     "IDEMPOTENCY_HEADER",
     "IDEMPOTENCY_WINDOW",
     "MAX_IDEMPOTENCY_KEY",
+    "RETRY_WINDOW",
     "KeyReused",
     "check_key",
     "check_same",
+    "find_repeat",
     "find_turn",
     "same_messages",
     "spent",
@@ -52,6 +55,11 @@ __all__ = [
 #: same thread (a turn with tools is ~5-20 messages); the search is one
 #: indexed read of that many rows.
 IDEMPOTENCY_WINDOW = 200
+#: How old a thread's newest turn may be and still be the answer to a retry that sent no key
+#: (``find_repeat``). The OpenAI SDKs retry a failed or timed-out request after a backoff of
+#: seconds, and their default timeout is 10 minutes: 15 minutes covers the latest retry, while
+#: a user who says the same words again a quarter of an hour later gets a new turn.
+RETRY_WINDOW = 15 * 60
 #: Longest key accepted. Clients send a UUID (36 characters) or a prefixed one
 #: (``stainless-python-retry-<uuid>``, 59); 255 leaves room and bounds the hash input.
 MAX_IDEMPOTENCY_KEY = 255
@@ -131,12 +139,35 @@ def check_same(stored: Sequence[Message], sent: Sequence[Message], key: str) -> 
 
 
 def same_messages(stored: Sequence[Message], sent: Sequence[Message]) -> bool:
-    """Whether the stored messages are the ones sent again (role, text, name, tool calls), in order."""
+    """Whether the stored messages are the ones sent again (role, text, name, tool calls), in order.
+
+    A tool result sent without a tool name matches the stored one (whose name was filled in from its call).
+    """
     if len(stored) < len(sent):
         return False
-    return all(_shape(a) == _shape(b) for a, b in zip(stored, sent, strict=False))
+    return all(_shape(a, b.role == "tool" and b.name is None) == _shape(b) for a, b in zip(stored, sent, strict=False))
 
 
-def _shape(m: Message) -> tuple[Any, ...]:
+def find_repeat(window: Sequence[Message], sent: Sequence[Message], since: datetime) -> list[Message] | None:
+    """The thread's newest turn when ``sent`` repeats its first messages (oldest first), else None.
+
+    For a retry that carries no key: the request is matched to the newest turn
+    only (no user message stored after the matched ones), never to an older
+    turn that happened to say the same thing, and, unless it answers tool calls
+    (their ids name the step), only to a turn stored after ``since``.
+    """
+    n = len(sent)
+    for start in range(len(window) - n, -1, -1):
+        if same_messages(window[start : start + n], sent):
+            rest = window[start + n :]
+            first = window[start]
+            recent = first.role == "tool" or (first.created_at is not None and first.created_at >= since)
+            return None if not recent or any(m.role == "user" for m in rest) else list(window[start:])
+        if window[start].role == "user" and start + n < len(window):
+            return None  # past the newest turn's first message
+    return None
+
+
+def _shape(m: Message, unnamed: bool = False) -> tuple[Any, ...]:
     calls = tuple((c.id, c.name, repr(c.arguments)) for c in m.tool_calls or ())
-    return (m.role, m.content, m.name, m.tool_call_id, calls)
+    return (m.role, m.content, None if unnamed else m.name, m.tool_call_id, calls)
