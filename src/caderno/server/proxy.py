@@ -86,32 +86,45 @@ is the one configured for the server, and it decides which tools to call.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import re
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
-from ..agent.idempotency import IDEMPOTENCY_HEADER, KeyReused
+from ..agent.idempotency import KeyReused
 from ..agent.models import Delta
 from ..core.clock import new_id
 from ..core.errors import UsageError
-from ..core.messages import Message, ToolCall, ToolSpec
-from ..core.records import ApiKey
+from ..core.messages import Message, ToolSpec
 from ..core.validate import check_id
-from . import problems
-from .auth import CurrentKey, require
-from .problems import problem
+from .auth import CurrentKey
+from .proxy_turn import (
+    MAX_CLIENT_TOOLS,
+    MAX_INSTRUCTIONS_CHARS,
+    MAX_REQUEST_CHARS,
+    RESOURCE_HEADER,
+    THREAD_HEADER,
+    ClientReadableErrors,
+    ProxyTurn,
+    check_instructions,
+    check_size,
+    client_tool,
+    key_reused,
+    no_model,
+    replay_pieces,
+    resource_for,
+    sse,
+    stream_error,
+    usage_of,
+    wire_call,
+)
+from .responses import router as responses_router
 
 if TYPE_CHECKING:
-    from ..agent.chat import AgentChat, ChatResult
+    from ..agent.chat import ChatResult
 
 __all__ = [
     "MAX_CLIENT_TOOLS",
@@ -119,66 +132,10 @@ __all__ = [
     "MAX_REQUEST_CHARS",
     "RESOURCE_HEADER",
     "THREAD_HEADER",
-    "ProxyTurn",
     "install_proxy",
 ]
 
-log = logging.getLogger("caderno.server.proxy")
-
-#: Names the resource when the key reaches more than one.
-RESOURCE_HEADER = "X-Caderno-Resource"
-#: Names the conversation (else the request's ``user`` field).
-THREAD_HEADER = "X-Caderno-Thread"
-#: Most characters of a request's messages, all together. Clients resend the whole
-#: conversation; 1,000,000 characters is ~250k tokens, past the context window of the
-#: models the proxy fronts, so a longer request could not reach the model whole anyway.
-MAX_REQUEST_CHARS = 1_000_000
-#: Most characters of the instructions (the request's system and developer messages,
-#: joined). Real system prompts are a few thousand characters; 100,000 (~25k tokens)
-#: leaves room for long ones, and they are resent on every model call of the turn.
-MAX_INSTRUCTIONS_CHARS = 100_000
-#: Characters per content delta when a stored answer is sent as a stream (a retry's replayed turn).
-STREAM_PIECE = 32
-#: Most tools a request may declare (the OpenAI API's own limit): each is resent on every model call.
-MAX_CLIENT_TOOLS = 128
-#: The header the OpenAI SDKs put on a request they send again (0 on the first try).
-RETRY_COUNT_HEADER = "x-stainless-retry-count"
-
 _INSTRUCTION_ROLES = ("system", "developer")
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
-
-
-class ClientReadableErrors(APIRoute):
-    """Problems of the proxy's routes also carry a top-level ``message``.
-
-    The body stays the app's problem+json (same status, ``type`` and
-    ``detail``); the extra member is where OpenAI clients look for the text
-    they put in their exception (``body.get("error", body)["message"]``), so
-    an SDK user reads "name the conversation: …" rather than "Error code: 400".
-    """
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except Exception as exc:
-                render = next(
-                    (
-                        request.app.exception_handlers[c]
-                        for c in type(exc).__mro__
-                        if c in request.app.exception_handlers
-                    ),
-                    None,
-                )
-                if render is None:
-                    raise
-                response: Response = await render(request, exc)
-                return problems.with_message(response)
-
-        return route
-
 
 router = APIRouter(route_class=ClientReadableErrors)
 
@@ -205,9 +162,7 @@ class ChatCompletionRequest(BaseModel):
 
 
 def install_proxy(app: FastAPI) -> None:
-    """Add the proxy's routes to ``app`` (pass it in ``create_app(routers=[...])``)."""
-    from .responses import router as responses_router
-
+    """Add the proxy's routes, chat completions and the Responses API, to ``app`` (``create_app(routers=[...])``)."""
     app.state.proxy_chat = None
     app.state.proxy_turns = set()
     app.include_router(router)
@@ -234,9 +189,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, key: C
     if too_large is not None:
         return too_large
     instructions, new = split_messages(body.messages)
-    if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
-        detail = f"the instructions (system messages) may be at most {MAX_INSTRUCTIONS_CHARS} characters"
-        return problems.with_message(problem(413, "too-large", "Request too large", detail))
+    too_long = check_instructions(instructions)
+    if too_long is not None:
+        return too_long
     turn = ProxyTurn.start(
         request,
         model,
@@ -258,99 +213,6 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, key: C
     return StreamingResponse(_chunks(turn, first, name, include_usage), media_type="text/event-stream")
 
 
-class ProxyTurn:
-    """One proxy request's ``AgentChat`` turn, run apart from the request (shielded), streamed or not.
-
-    A turn outlives a client that goes away: it runs to its end and is stored
-    once (see the module docstring). Streamed, the model's pieces queue here
-    as they arrive; ``first_pieces`` waits for the first of them (or the end,
-    whose error is then the request's), ``pieces`` gives the rest as they come.
-    """
-
-    _END = object()
-
-    def __init__(self, task: asyncio.Future[ChatResult], queue: asyncio.Queue[Any]) -> None:
-        self.task = task
-        self.queue = queue
-
-    @classmethod
-    def start(
-        cls,
-        request: Request,
-        model: Any,
-        *,
-        messages: list[Message],
-        resource_id: str,
-        thread_id: str,
-        instructions: str | None,
-        client_tools: list[ToolSpec],
-        stream: bool,
-    ) -> ProxyTurn:
-        """Start the turn: the request's ``Idempotency-Key`` and the SDK's retry mark go with it."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        retries = request.headers.get(RETRY_COUNT_HEADER, "0")
-        task = asyncio.ensure_future(
-            _chat(request.app, model).ask(
-                messages=messages,
-                resource_id=resource_id,
-                thread_id=thread_id,
-                instructions=instructions,
-                idempotency_key=request.headers.get(IDEMPOTENCY_HEADER),
-                client_tools=client_tools,
-                on_delta=queue.put_nowait if stream else None,
-                retry=retries.isdigit() and int(retries) > 0,
-            )
-        )
-        running: set[asyncio.Future[Any]] = request.app.state.proxy_turns
-        running.add(task)
-        task.add_done_callback(lambda done: _settle(running, done))
-        task.add_done_callback(lambda _: queue.put_nowait(cls._END))
-        return cls(task, queue)
-
-    async def result(self) -> ChatResult:
-        """The stored turn (its error, when it failed)."""
-        return await asyncio.shield(self.task)
-
-    async def first_pieces(self) -> list[Delta]:
-        """The first streamed pieces, once one has arrived; raises the turn's error if it failed before any."""
-        item = await self.queue.get()
-        if item is self._END:
-            self.queue.put_nowait(item)
-            await self.result()  # raises the turn's error: the request still gets a normal problem response
-            return []
-        return [item]
-
-    async def pieces(self) -> AsyncIterator[Delta]:
-        """The streamed pieces still to come, as they arrive, until the turn ends."""
-        while (item := await self.queue.get()) is not self._END:
-            yield item
-        self.queue.put_nowait(self._END)
-
-
-def no_model() -> Response:
-    """The 503 of a server without a model."""
-    detail = "the memory proxy needs a model: set [model] in caderno.toml"
-    return problems.with_message(problem(503, "no-model", "No model configured", detail))
-
-
-def key_reused(exc: KeyReused) -> Response:
-    """The 422 of an idempotency key sent again with other messages."""
-    return problems.with_message(problem(422, "idempotency-key-reused", "Idempotency key reused", str(exc)))
-
-
-def stream_error(exc: BaseException) -> dict[str, Any]:
-    """What a client reads when a turn fails after its stream began: the problem it would have had."""
-    body = json.loads(bytes(problems.for_error(exc).body))
-    return {"message": body["detail"], "type": body["type"].rsplit("/", 1)[-1], "code": body["status"]}
-
-
-def _settle(running: set[asyncio.Future[Any]], turn: asyncio.Future[Any]) -> None:
-    """Forget a finished turn; one whose client left is logged, not left as an unread exception."""
-    running.discard(turn)
-    if not turn.cancelled() and turn.exception() is not None:
-        log.info("a proxy turn failed: %s", type(turn.exception()).__name__)
-
-
 def _texts(messages: list[dict[str, Any]]) -> int:
     """Characters of the messages' text (counted before anything is built)."""
     total = 0
@@ -363,28 +225,6 @@ def _texts(messages: list[dict[str, Any]]) -> int:
     return total
 
 
-def check_size(chars: int, tools: list[ToolSpec]) -> Response | None:
-    """A 413 problem when the request's text and tools pass ``MAX_REQUEST_CHARS``; a 400 past ``MAX_CLIENT_TOOLS``."""
-    if len(tools) > MAX_CLIENT_TOOLS:
-        raise UsageError(f"a request may declare at most {MAX_CLIENT_TOOLS} tools, not {len(tools)}")
-    total = chars + sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
-    if total <= MAX_REQUEST_CHARS:
-        return None
-    detail = f"the request holds {total} characters; the proxy takes at most {MAX_REQUEST_CHARS} per request"
-    return problems.with_message(problem(413, "too-large", "Request too large", detail))
-
-
-def client_tool(name: Any, description: Any, parameters: Any, where: str) -> ToolSpec:
-    """A client's function tool, checked: a name of 1-64 letters, digits, ``_`` or ``-``; an object schema."""
-    if not isinstance(name, str) or _TOOL_NAME.fullmatch(name) is None:
-        raise UsageError(f"{where}: a tool's name is 1 to 64 letters, digits, '_' or '-', not {name!r:.80}")
-    if description is not None and not isinstance(description, str):
-        raise UsageError(f"{where}: a tool's description is text")
-    if parameters is not None and not isinstance(parameters, dict):
-        raise UsageError(f"{where}: a tool's parameters are a JSON Schema object")
-    return ToolSpec(name=name, description=description or "", parameters=parameters or {"type": "object"})
-
-
 def _chat_tool(tool: Any, index: int) -> ToolSpec:
     """A chat-completions tool declaration (``{"type": "function", "function": {...}}``)."""
     where = f"tools[{index}]"
@@ -393,15 +233,6 @@ def _chat_tool(tool: Any, index: int) -> ToolSpec:
         raise UsageError(f"{where}: the proxy passes function tools only, not {kind!r}")
     fn = tool["function"]
     return client_tool(fn.get("name"), fn.get("description"), fn.get("parameters"), where)
-
-
-def resource_for(key: ApiKey, named: str | None) -> str:
-    """The resource a request acts for: named by the header (checked), else the key's only one."""
-    if named:
-        return require(key, check_id(named, "resource id"))
-    if not key.admin and len(key.resources) == 1:
-        return key.resources[0]
-    raise UsageError(f"this key reaches several resources: name one with the header {RESOURCE_HEADER}")
 
 
 def split_messages(messages: list[dict[str, Any]]) -> tuple[str | None, list[Message]]:
@@ -457,41 +288,6 @@ def _text(content: Any, index: int) -> str:
     raise UsageError(f"messages[{index}]: content must be text or a list of text parts")
 
 
-def _chat(app: FastAPI, model: Any) -> AgentChat:
-    """The app's one ``AgentChat``: every request shares it, whatever its system prompt.
-
-    The instructions travel with each turn (``ask(instructions=…)``), so
-    nothing per prompt is kept: a stream of distinct (or huge) system
-    prompts holds no memory after their turns. One shared instance also
-    means one per-thread lock per conversation, whatever prompt its
-    requests send (across servers, the thread's turn lease in the database
-    orders turns, and the notebook snapshot is stored with the thread). (Building an
-    ``AgentChat`` costs ~25 µs; the cache of one per prompt it replaces
-    saved nothing worth its memory.)
-    """
-    from ..agent.chat import AgentChat
-    from ..memory.turns import TURN_WAIT
-
-    chat: AgentChat | None = app.state.proxy_chat
-    if chat is None or chat.model is not model:
-        chat = AgentChat(
-            model=model,
-            memory=app.state.memory,
-            notebook=True,  # the database notebook: every server shows the same one
-            turn_wait=getattr(app.state, "turn_wait", TURN_WAIT),
-            recall=True,
-            schedule_tool=True,
-        )
-        app.state.proxy_chat = chat
-    return chat
-
-
-def wire_call(call: ToolCall) -> dict[str, Any]:
-    """A tool call as the chat-completions wire writes it (arguments as JSON text)."""
-    arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, ensure_ascii=False)
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
-
-
 def completion_object(result: ChatResult, model: str) -> dict[str, Any]:
     """The turn's answer (or the client's calls it stopped at) as an OpenAI ``chat.completion`` object."""
     reply = result.reply
@@ -514,29 +310,6 @@ def completion_object(result: ChatResult, model: str) -> dict[str, Any]:
         ],
         "usage": usage_of(reply),
     }
-
-
-def usage_of(reply: Message) -> dict[str, int]:
-    """The turn's tokens (every model call of the turn, summed), from the stored reply's metadata."""
-    usage = (reply.metadata or {}).get("usage") or {}
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def replay_pieces(result: ChatResult) -> list[Delta]:
-    """A stored answer as stream pieces: its text in ``STREAM_PIECE`` characters, then the client's calls."""
-    text = result.reply.content
-    pieces = [Delta(content=text[i : i + STREAM_PIECE]) for i in range(0, len(text), STREAM_PIECE)]
-    for i, call in enumerate(result.pending):
-        arguments = wire_call(call)["function"]["arguments"]
-        pieces.append(Delta(call_index=i, call_id=call.id, call_name=call.name, arguments=arguments))
-    return pieces
-
-
-def sse(data: dict[str, Any]) -> str:
-    """One server-sent event's ``data:`` line."""
-    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 async def _chunks(turn: ProxyTurn, first: list[Delta], model: str, include_usage: bool) -> AsyncIterator[str]:

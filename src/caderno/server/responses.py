@@ -76,15 +76,13 @@ from ..core.errors import NotFound, UsageError
 from ..core.messages import Message, ToolCall, ToolSpec
 from ..core.validate import check_id
 from ..stores import ops
-from . import problems
 from .auth import CurrentKey
-from .problems import problem
-from .proxy import (
-    MAX_INSTRUCTIONS_CHARS,
+from .proxy_turn import (
     RESOURCE_HEADER,
     THREAD_HEADER,
     ClientReadableErrors,
     ProxyTurn,
+    check_instructions,
     check_size,
     client_tool,
     key_reused,
@@ -163,9 +161,9 @@ async def create_response(body: ResponsesRequest, request: Request, key: Current
         return too_large
     system, new = split_items(items)
     instructions = "\n\n".join(s for s in [body.instructions, *system] if s) or None
-    if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
-        detail = f"the instructions (and system items) may be at most {MAX_INSTRUCTIONS_CHARS} characters"
-        return problems.with_message(problem(413, "too-large", "Request too large", detail))
+    too_long = check_instructions(instructions)
+    if too_long is not None:
+        return too_long
     thread_id = await _thread_for(body, request, resource_id)
     turn = ProxyTurn.start(
         request,
