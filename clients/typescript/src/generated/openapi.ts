@@ -577,9 +577,29 @@ export interface paths {
         put?: never;
         /**
          * OpenAI-compatible chat completion with memory
-         * @description One turn of the conversation the request names, answered as a ``chat.completion``.
+         * @description One step of the conversation the request names, answered as a ``chat.completion``.
          */
         post: operations["chat_completions_v1_chat_completions_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/responses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * OpenAI Responses API with memory
+         * @description One step of the conversation the request names, answered as a ``response`` object.
+         */
+        post: operations["create_response_v1_responses_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -936,6 +956,49 @@ export interface components {
                 number,
                 number
             ] | null;
+        };
+        /**
+         * ResponsesRequest
+         * @description The fields of a Responses API request the endpoint reads; others are accepted and ignored.
+         */
+        ResponsesRequest: {
+            /** Input */
+            input: string | unknown[];
+            /** Instructions */
+            instructions?: string | null;
+            /** Tools */
+            tools?: unknown[] | null;
+            /**
+             * Stream
+             * @default false
+             */
+            stream?: boolean;
+            /** Previous Response Id */
+            previous_response_id?: string | null;
+            /** Conversation */
+            conversation?: string | {
+                [key: string]: unknown;
+            } | null;
+            /** User */
+            user?: string | null;
+            /** Model */
+            model?: string | null;
+            /** Store */
+            store?: boolean | null;
+            /** Tool Choice */
+            tool_choice?: unknown;
+            /** Parallel Tool Calls */
+            parallel_tool_calls?: boolean | null;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /** Background */
+            background?: boolean | null;
+            /** Prompt */
+            prompt?: unknown;
+        } & {
+            [key: string]: unknown;
         };
         /** Status */
         Status: {
@@ -3564,6 +3627,39 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["ChatCompletionRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    create_response_v1_responses_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResponsesRequest"];
             };
         };
         responses: {
