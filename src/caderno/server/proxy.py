@@ -112,6 +112,7 @@ from .proxy_turn import (
     check_instructions,
     check_size,
     client_tool,
+    content_text,
     key_reused,
     no_model,
     replay_pieces,
@@ -273,19 +274,7 @@ def split_messages(messages: list[dict[str, Any]]) -> tuple[str | None, list[Mes
 
 def _text(content: Any, index: int) -> str:
     """A message's text: a string, or the text parts of a content array."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise UsageError(f"messages[{index}]: only text content is supported by the proxy, not {kind!r}")
-            parts.append(part["text"])
-        return "\n".join(parts)
-    raise UsageError(f"messages[{index}]: content must be text or a list of text parts")
+    return content_text(content, f"messages[{index}]", ("text",))
 
 
 def completion_object(result: ChatResult, model: str) -> dict[str, Any]:

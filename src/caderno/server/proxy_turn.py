@@ -45,6 +45,7 @@ __all__ = [
     "check_instructions",
     "check_size",
     "client_tool",
+    "content_text",
     "key_reused",
     "no_model",
     "replay_pieces",
@@ -305,3 +306,24 @@ def replay_pieces(result: ChatResult) -> list[Delta]:
 def sse(data: dict[str, Any]) -> str:
     """One server-sent event's ``data:`` line."""
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def content_text(content: Any, where: str, kinds: tuple[str, ...]) -> str:
+    """A message's text: a string, or the parts of a content array whose ``type`` is one of ``kinds``, joined.
+
+    Raises:
+        UsageError: any other part (an image, a file, audio) or content, naming ``where``.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") not in kinds or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise UsageError(f"{where}: only text content is supported by the proxy, not {kind!r:.80}")
+            parts.append(part["text"])
+        return "\n".join(parts)
+    raise UsageError(f"{where}: content must be text or a list of text parts")

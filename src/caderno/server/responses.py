@@ -85,6 +85,7 @@ from .proxy_turn import (
     check_instructions,
     check_size,
     client_tool,
+    content_text,
     key_reused,
     no_model,
     replay_pieces,
@@ -307,23 +308,7 @@ def _kind(item: Any, index: int) -> str:
 
 def _text(content: Any, index: int) -> str:
     """An item's text: a string, or the text parts of a content array."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if (
-                not isinstance(part, dict)
-                or part.get("type") not in _TEXT_PARTS
-                or not isinstance(part.get("text"), str)
-            ):
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise UsageError(f"input[{index}]: only text content is supported by the proxy, not {kind!r:.80}")
-            parts.append(part["text"])
-        return "\n".join(parts)
-    raise UsageError(f"input[{index}]: content must be text or a list of text parts")
+    return content_text(content, f"input[{index}]", _TEXT_PARTS)
 
 
 def _chars(items: list[Any]) -> int:
