@@ -170,3 +170,20 @@ async def serving(app: Any) -> AsyncIterator[str]:
     """Serve ``app`` on a free loopback port, in this event loop; yield its base URL."""
     async with serving_app(app) as (host, port):
         yield f"http://{host}:{port}"
+
+
+@contextlib.asynccontextmanager
+async def proxy_in_front(memory: Any, upstream: Upstream) -> AsyncIterator[str]:
+    """caderno's app with the memory proxy over ``memory``, its model the scripted ``upstream``; yield its base URL."""
+    from caderno.agent.models import OpenAIChatModel
+    from caderno.server import create_app
+    from caderno.server.proxy import install_proxy
+
+    async with serving(upstream.app()) as up:
+        model = OpenAIChatModel(model="scripted-1", base_url=f"{up}/v1", api_key="upstream-secret")
+        app = create_app(memory, model=model, background=False, routers=[install_proxy])
+        try:
+            async with serving(app) as base_url:
+                yield base_url
+        finally:
+            await model.aclose()

@@ -21,13 +21,11 @@ agents = pytest.importorskip("agents")
 openai = pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
-from _upstream import Upstream, call, serving, text  # noqa: E402
+from _upstream import Upstream, call, proxy_in_front, text  # noqa: E402
 from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool  # noqa: E402
 
 import caderno  # noqa: E402
-from caderno.agent.models import OpenAIChatModel  # noqa: E402
-from caderno.server import create_app  # noqa: E402
-from caderno.server.proxy import THREAD_HEADER, install_proxy  # noqa: E402
+from caderno.server.proxy import THREAD_HEADER  # noqa: E402
 from caderno.server.responses import thread_of  # noqa: E402
 
 #: No trace leaves the process (the SDK would export them to OpenAI); per run, not the SDK's global switch.
@@ -48,15 +46,11 @@ async def household(tmp_path: Path) -> AsyncIterator[Household]:
     upstream = Upstream()
     memory = await caderno.connect(f"sqlite:///{tmp_path / 'household.db'}", embedder=None)
     token, _ = await memory.keys.create(resources=["household"], name="budget app")
-    async with serving(upstream.app()) as up:
-        model = OpenAIChatModel(model="scripted-1", base_url=f"{up}/v1", api_key="upstream-secret")
-        app = create_app(memory, model=model, background=False, routers=[install_proxy])
-        try:
-            async with serving(app) as base_url:
-                yield Household(memory=memory, upstream=upstream, base_url=base_url, token=token)
-        finally:
-            await model.aclose()
-            await memory.close()
+    try:
+        async with proxy_in_front(memory, upstream) as base_url:
+            yield Household(memory=memory, upstream=upstream, base_url=base_url, token=token)
+    finally:
+        await memory.close()
 
 
 def budget_agent(household: Household, ran: list[str]) -> Agent[Any]:

@@ -20,7 +20,7 @@ openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
-from _upstream import Upstream, call, serving, text  # noqa: E402
+from _upstream import Upstream, call, proxy_in_front, serving, text  # noqa: E402
 
 import caderno  # noqa: E402
 from caderno.agent.models import OpenAIChatModel  # noqa: E402
@@ -55,14 +55,8 @@ async def proxy(tmp_path: Path) -> AsyncIterator[Proxy]:
     token, _ = await memory.keys.create(resources=["alice"], name="app")
     other, _ = await memory.keys.create(resources=["bob"], name="bob's app")
     both, _ = await memory.keys.create(resources=["alice", "bob"], name="family")
-    async with serving(upstream.app()) as up:
-        model = OpenAIChatModel(model="scripted-1", base_url=f"{up}/v1", api_key="upstream-secret")
-        app = create_app(memory, model=model, background=False, routers=[install_proxy])
-        try:
-            async with serving(app) as base_url:
-                yield Proxy(memory=memory, upstream=upstream, base_url=base_url, token=token, other=other, both=both)
-        finally:
-            await model.aclose()
+    async with proxy_in_front(memory, upstream) as base_url:
+        yield Proxy(memory=memory, upstream=upstream, base_url=base_url, token=token, other=other, both=both)
 
 
 async def test_turn_is_stored_and_tools_run_server_side(proxy: Proxy) -> None:

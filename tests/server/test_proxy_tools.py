@@ -21,12 +21,10 @@ pytest.importorskip("fastapi")
 openai = pytest.importorskip("openai")
 
 import httpx  # noqa: E402
-from _upstream import Upstream, call, calls, events, serving, text  # noqa: E402
+from _upstream import Upstream, call, calls, events, proxy_in_front, text  # noqa: E402
 
 import caderno  # noqa: E402
-from caderno.agent.models import OpenAIChatModel  # noqa: E402
-from caderno.server import create_app  # noqa: E402
-from caderno.server.proxy import THREAD_HEADER, install_proxy  # noqa: E402
+from caderno.server.proxy import THREAD_HEADER  # noqa: E402
 
 BUDGET = {
     "type": "function",
@@ -66,15 +64,11 @@ async def proxy(tmp_path: Path) -> AsyncIterator[Proxy]:
     upstream = Upstream()
     memory = await caderno.connect(f"sqlite:///{tmp_path / 'proxy.db'}", embedder=None)
     token, _ = await memory.keys.create(resources=["casa"], name="household app")
-    async with serving(upstream.app()) as up:
-        model = OpenAIChatModel(model="scripted-1", base_url=f"{up}/v1", api_key="upstream-secret")
-        app = create_app(memory, model=model, background=False, routers=[install_proxy])
-        try:
-            async with serving(app) as base_url:
-                yield Proxy(memory=memory, upstream=upstream, base_url=base_url, token=token)
-        finally:
-            await model.aclose()
-            await memory.close()
+    try:
+        async with proxy_in_front(memory, upstream) as base_url:
+            yield Proxy(memory=memory, upstream=upstream, base_url=base_url, token=token)
+    finally:
+        await memory.close()
 
 
 def budget_total(arguments: str) -> str:

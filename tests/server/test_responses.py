@@ -21,12 +21,10 @@ openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
-from _upstream import Upstream, call, calls, events, serving, text  # noqa: E402
+from _upstream import Upstream, call, calls, events, proxy_in_front, text  # noqa: E402
 
 import caderno  # noqa: E402
-from caderno.agent.models import OpenAIChatModel  # noqa: E402
-from caderno.server import create_app  # noqa: E402
-from caderno.server.proxy import MAX_INSTRUCTIONS_CHARS, MAX_REQUEST_CHARS, THREAD_HEADER, install_proxy  # noqa: E402
+from caderno.server.proxy import MAX_INSTRUCTIONS_CHARS, MAX_REQUEST_CHARS, THREAD_HEADER  # noqa: E402
 from caderno.server.responses import response_id, thread_of  # noqa: E402
 
 BUDGET_TOOL = {
@@ -63,15 +61,11 @@ async def proxy(tmp_path: Path) -> AsyncIterator[Proxy]:
     memory = await caderno.connect(f"sqlite:///{tmp_path / 'responses.db'}", embedder=None)
     token, _ = await memory.keys.create(resources=["alice"], name="app")
     other, _ = await memory.keys.create(resources=["bob"], name="bob's app")
-    async with serving(upstream.app()) as up:
-        model = OpenAIChatModel(model="scripted-1", base_url=f"{up}/v1", api_key="upstream-secret")
-        app = create_app(memory, model=model, background=False, routers=[install_proxy])
-        try:
-            async with serving(app) as base_url:
-                yield Proxy(memory=memory, upstream=upstream, base_url=base_url, token=token, other=other)
-        finally:
-            await model.aclose()
-            await memory.close()
+    try:
+        async with proxy_in_front(memory, upstream) as base_url:
+            yield Proxy(memory=memory, upstream=upstream, base_url=base_url, token=token, other=other)
+    finally:
+        await memory.close()
 
 
 async def test_text_in_text_out_and_the_thread_goes_on(proxy: Proxy) -> None:
