@@ -271,3 +271,22 @@ async def test_tool_results_sent_twice_are_stored_once(proxy: Proxy) -> None:
     twice = await client.chat.completions.create(model="m", messages=follow, tools=[BUDGET])
     assert twice.choices[0].message.content == once.choices[0].message.content == "R$ 6.778,30."
     assert len(proxy.upstream.requests) == 2 and len(await proxy.thread("duas-vezes")) == 4
+
+
+async def test_a_turn_paused_on_one_server_goes_on_on_another(proxy: Proxy, tmp_path: Path) -> None:
+    """Nothing of a paused turn is kept in a server: a second server on the same database continues it."""
+    proxy.upstream.script = [call("budgetTotal", {"month": "2026-06"}, "call_b"), text("R$ 6.778,30.")]
+    first = await proxy.client("dois").chat.completions.create(model="m", messages=[ASK], tools=[BUDGET])
+    follow = [
+        ASK,
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": "call_b", "content": "6778.3"},
+    ]
+    async with await caderno.connect(f"sqlite:///{tmp_path / 'proxy.db'}", embedder=None) as memory:
+        async with proxy_in_front(memory, proxy.upstream) as other:
+            client = openai.AsyncOpenAI(
+                base_url=f"{other}/v1", api_key=proxy.token, default_headers={THREAD_HEADER: "dois"}, max_retries=0
+            )
+            final = await client.chat.completions.create(model="m", messages=follow, tools=[BUDGET])
+    assert final.choices[0].message.content == "R$ 6.778,30."
+    assert [role for role, *_ in await proxy.thread("dois")] == ["user", "assistant", "tool", "assistant"]
