@@ -290,3 +290,16 @@ async def test_a_turn_paused_on_one_server_goes_on_on_another(proxy: Proxy, tmp_
             final = await client.chat.completions.create(model="m", messages=follow, tools=[BUDGET])
     assert final.choices[0].message.content == "R$ 6.778,30."
     assert [role for role, *_ in await proxy.thread("dois")] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_streamed_retry_with_the_same_key_streams_the_stored_answer(proxy: Proxy) -> None:
+    proxy.upstream.script = [text("Uma resposta guardada, longa o bastante para vir em pedaços.")]
+    client = proxy.client("replay")
+    headers = {"Idempotency-Key": "b5f0f6c4-7f0e-4d5e-8a4a-3f6f1c2d9e01"}
+    ask = [{"role": "user", "content": "oi"}]
+    answers = []
+    for _ in range(2):
+        stream = await client.chat.completions.create(model="m", messages=ask, stream=True, extra_headers=headers)
+        answers.append("".join([c.choices[0].delta.content or "" async for c in stream if c.choices]))
+    assert answers == ["Uma resposta guardada, longa o bastante para vir em pedaços."] * 2
+    assert len(proxy.upstream.requests) == 1 and len(await proxy.thread("replay")) == 2
