@@ -1,4 +1,4 @@
-"""PostgreSQL for the tests: a throw-away schema per test in caderno_test.
+"""PostgreSQL for the tests: a schema of its own per test in caderno_test (``SchemaPool``, ``pg_schema``).
 
 `make test` (scripts/ensure-postgres.sh) starts the server when it is
 installed but down and creates the `caderno` role and `caderno_test`
@@ -48,13 +48,212 @@ def pg_schema(base: str | None = None, *, via: str | None = None) -> Iterator[st
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{name}"')
     try:
-        if via is not None:
-            yield f"{via}{'&' if '?' in via else '?'}schema={name}&pooler=transaction"
-        else:
-            yield f"{url}{'&' if '?' in url else '?'}schema={name}"
+        yield _schema_url(url, name, via)
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+def _schema_url(url: str, name: str, via: str | None) -> str:
+    if via is not None:
+        return f"{via}{'&' if '?' in via else '?'}schema={name}&pooler=transaction"
+    return f"{url}{'&' if '?' in url else '?'}schema={name}"
+
+
+# -- Migrated schemas, emptied and handed to the next test -------------------------------------
+
+#: What a schema holds besides its rows, one ``(kind, name, definition)`` row per object: relations,
+#: columns, constraints, indexes, triggers (and whether they fire), functions and sequences.
+#: With the applied migrations, two schemas that give the same rows are the same schema.
+_SHAPE = """
+WITH rel AS MATERIALIZED (
+    SELECT c.oid, c.relname::text AS name, c.relkind FROM pg_class c WHERE c.relnamespace = %(ns)s::regnamespace
+)
+SELECT 'relation', r.name, r.relkind::text FROM rel r
+UNION ALL
+SELECT 'column', r.name || '.' || a.attname,
+       concat_ws(' ', format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid),
+                 a.attidentity, a.attgenerated)
+FROM rel r JOIN pg_attribute a ON a.attrelid = r.oid
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT 'constraint', r.name || '.' || c.conname, pg_get_constraintdef(c.oid)
+FROM rel r JOIN pg_constraint c ON c.conrelid = r.oid
+UNION ALL
+SELECT 'index', r.name, pg_get_indexdef(i.indexrelid) FROM rel r JOIN pg_index i ON i.indexrelid = r.oid
+UNION ALL
+SELECT 'trigger', r.name || '.' || t.tgname, pg_get_triggerdef(t.oid) || ' ' || t.tgenabled::text
+FROM rel r JOIN pg_trigger t ON t.tgrelid = r.oid WHERE NOT t.tgisinternal
+UNION ALL
+SELECT 'function', p.oid::regprocedure::text, pg_get_functiondef(p.oid)
+FROM pg_proc p WHERE p.pronamespace = %(ns)s::regnamespace AND p.prokind IN ('f', 'p')
+UNION ALL
+SELECT 'sequence', r.name, concat_ws(' ', s.seqtypid, s.seqstart, s.seqincrement, s.seqmax, s.seqmin, s.seqcycle)
+FROM rel r JOIN pg_sequence s ON s.seqrelid = r.oid
+"""
+
+#: Added to ``_SHAPE`` once a schema is known to be migrated: its applied migrations, the tables
+#: holding rows (``{probe}``, one ``EXISTS`` per table) and the sequences a test has drawn from.
+_STATE = """
+UNION ALL
+SELECT 'migration', name, '' FROM {schema}.schema_migrations
+{probe}
+UNION ALL
+SELECT 'in-use', r.name, 'sequence' FROM rel r
+WHERE CASE WHEN r.relkind = 'S' THEN pg_sequence_last_value(r.oid) END IS NOT NULL
+"""
+
+Shape = set[tuple[str, str, str]]
+
+#: Set (to any value) to give each test a new schema that its own first open migrates, as before the pool:
+#: for a suspected leak from one test into the next.
+FRESH_SCHEMAS = "CADERNO_TEST_FRESH_SCHEMAS"
+
+
+def _migrate_alone(url: str) -> None:
+    """Open ``url`` with caderno once (it migrates), in a thread of its own: never inside a test's event loop."""
+    import asyncio
+    import threading
+
+    import caderno
+
+    failed: list[BaseException] = []
+
+    async def migrate() -> None:
+        memory = await caderno.connect(url, embedder=None)
+        await memory.close()
+
+    def run() -> None:
+        try:
+            asyncio.run(migrate())
+        except BaseException as exc:  # re-raised in the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
+
+
+class SchemaPool:
+    """Schemas of one server for the backend fixtures, each test's as a freshly migrated one looks, migrated once.
+
+    Migrating a new schema (19 migrations of DDL) took ~0.1 s of the ~0.15 s
+    a PostgreSQL test spent on its schema, and ~650 tests ask for one. So
+    a schema a test is done with is emptied and kept for the next test: if
+    it has exactly the shape of a schema caderno has just migrated (same
+    relations, columns, constraints, indexes, triggers, functions, sequences
+    and applied migrations), the tables holding rows are truncated and the
+    sequences drawn from restarted, in one transaction; indexes caderno
+    added as it ran (the per-dimension HNSW ones) are dropped. The next test
+    then opens a schema that holds nothing but the latest migrations, as a
+    fresh one does once its first open has migrated it. Any other
+    difference (a test altered the schema, or never opened it), or any
+    error, and the schema is dropped, as every schema was before. Tests
+    about migrating a fresh schema use ``pg_schema``.
+    """
+
+    def __init__(self, base: str) -> None:
+        import psycopg
+
+        self.base = base
+        self._free: list[str] = []
+        self._fresh: Shape | None = None
+        self._tables: list[str] = []
+        #: Schemas handed out new (and migrated by their test), and emptied ones handed out again.
+        self.made = self.reused = 0
+        self._admin = psycopg.connect(base, autocommit=True)
+        # Catalog reads of a few hundred rows: a parallel plan only adds its workers' start.
+        self._admin.execute("SET max_parallel_workers_per_gather = 0")
+
+    def close(self) -> None:
+        """Drop the schemas kept for a next test."""
+        with self._admin:
+            for name in self._free:
+                self._admin.execute(f'DROP SCHEMA "{name}" CASCADE')
+        self._free.clear()
+
+    @contextmanager
+    def schema(self, *, via: str | None = None) -> Iterator[str]:
+        """An emptied schema's URL from the pool, else a new (unmigrated) one's; kept for the next test after."""
+        if os.environ.get(FRESH_SCHEMAS):
+            with pg_schema(self.base, via=via) as url:
+                yield url
+            return
+        if self._free:
+            name = self._free.pop()
+            self.reused += 1
+        else:
+            name = f"t_{uuid.uuid4().hex[:16]}"
+            self._admin.execute(f'CREATE SCHEMA "{name}"')
+            self.made += 1
+        try:
+            yield _schema_url(self.base, name, via)
+        finally:
+            self._recycle(name)
+
+    def _recycle(self, name: str) -> None:
+        import psycopg
+
+        fresh = self._reference()
+        try:
+            # A test that leaves a connection holding a lock gets the old behaviour: DROP waits for it.
+            self._admin.execute("SET lock_timeout = '5s'")
+            if self._empty(name, fresh):
+                self._free.append(name)
+                return
+        except psycopg.Error:
+            if self._admin.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self._admin.execute("ROLLBACK")
+        finally:
+            self._admin.execute("RESET lock_timeout")
+        self._admin.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+    def _read(self, name: str) -> tuple[Shape, set[tuple[str, str]]]:
+        """The shape of schema ``name`` (its name written ``$schema``), and which of its tables and sequences are in use."""
+        probe = "".join(
+            f"\nUNION ALL SELECT 'in-use', '{t}', 'table' WHERE EXISTS (SELECT FROM \"{name}\".\"{t}\")"
+            for t in self._tables
+        )
+        query = _SHAPE + _STATE.format(schema=f'"{name}"', probe=probe)
+        rows = self._admin.execute(query, {"ns": f'"{name}"'}, prepare=True).fetchall()
+        shape = {(kind, obj.replace(name, "$schema"), text.replace(name, "$schema")) for kind, obj, text in rows}
+        shape = {row for row in shape if row[0] != "in-use"}
+        return shape, {(obj, text) for kind, obj, text in rows if kind == "in-use"}
+
+    def _reference(self) -> Shape:
+        """The shape of a schema caderno has just migrated (made on first need, then dropped)."""
+        if self._fresh is None:
+            name = f"t_{uuid.uuid4().hex[:16]}"
+            self._admin.execute(f'CREATE SCHEMA "{name}"')
+            try:
+                _migrate_alone(_schema_url(self.base, name, None))
+                self._fresh, _ = self._read(name)
+            finally:
+                self._admin.execute(f'DROP SCHEMA "{name}" CASCADE')
+            tables = {obj for kind, obj, text in self._fresh if (kind, text) == ("relation", "r")}
+            self._tables = sorted(tables - {"schema_migrations"})  # the migrations are part of the shape
+        return self._fresh
+
+    def _empty(self, name: str, fresh: Shape) -> bool:
+        """Make ``name`` hold what a freshly migrated schema (``fresh``) holds; False (nothing done) where it cannot."""
+        shape, in_use = self._read(name)
+        added = {obj for kind, obj, _ in shape - fresh if kind == "index"}
+        # An added index is a relation too, with a column per key; nothing else may differ.
+        allowed = {row for row in shape if row[0] in ("index", "relation") and row[1] in added}
+        allowed |= {row for row in shape if row[0] == "column" and row[1].split(".")[0] in added}
+        if fresh - shape or shape - fresh - allowed:
+            return False
+        steps = [f'DROP INDEX "{name}"."{index}"' for index in sorted(added)]
+        tables = sorted(obj for obj, what in in_use if what == "table")
+        if tables:  # CASCADE: PostgreSQL refuses to truncate a table another (empty) one references
+            steps.append("TRUNCATE " + ", ".join(f'"{name}"."{t}"' for t in tables) + " CASCADE")
+        steps += [f'ALTER SEQUENCE "{name}"."{obj}" RESTART' for obj, what in sorted(in_use) if what == "sequence"]
+        if steps:
+            self._admin.execute("BEGIN; " + "; ".join(steps) + "; COMMIT")
+        return True
 
 
 PGVECTOR_MISSING = (

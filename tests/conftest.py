@@ -16,7 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _dict_store import DictStore  # noqa: E402
 from _pg import (  # noqa: E402
+    PG_URL,
     Replicated,
+    SchemaPool,
     pg_schema,
     pgbouncer,
     pgbouncer_installed,
@@ -64,6 +66,24 @@ def pgvector_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def pgvector_schemas(pgvector_url: str) -> Iterator[SchemaPool]:
+    """The pgvector server's schemas for the backend fixtures (``SchemaPool``: emptied, not re-migrated, per test)."""
+    pool = SchemaPool(pgvector_url)
+    yield pool
+    record_figure("pgvector schemas", f"pgvector schemas: {pool.made} made, {pool.reused} emptied and used again")
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_schemas() -> Iterator[SchemaPool]:
+    """The test PostgreSQL's schemas for the backend fixtures (``SchemaPool``: emptied, not re-migrated, per test)."""
+    pool = SchemaPool(PG_URL)
+    yield pool
+    record_figure("postgres schemas", f"postgres schemas: {pool.made} made, {pool.reused} emptied and used again")
+    pool.close()
+
+
+@pytest.fixture(scope="session")
 def pgbouncer_url() -> Iterator[str | None]:
     """PgBouncer in transaction mode in front of the test PostgreSQL, for the whole session; None without pgbouncer.
 
@@ -89,12 +109,12 @@ def _fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     elif request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'caderno.db'}"
     elif request.param == "pgvector":
-        with pg_schema(request.getfixturevalue("pgvector_url")) as url:
+        with request.getfixturevalue("pgvector_schemas").schema() as url:
             yield url
     else:
         require_postgres()
-        # The schema is made and dropped directly; the store reaches it through the pooler.
-        with pg_schema(via=request.getfixturevalue("pgbouncer_url")) as url:
+        # The schema is made and emptied directly; the store reaches it through the pooler.
+        with request.getfixturevalue("postgres_schemas").schema(via=request.getfixturevalue("pgbouncer_url")) as url:
             yield url
 
 
