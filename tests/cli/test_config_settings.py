@@ -162,10 +162,10 @@ async def test_serve_consolidates_with_the_fast_model(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", [["serve", "--port", "0"], ["worker"]], ids=["serve", "worker"])
 async def test_a_host_consolidates_every_configured_interval(tmp_path: Path, command: list[str]) -> None:
-    """A second pass comes after ``consolidation_interval_hours`` (here 3.6 s), not after the default 6 hours."""
+    """A second pass comes after ``consolidation_interval_hours`` (here 1.08 s), not after the default 6 hours."""
     db = tmp_path / "i.db"
     await seed(db)
-    toml = write(tmp_path, "consolidation_interval_hours = 0.001\n")
+    toml = write(tmp_path, "consolidation_interval_hours = 0.0003\n")
     log = (tmp_path / "out.log").open("w")
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "caderno.cli", "--db", str(db), "--config", str(toml),
