@@ -198,9 +198,9 @@ def test_threads_create_and_update(db: Path) -> None:
         return next(t for t in listed if t["id"] == "viagem")
 
     assert cli("threads", "update", "casa", "viagem", "--title", "Porto", db=db).returncode == 0
-    assert (viagem()["title"], viagem()["metadata"]) == ("Porto", {"mes": "maio"})
+    assert (listed := viagem())["title"] == "Porto" and listed["metadata"] == {"mes": "maio"}
     assert cli("threads", "update", "casa", "viagem", "--metadata", "null", db=db).returncode == 0
-    assert (viagem()["title"], viagem()["metadata"]) == ("Porto", None)
+    assert (listed := viagem())["title"] == "Porto" and listed["metadata"] is None
     cleared = cli("threads", "update", "casa", "viagem", "--clear-title", "--json", db=db)
     assert json.loads(cleared.stdout)["title"] is None
     for args, message in [
