@@ -180,7 +180,7 @@ async def test_http_mount_inside_serve_scopes_tools_to_the_key(tmp_path: Path) -
         text=True,
     )
     try:
-        wait_healthy(server, base, seconds=60, pause=0.1, what="the server")
+        wait_healthy(server, base, seconds=60, what="the server")
         url = f"{base}/mcp"
         assert httpx.post(url, json={}).status_code == 401
         assert httpx.post(url, json={}, headers={"Authorization": "Bearer cad_nope"}).status_code == 401

@@ -47,7 +47,7 @@ def test_serve_answers_with_a_cli_key_and_stops_cleanly_on_sigterm(tmp_path: Pat
         text=True,
     )
     try:
-        wait_healthy(server, base, seconds=30, pause=0.1, what="the server")
+        wait_healthy(server, base, seconds=30, what="the server")
         headers = {"authorization": f"Bearer {token}"}
         made = httpx.post(f"{base}/v1/resources/casa/threads", json={"thread_id": "t", "title": "oi"}, headers=headers)
         assert made.status_code == 201, made.text

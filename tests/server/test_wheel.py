@@ -124,7 +124,7 @@ def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        wait_healthy(server, base, seconds=60, pause=0.2, what="the server from the wheel")
+        wait_healthy(server, base, seconds=60, what="the server from the wheel")
         headers = {"authorization": f"Bearer {token}"}
         threads = httpx.get(f"{base}/v1/resources/casa/threads", headers=headers, timeout=10)
         assert threads.status_code == 200 and threads.json() == [], threads.text
