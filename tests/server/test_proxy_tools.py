@@ -303,3 +303,22 @@ async def test_a_streamed_retry_with_the_same_key_streams_the_stored_answer(prox
         answers.append("".join([c.choices[0].delta.content or "" async for c in stream if c.choices]))
     assert answers == ["Uma resposta guardada, longa o bastante para vir em pedaços."] * 2
     assert len(proxy.upstream.requests) == 1 and len(await proxy.thread("replay")) == 2
+
+
+async def test_model_settings_reach_the_upstream_on_every_call_of_the_turn(proxy: Proxy) -> None:
+    proxy.upstream.script = [call("recall", {"query": "junho"}, "call_r"), text('{"total": 6778.3}')]
+    json_mode = {"type": "json_object"}
+    await proxy.client("json").chat.completions.create(
+        model="m", messages=[ASK], temperature=0, max_tokens=200, stop=["FIM"], response_format=json_mode, stream=True
+    )
+    for sent in proxy.upstream.requests:
+        assert (sent["temperature"], sent["max_tokens"], sent["stop"], sent["response_format"]) == (
+            0,
+            200,
+            ["FIM"],
+            json_mode,
+        )
+        assert sent["store"] is False and sent["model"] == "scripted-1"  # the client's fields never override these
+    with pytest.raises(openai.BadRequestError, match="top_p is a number from 0 to 1"):
+        await proxy.client("json").chat.completions.create(model="m", messages=[ASK], top_p=3)
+    assert len(proxy.upstream.requests) == 2 and len(await proxy.thread("json")) == 4

@@ -495,3 +495,24 @@ async def test_raw_http_events_have_event_lines(proxy: Proxy) -> None:
         event, data = block.split("\n")
         assert event == f"event: {json.loads(data.removeprefix('data: '))['type']}"
     assert "[DONE]" not in answer.text
+
+
+async def test_model_settings_reach_the_upstream_in_chat_completions_terms(proxy: Proxy) -> None:
+    proxy.upstream.script = [text('{"total": 6778.3}')]
+    schema = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
+    await proxy.client(**{THREAD_HEADER: "fmt"}).responses.create(
+        model="m",
+        input="Quanto gastamos em junho?",
+        temperature=0.2,
+        max_output_tokens=300,
+        text={"format": {"type": "json_schema", "name": "total", "schema": schema, "strict": True}},
+    )
+    sent = proxy.upstream.requests[0]
+    assert (sent["temperature"], sent["max_tokens"]) == (0.2, 300)
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "total", "schema": schema, "strict": True},
+    }
+    with pytest.raises(openai.BadRequestError, match="from 0 to 2"):
+        await proxy.client(**{THREAD_HEADER: "fmt"}).responses.create(model="m", input="oi", temperature=7)
+    assert len(proxy.upstream.requests) == 1 and len(await proxy.thread("fmt")) == 2

@@ -37,7 +37,7 @@ import contextlib
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -66,7 +66,7 @@ from ..tools.working_memory import UPDATE_WORKING_MEMORY, WM_SOURCE
 from .approval import Approval, ApprovalRequest, Approver, command_of, decide, default_prefix
 from .function_tools import Tool, ToolSpec, collect_tools
 from .idempotency import IDEMPOTENCY_WINDOW, RETRY_WINDOW, check_key, check_same, find_repeat, find_turn, turn_ids
-from .models import Delta, Model, stream_reply
+from .models import Delta, Model, call_model, check_settings, stream_reply
 from .task_tools import SCHEDULE
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "DeltaSink", "RecallSettings", "ToolCallRecord"]
@@ -368,6 +368,7 @@ class AgentChat:
         client_tools: Sequence[ToolSpec] = (),
         on_delta: DeltaSink | None = None,
         retry: bool = False,
+        settings: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         """Run one turn and store it.
 
@@ -405,6 +406,11 @@ class AgentChat:
         reply). Calls of this chat's own tools are run between model steps
         and not handed out. The turn is still stored once, at the end.
 
+        ``settings``: model settings for every model call of this turn
+        (``caderno.agent.models.SETTINGS``: temperature, max_tokens,
+        response_format…), checked first (``UsageError``); a model takes them
+        as the keyword ``settings``.
+
         ``retry``: the caller says this may repeat a request already
         answered (an HTTP client's automatic retry that sent no idempotency
         key): when the thread's newest turn began with the same messages,
@@ -438,6 +444,7 @@ class AgentChat:
             if any(m.id for m in messages):
                 raise UsageError("with an idempotency_key the turn's ids come from the key: send messages without ids")
         theirs = self._client_tools(client_tools)
+        settings = check_settings(settings)
         results = any(m.role == "tool" for m in messages)
         key = (resource_id, thread_id)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
@@ -466,6 +473,7 @@ class AgentChat:
                     lease=lease,
                     client_tools=theirs,
                     on_delta=on_delta,
+                    settings=settings,
                 )
                 return await self._turn(turn)
         finally:
@@ -607,9 +615,9 @@ class AgentChat:
             )
             try:
                 if spec.on_delta is None:
-                    reply = await self.model.complete(prompt.messages, specs)
+                    reply = await call_model(self.model, prompt.messages, specs, spec.settings)
                 else:
-                    reply = await _streamed(self.model, prompt.messages, specs, spec.client_tools, spec.on_delta)
+                    reply = await _streamed(self.model, prompt.messages, specs, spec, spec.on_delta)
             except CadernoError:
                 raise
             except Exception as exc:
@@ -864,6 +872,8 @@ class _Turn:
     """The caller's tools: offered to the model, run by the caller (the turn stops at a call of one)."""
     on_delta: DeltaSink | None = None
     """Where the streamed pieces go (``None``: the model is not streamed)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Model settings for each model call of the turn (checked)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -931,7 +941,7 @@ def _continued(history: Sequence[Message], new: Sequence[Message]) -> tuple[list
 
 
 async def _streamed(
-    model: Model, messages: list[Message], specs: list[ToolSpec], theirs: dict[str, ToolSpec], sink: DeltaSink
+    model: Model, messages: list[Message], specs: list[ToolSpec], turn: _Turn, sink: DeltaSink
 ) -> Message:
     """One model call, streamed: text and the caller's calls go to ``sink`` as they come; the whole reply back.
 
@@ -942,7 +952,8 @@ async def _streamed(
     held: dict[int, list[Delta]] = {}
     index: dict[int, int] = {}
     reply: Message | None = None
-    async for item in stream_reply(model, messages, specs):
+    theirs = turn.client_tools
+    async for item in stream_reply(model, messages, specs, turn.settings):
         if isinstance(item, Message):
             reply = item
             continue

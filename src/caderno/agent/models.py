@@ -23,26 +23,99 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core.clock import new_id
-from ..core.errors import MissingExtra, ModelError
-from ..core.messages import Message, ToolCall
+from ..core.errors import MissingExtra, ModelError, UsageError
+from ..core.jsonvalue import check_json
+from ..core.messages import Message, ToolCall, check_text
 from ..core.redact import redact_text, redact_url, secrets_of
 from .function_tools import ToolSpec
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["Delta", "Model", "ModelRequest", "OpenAIChatModel", "ScriptedModel", "stream_reply"]
+__all__ = [
+    "SETTINGS",
+    "Delta",
+    "Model",
+    "ModelRequest",
+    "OpenAIChatModel",
+    "ScriptedModel",
+    "call_model",
+    "check_settings",
+    "stream_reply",
+]
 
 log = logging.getLogger("caderno.model")
 
 #: Characters of an upstream's error body kept in the server log: enough for its
 #: message, not a whole HTML error page.
 LOGGED_BODY_CHARS = 500
+#: The chat-completions fields a caller may pass through to the model for a turn (``settings``): they
+#: shape each answer (sampling, length, format) without changing what the conversation holds.
+SETTINGS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "response_format",
+)
+#: Bounds of the numeric settings, as the OpenAI API takes them.
+_RANGES = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "presence_penalty": (-2.0, 2.0),
+    "frequency_penalty": (-2.0, 2.0),
+}
+#: Most stop sequences (the OpenAI API's own limit) and the characters of each.
+MAX_STOPS, MAX_STOP_CHARS = 4, 1000
+#: Largest ``response_format`` (a JSON schema, serialized): real schemas are a few kilobytes.
+MAX_FORMAT_BYTES = 64 * 1024
+
+
+def check_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The model settings of a turn, checked (``SETTINGS``; ``None`` values left out).
+
+    Raises:
+        UsageError: an unknown setting, or a value the model API would refuse (out of range, wrong type).
+    """
+    checked: dict[str, Any] = {}
+    for name, value in (settings or {}).items():
+        if name not in SETTINGS:
+            raise UsageError(f"unknown model setting {name!r:.80}; known: {', '.join(SETTINGS)}")
+        if value is None:
+            continue
+        if name in _RANGES:
+            low, high = _RANGES[name]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise UsageError(f"{name} is a number from {low:g} to {high:g}, not {value!r:.80}")
+        elif name in ("max_tokens", "max_completion_tokens", "seed"):
+            least = 0 if name == "seed" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or not least <= value < 2**63:
+                raise UsageError(f"{name} is a whole number of at least {least}, not {value!r:.80}")
+        elif name == "stop":
+            stops = [value] if isinstance(value, str) else value
+            if (
+                not isinstance(stops, list)
+                or len(stops) > MAX_STOPS
+                or not all(isinstance(x, str) and 0 < len(x) <= MAX_STOP_CHARS for x in stops)
+            ):
+                raise UsageError(f"stop is text or a list of at most {MAX_STOPS} texts")
+            for x in stops:
+                check_text(x, "stop")
+        elif name == "response_format":
+            if not isinstance(value, dict) or value.get("type") not in ("text", "json_object", "json_schema"):
+                raise UsageError("response_format is an object whose type is text, json_object or json_schema")
+            check_json(value, "response_format", max_bytes=MAX_FORMAT_BYTES)
+        checked[name] = value
+    return checked
 
 
 @runtime_checkable
@@ -68,26 +141,28 @@ class Delta:
     """A piece of the call's JSON arguments text."""
 
 
-async def stream_reply(model: Model, messages: list[Message], tools: list[ToolSpec]) -> AsyncIterator[Delta | Message]:
+async def stream_reply(
+    model: Model, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None = None
+) -> AsyncIterator[Delta | Message]:
     """The model's reply as it arrives: ``Delta`` pieces, then the whole reply as one assistant ``Message``.
 
     The ``Message`` comes last, exactly once. A model with a ``stream(messages,
     tools)`` method (an async iterator of the same ``Delta | Message`` items) is
     streamed; any other model's ``complete`` is awaited and its reply given as
     one ``Delta`` for the text (none when it is empty), one per tool call, then
-    the ``Message``.
+    the ``Message``. ``settings`` (see ``call_model``) go with the call.
 
     Raises:
         ModelError: the model failed, or its stream broke the order above.
     """
     stream = getattr(model, "stream", None)
     if not callable(stream):
-        reply = await model.complete(messages, tools)
+        reply = await call_model(model, messages, tools, settings)
         for delta in _pieces(reply):
             yield delta
         yield reply
         return
-    items = stream(messages, tools)
+    items = stream(messages, tools, **_given(settings))
     replied = False
     try:
         async for item in items:
@@ -107,6 +182,21 @@ async def stream_reply(model: Model, messages: list[Message], tools: list[ToolSp
         raise ModelError("the model's stream ended without its whole reply")
 
 
+async def call_model(
+    model: Model, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None = None
+) -> Message:
+    """``model.complete``, with the turn's ``settings`` (``check_settings``) when there are any.
+
+    A model takes them as the keyword ``settings`` (``OpenAIChatModel`` puts them in its request);
+    a model without that keyword is called as before when a turn has none.
+    """
+    return await model.complete(messages, tools, **_given(settings))
+
+
+def _given(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {"settings": dict(settings)} if settings else {}
+
+
 def _pieces(reply: Message) -> list[Delta]:
     """A finished reply as the pieces a stream of it would have given: its text, then each tool call whole."""
     pieces = [Delta(content=reply.content)] if reply.content else []
@@ -123,6 +213,8 @@ class ModelRequest:
     """The full prompt, system blocks included."""
     tools: list[ToolSpec]
     """The tools offered."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The turn's model settings (``check_settings``), if any."""
 
     def text(self) -> str:
         """Every message's content joined, for easy assertions."""
@@ -143,8 +235,10 @@ class ScriptedModel:
         self.steps = list(steps)
         self.requests: list[ModelRequest] = []
 
-    async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Message:
-        self.requests.append(ModelRequest(messages=list(messages), tools=list(tools)))
+    async def complete(
+        self, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None = None
+    ) -> Message:
+        self.requests.append(ModelRequest(messages=list(messages), tools=list(tools), settings=dict(settings or {})))
         if len(self.requests) > len(self.steps):
             raise ModelError(
                 f"ScriptedModel ran out of steps: request {len(self.requests)} but only {len(self.steps)} scripted"
@@ -339,9 +433,12 @@ class OpenAIChatModel:
             return self._fail("the upstream did not answer in time", f"{type(exc).__name__}: {exc}")
         return self._fail("the upstream could not be reached", f"{type(exc).__name__}: {exc}")
 
-    def _body(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+    def _body(
+        self, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         # ``store: false``: caderno owns the conversation, so the provider keeps no copy of it.
-        body: dict[str, Any] = {"model": self.model, "messages": [_to_wire(m) for m in messages], "store": False}
+        body: dict[str, Any] = {**(settings or {}), "model": self.model, "messages": [_to_wire(m) for m in messages]}
+        body["store"] = False
         if tools:
             body["tools"] = [t.to_openai() for t in tools]
         return body
@@ -362,18 +459,23 @@ class OpenAIChatModel:
             raise self._fail(said, f"{exc!r} in {response.text[:LOGGED_BODY_CHARS]}") from None
         return _with_usage(_from_wire(message), data.get("usage") if isinstance(data, dict) else None)
 
-    async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Message:
+    async def complete(
+        self, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None = None
+    ) -> Message:
+        """One answer; ``settings`` (``check_settings``: temperature, max_tokens, response_format…) go in the request."""
         import httpx
 
         # ``from None`` throughout: a chained httpx error names the URL, password included.
         try:
-            response = await self._client.post("/chat/completions", json=self._body(messages, tools))
+            response = await self._client.post("/chat/completions", json=self._body(messages, tools, settings))
         except httpx.HTTPError as exc:
             raise self._transport_failure(exc) from None
         self._check_status(response)
         return self._answer(response)
 
-    async def stream(self, messages: list[Message], tools: list[ToolSpec]) -> AsyncIterator[Delta | Message]:
+    async def stream(
+        self, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[Delta | Message]:
         """The reply as the upstream streams it: a ``Delta`` per piece, then the whole reply as a ``Message``.
 
         The same request as ``complete`` with ``"stream": true`` (and the usage
@@ -385,7 +487,7 @@ class OpenAIChatModel:
         """
         import httpx
 
-        body = self._body(messages, tools) | {"stream": True, "stream_options": {"include_usage": True}}
+        body = self._body(messages, tools, settings) | {"stream": True, "stream_options": {"include_usage": True}}
         seen = _Accumulated()
         # ``from None`` throughout: a chained httpx error names the URL, password included.
         try:

@@ -77,11 +77,17 @@ model adapter cannot read) is a 502 ``model-error``, never a 400. The
 memory tools answer the model in the catalog's one shape
 (``caderno.tools``), as they do through AgentChat, MCP and the Agents SDK.
 
+Model settings: ``temperature``, ``top_p``, ``max_tokens``,
+``max_completion_tokens``, ``stop``, ``seed``, the penalties and
+``response_format`` (``caderno.agent.models.SETTINGS``) are checked (a 400
+for a value the API would refuse) and go with every model call of the turn.
+
 Not supported (each a clear 400): ``n`` other than 1, content parts other
-than text, tools other than functions. Sampling parameters
-(``temperature``, ``max_tokens``…), ``tool_choice``,
-``parallel_tool_calls`` and the request's ``model`` are ignored: the model
-is the one configured for the server, and it decides which tools to call.
+than text, tools other than functions. ``tool_choice``,
+``parallel_tool_calls``, the other fields and the request's ``model`` are
+ignored: the model is the one configured for the server, and it decides
+which tools to call (a choice forced on every step of a turn would keep it
+from answering).
 """
 
 from __future__ import annotations
@@ -95,7 +101,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from ..agent.idempotency import KeyReused
-from ..agent.models import Delta
+from ..agent.models import SETTINGS, Delta, check_settings
 from ..core.clock import new_id
 from ..core.errors import UsageError
 from ..core.messages import Message, ToolSpec
@@ -202,6 +208,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, key: C
         instructions=instructions,
         client_tools=tools,
         stream=body.stream,
+        settings=check_settings({k: v for k, v in (body.model_extra or {}).items() if k in SETTINGS}),
     )
     name = str(getattr(model, "model", None) or body.model or "caderno")
     try:

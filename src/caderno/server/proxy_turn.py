@@ -145,6 +145,7 @@ class ProxyTurn:
         instructions: str | None,
         client_tools: list[ToolSpec],
         stream: bool,
+        settings: dict[str, Any] | None = None,
     ) -> ProxyTurn:
         """Start the turn: the request's ``Idempotency-Key`` and the SDK's retry mark go with it."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -159,6 +160,7 @@ class ProxyTurn:
                 client_tools=client_tools,
                 on_delta=queue.put_nowait if stream else None,
                 retry=retries.isdigit() and int(retries) > 0,
+                settings=settings,
             )
         )
         running: set[asyncio.Future[Any]] = request.app.state.proxy_turns

@@ -52,10 +52,12 @@ normal problem response.
 Not supported (each a clear 400): content other than text (images, files,
 audio), items other than messages, function calls, their outputs and
 reasoning (``item_reference``, built-in tool calls), tools other than
-functions, ``background``, ``prompt`` templates. Ignored: ``model`` (the
-server's configured model answers), sampling parameters, ``tool_choice``,
-``parallel_tool_calls``, ``text`` formats, ``include``, ``truncation``,
-``reasoning``; ``metadata`` is echoed, not stored.
+functions, ``background``, ``prompt`` templates. Model settings go with
+every model call of the turn, in chat-completions terms: ``temperature``,
+``top_p``, ``max_output_tokens`` (as ``max_tokens``) and ``text.format``
+(as ``response_format``). Ignored: ``model`` (the server's configured model
+answers), ``tool_choice``, ``parallel_tool_calls``, ``include``,
+``truncation``, ``reasoning``; ``metadata`` is echoed, not stored.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from ..agent.idempotency import KeyReused
-from ..agent.models import Delta
+from ..agent.models import Delta, check_settings
 from ..core.clock import new_id
 from ..core.errors import NotFound, UsageError
 from ..core.messages import Message, ToolCall, ToolSpec
@@ -175,6 +177,7 @@ async def create_response(body: ResponsesRequest, request: Request, key: Current
         instructions=instructions,
         client_tools=tools,
         stream=body.stream,
+        settings=_settings(body),
     )
     name = str(getattr(model, "model", None) or body.model or "caderno")
     try:
@@ -188,6 +191,20 @@ async def create_response(body: ResponsesRequest, request: Request, key: Current
         return key_reused(exc)
     shell = _shell(body, response_id(thread_id, new_id()), name, thread_id, int(time.time()))
     return StreamingResponse(_events(turn, first, shell), media_type="text/event-stream")
+
+
+def _settings(body: ResponsesRequest) -> dict[str, Any]:
+    """The request's model settings in chat-completions terms, checked: sampling, length, the text format."""
+    extra = body.model_extra or {}
+    settings = {"temperature": extra.get("temperature"), "top_p": extra.get("top_p")}
+    settings["max_tokens"] = extra.get("max_output_tokens")
+    text = extra.get("text")
+    form = text.get("format") if isinstance(text, dict) else None
+    if isinstance(form, dict) and form.get("type") == "json_schema":
+        # The Responses API puts the schema's fields beside its type; chat completions nests them.
+        form = {"type": "json_schema", "json_schema": {k: v for k, v in form.items() if k != "type"}}
+    settings["response_format"] = form
+    return check_settings(settings)
 
 
 def response_id(thread_id: str, message_id: str) -> str:
