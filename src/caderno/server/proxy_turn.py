@@ -122,7 +122,7 @@ class ProxyTurn:
     """One proxy request's ``AgentChat`` turn, run apart from the request (shielded), streamed or not.
 
     A turn outlives a client that goes away: it runs to its end and is stored
-    once (see the module docstring). Streamed, the model's pieces queue here
+    once (see ``caderno.server.proxy``). Streamed, the model's pieces queue here
     as they arrive; ``first_pieces`` waits for the first of them (or the end,
     whose error is then the request's), ``pieces`` gives the rest as they come.
     """
