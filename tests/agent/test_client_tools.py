@@ -159,3 +159,17 @@ async def test_a_streamed_turn_hands_out_text_and_the_clients_calls_only(memory:
     assert [(d.call_index, d.call_id, d.call_name) for d in seen if d.call_index is not None] == [
         (0, "c2", "budgetTotal")
     ]
+
+
+async def test_a_retry_is_matched_only_to_a_turn_after_the_reply_the_caller_saw(memory: caderno.Memory) -> None:
+    model = ScriptedModel([Message.assistant("Oi!"), Message.assistant("Sim?"), Message.assistant("Sim, sim.")])
+    chat = AgentChat(model=model, memory=memory)
+    await chat.ask(messages="sim", resource_id=R, thread_id=T)
+    await chat.ask(messages="sim", resource_id=R, thread_id=T)
+    # A retry of the second request (the caller had seen "Oi!"): its stored turn.
+    again = await chat.ask(messages="sim", resource_id=R, thread_id=T, retry=True, retry_after="Oi!")
+    assert again.replayed and again.reply.content == "Sim?"
+    # A retry of a third request whose first try stored nothing (the caller had seen "Sim?"): a new turn.
+    third = await chat.ask(messages="sim", resource_id=R, thread_id=T, retry=True, retry_after="Sim?")
+    assert not third.replayed and third.reply.content == "Sim, sim."
+    assert len(await stored(memory)) == 6 and len(model.requests) == 3

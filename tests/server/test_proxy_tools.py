@@ -258,6 +258,22 @@ async def test_a_repeated_message_without_the_retry_mark_is_a_new_turn(proxy: Pr
     assert [content for _, content, *_ in await proxy.thread("oi")] == ["oi", "Oi!", "oi", "Oi de novo!"]
 
 
+async def test_a_retry_after_a_failed_try_is_not_answered_with_an_earlier_turn_in_the_same_words(
+    proxy: Proxy,
+) -> None:
+    """The client resends its conversation: its last reply tells which turn a retry may repeat."""
+    proxy.upstream.script = [text("Oi!"), text("Sim?")]
+    headers = {"Authorization": f"Bearer {proxy.token}", THREAD_HEADER: "sim", "x-stainless-retry-count": "1"}
+    said = [{"role": "user", "content": "sim"}]
+    async with httpx.AsyncClient(base_url=proxy.base_url) as c:
+        await c.post("/v1/chat/completions", json={"model": "m", "messages": said}, headers=headers)
+        # Its first try failed before storing anything (a 502, say); the SDK retries with the same body.
+        body = {"model": "m", "messages": [*said, {"role": "assistant", "content": "Oi!"}, *said]}
+        retried = await c.post("/v1/chat/completions", json=body, headers=headers)
+    assert retried.json()["choices"][0]["message"]["content"] == "Sim?"
+    assert [content for _, content, *_ in await proxy.thread("sim")] == ["sim", "Oi!", "sim", "Sim?"]
+
+
 async def test_tool_results_sent_twice_are_stored_once(proxy: Proxy) -> None:
     proxy.upstream.script = [call("budgetTotal", {"month": "2026-06"}, "call_b"), text("R$ 6.778,30.")]
     client = proxy.client("duas-vezes")

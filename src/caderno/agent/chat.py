@@ -368,6 +368,7 @@ class AgentChat:
         client_tools: Sequence[ToolSpec] = (),
         on_delta: DeltaSink | None = None,
         retry: bool = False,
+        retry_after: str | None = None,
         settings: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         """Run one turn and store it.
@@ -416,7 +417,10 @@ class AgentChat:
         key): when the thread's newest turn began with the same messages,
         it is returned as stored (``replayed``) instead of being run again.
         Tool results for calls the thread already holds results of are
-        always such a repeat.
+        always such a repeat. ``retry_after``: the text of the reply the
+        caller saw before these messages, when it resends its conversation:
+        the repeated turn must follow that reply (see
+        ``caderno.agent.idempotency.find_repeat``).
 
         A turn that passes ``turn_timeout`` raises ``ModelError`` and stores
         nothing. A caller cancelled while the turn is committing does not
@@ -460,7 +464,7 @@ class AgentChat:
                         resource_id=resource_id, thread_id=thread_id, limit=IDEMPOTENCY_WINDOW
                     )
                     since = self.clock() - timedelta(seconds=RETRY_WINDOW)
-                    repeated = find_repeat(window, list(messages), since)
+                    repeated = find_repeat(window, list(messages), since, retry_after)
                     if repeated is not None:
                         return self._replayed(repeated)
                 turn = _Turn(

@@ -148,13 +148,19 @@ def same_messages(stored: Sequence[Message], sent: Sequence[Message]) -> bool:
     return all(_shape(a, b.role == "tool" and b.name is None) == _shape(b) for a, b in zip(stored, sent, strict=False))
 
 
-def find_repeat(window: Sequence[Message], sent: Sequence[Message], since: datetime) -> list[Message] | None:
+def find_repeat(
+    window: Sequence[Message], sent: Sequence[Message], since: datetime, after: str | None = None
+) -> list[Message] | None:
     """The thread's newest turn when ``sent`` repeats its first messages (oldest first), else None.
 
     For a retry that carries no key: the request is matched to the newest turn
     only (no user message stored after the matched ones), never to an older
     turn that happened to say the same thing, and, unless it answers tool calls
-    (their ids name the step), only to a turn stored after ``since``.
+    (their ids name the step), only to a turn stored after ``since``. ``after``
+    is the text of the reply the caller saw last (a client that resends its
+    conversation): then a turn of user messages must follow that reply, so a retry of
+    a request that stored nothing is not answered with an earlier turn in
+    the same words.
     """
     n = len(sent)
     for start in range(len(window) - n, -1, -1):
@@ -162,7 +168,14 @@ def find_repeat(window: Sequence[Message], sent: Sequence[Message], since: datet
             rest = window[start + n :]
             first = window[start]
             recent = first.role == "tool" or (first.created_at is not None and first.created_at >= since)
-            return None if not recent or any(m.role == "user" for m in rest) else list(window[start:])
+            before = window[start - 1] if start else None
+            follows = (
+                after is None
+                or first.role == "tool"
+                or (before is not None and before.role == "assistant" and before.content == after)
+            )
+            newest = not any(m.role == "user" for m in rest)
+            return list(window[start:]) if recent and follows and newest else None
         if window[start].role == "user" and start + n < len(window):
             return None  # past the newest turn's first message
     return None

@@ -61,9 +61,11 @@ without calling the model; with other messages it is a 422; see
 retry without a key unless given one (``extra_headers={"Idempotency-Key":
 ...}`` is kept across a call's retries); a request they mark as a retry
 (``x-stainless-retry-count`` above 0) is answered with the thread's newest
-turn when that turn began with the same messages and is recent
-(``RETRY_WINDOW``), and tool results the thread already holds are answered
-with what followed them. A turn whose client disconnects before the answer
+turn when that turn began with the same messages, is recent
+(``RETRY_WINDOW``) and follows the last reply of the conversation the
+request resends (a retry of a try that stored nothing is never answered
+with an earlier turn in the same words); tool results the thread already
+holds are answered with what followed them. A turn whose client disconnects before the answer
 is **not cancelled**: it runs to its end and is stored once (the turn is one
 transaction), so the client's retry gets it.
 
@@ -209,6 +211,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, key: C
         client_tools=tools,
         stream=body.stream,
         settings=check_settings({k: v for k, v in (body.model_extra or {}).items() if k in SETTINGS}),
+        seen=_last_reply_text(body.messages),
     )
     name = str(getattr(model, "model", None) or body.model or "caderno")
     try:
@@ -241,6 +244,17 @@ def _chat_tool(tool: Any, index: int) -> ToolSpec:
         raise UsageError(f"{where}: the proxy passes function tools only, not {kind!r}")
     fn = tool["function"]
     return client_tool(fn.get("name"), fn.get("description"), fn.get("parameters"), where)
+
+
+def _last_reply_text(messages: list[dict[str, Any]]) -> str | None:
+    """The text of the last assistant message the client resent (``None``: it resent none)."""
+    for m in reversed(messages):
+        if m.get("role") == "assistant":
+            content = m.get("content")
+            if isinstance(content, list):
+                return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+            return content if isinstance(content, str) else ""
+    return None
 
 
 def split_messages(messages: list[dict[str, Any]]) -> tuple[str | None, list[Message]]:

@@ -146,8 +146,12 @@ class ProxyTurn:
         client_tools: list[ToolSpec],
         stream: bool,
         settings: dict[str, Any] | None = None,
+        seen: str | None = None,
     ) -> ProxyTurn:
-        """Start the turn: the request's ``Idempotency-Key`` and the SDK's retry mark go with it."""
+        """Start the turn: the request's ``Idempotency-Key`` and the SDK's retry mark go with it.
+
+        ``seen``: the text of the last reply in the conversation the client resent (a retry
+        is matched only to a turn that followed it)."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         retries = request.headers.get(RETRY_COUNT_HEADER, "0")
         task = asyncio.ensure_future(
@@ -160,6 +164,7 @@ class ProxyTurn:
                 client_tools=client_tools,
                 on_delta=queue.put_nowait if stream else None,
                 retry=retries.isdigit() and int(retries) > 0,
+                retry_after=seen,
                 settings=settings,
             )
         )
