@@ -62,7 +62,7 @@ bench-embedders: $(BENCH_STAMP)
 bench-turn: $(BENCH_STAMP)
 	$(BIN)/python bench/turn_overhead.py --profile
 
-## The memory proxy: a turn through it vs the same call straight to the model, plain and streamed (about a minute).
+## The memory proxy: a turn through it vs the same call straight to the model, plain and streamed (about 2 minutes).
 bench-proxy: $(BENCH_STAMP)
 	$(BIN)/python bench/proxy.py
 
