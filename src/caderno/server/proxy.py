@@ -123,7 +123,6 @@ from .proxy_turn import (
     content_text,
     key_reused,
     no_model,
-    replay_pieces,
     resource_for,
     sse,
     stream_error,
@@ -336,18 +335,13 @@ async def _chunks(turn: ProxyTurn, first: list[Delta], model: str, include_usage
 
     yield chunk({"role": "assistant", "content": ""})
     try:
-        streamed = False
-        async for piece in _chained(first, turn.pieces()):
-            streamed = True
+        async for piece in turn.pieces(first):
             yield chunk(_chunk_delta(piece))
         result = await turn.result()
     except Exception as exc:  # after the first chunk the status is sent: the error is an event
         yield sse({"error": stream_error(exc)})
         yield "data: [DONE]\n\n"
         return
-    if not streamed:  # a replayed turn: nothing was streamed, the stored answer is
-        for piece in replay_pieces(result):
-            yield chunk(_chunk_delta(piece))
     yield chunk({}, "tool_calls" if result.pending else "stop")
     if include_usage:
         yield sse(base | {"choices": [], "usage": usage_of(result.reply)})
@@ -365,10 +359,3 @@ def _chunk_delta(piece: Delta) -> dict[str, Any]:
     if piece.call_name is not None:
         call["function"]["name"] = piece.call_name
     return {"tool_calls": [call]}
-
-
-async def _chained(first: list[Delta], rest: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
-    for piece in first:
-        yield piece
-    async for piece in rest:
-        yield piece

@@ -48,7 +48,6 @@ __all__ = [
     "content_text",
     "key_reused",
     "no_model",
-    "replay_pieces",
     "resource_for",
     "sse",
     "stream_error",
@@ -187,11 +186,22 @@ class ProxyTurn:
             return []
         return [item]
 
-    async def pieces(self) -> AsyncIterator[Delta]:
-        """The streamed pieces still to come, as they arrive, until the turn ends."""
+    async def pieces(self, first: list[Delta]) -> AsyncIterator[Delta]:
+        """Every piece of the turn: ``first`` (from ``first_pieces``), then the rest as they arrive.
+
+        A turn answered from storage (a retry: nothing was streamed) gives its stored answer's
+        pieces instead. The turn's error, if it failed, is raised by ``result`` afterwards.
+        """
+        streamed = bool(first)
+        for piece in first:
+            yield piece
         while (item := await self.queue.get()) is not self._END:
+            streamed = True
             yield item
         self.queue.put_nowait(self._END)
+        if not streamed and not self.task.cancelled() and self.task.exception() is None:
+            for piece in _replay_pieces(self.task.result()):
+                yield piece
 
 
 def check_instructions(instructions: str | None) -> Response | None:
@@ -300,7 +310,7 @@ def usage_of(reply: Message) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def replay_pieces(result: ChatResult) -> list[Delta]:
+def _replay_pieces(result: ChatResult) -> list[Delta]:
     """A stored answer as stream pieces: its text in ``STREAM_PIECE`` characters, then the client's calls."""
     text = result.reply.content
     pieces = [Delta(content=text[i : i + STREAM_PIECE]) for i in range(0, len(text), STREAM_PIECE)]

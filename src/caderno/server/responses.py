@@ -90,7 +90,6 @@ from .proxy_turn import (
     content_text,
     key_reused,
     no_model,
-    replay_pieces,
     resource_for,
     sse,
     stream_error,
@@ -429,12 +428,7 @@ async def _events(turn: ProxyTurn, first: list[Delta], shell: dict[str, Any]) ->
     yield out.event("response.created", response=shell)
     yield out.event("response.in_progress", response=shell)
     try:
-        streamed = bool(first)
-        for piece in first:
-            for event in out.add(piece):
-                yield event
-        async for piece in turn.pieces():
-            streamed = True
+        async for piece in turn.pieces(first):
             for event in out.add(piece):
                 yield event
         result = await turn.result()
@@ -447,10 +441,6 @@ async def _events(turn: ProxyTurn, first: list[Delta], shell: dict[str, Any]) ->
         }
         yield out.event("response.failed", response=shell | failed)
         return
-    if not streamed:  # a replayed turn: nothing was streamed, the stored answer is
-        for piece in replay_pieces(result):
-            for event in out.add(piece):
-                yield event
     for event in out.finish():
         yield event
     yield out.event("response.completed", response=shell | _completed(out.items, result))
