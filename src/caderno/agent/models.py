@@ -47,6 +47,7 @@ __all__ = [
     "call_model",
     "check_settings",
     "stream_reply",
+    "wire_call",
 ]
 
 log = logging.getLogger("caderno.model")
@@ -201,7 +202,9 @@ def _pieces(reply: Message) -> list[Delta]:
     """A finished reply as the pieces a stream of it would have given: its text, then each tool call whole."""
     pieces = [Delta(content=reply.content)] if reply.content else []
     for i, c in enumerate(reply.tool_calls or ()):
-        pieces.append(Delta(call_index=i, call_id=c.id, call_name=c.name, arguments=_arguments_text(c)))
+        pieces.append(
+            Delta(call_index=i, call_id=c.id, call_name=c.name, arguments=wire_call(c)["function"]["arguments"])
+        )
     return pieces
 
 
@@ -252,17 +255,16 @@ class ScriptedModel:
         return result
 
 
-def _arguments_text(c: ToolCall) -> str:
-    return c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
+def wire_call(call: ToolCall) -> dict[str, Any]:
+    """A tool call as the chat-completions wire writes it (arguments as JSON text, as the model sent them)."""
+    arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, ensure_ascii=False)
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
 def _to_wire(m: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments_text(c)}}
-            for c in m.tool_calls
-        ]
+        out["tool_calls"] = [wire_call(c) for c in m.tool_calls]
         out["content"] = m.content or None
     if m.role == "tool":
         out["tool_call_id"] = m.tool_call_id

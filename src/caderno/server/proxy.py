@@ -103,7 +103,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from ..agent.idempotency import KeyReused
-from ..agent.models import SETTINGS, Delta, check_settings
+from ..agent.models import SETTINGS, Delta, check_settings, wire_call
 from ..core.clock import new_id
 from ..core.errors import UsageError
 from ..core.messages import Message, ToolSpec
@@ -127,7 +127,6 @@ from .proxy_turn import (
     sse,
     stream_error,
     usage_of,
-    wire_call,
 )
 from .responses import router as responses_router
 

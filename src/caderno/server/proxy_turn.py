@@ -22,9 +22,9 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 
 from ..agent.idempotency import IDEMPOTENCY_HEADER, KeyReused
-from ..agent.models import Delta
+from ..agent.models import Delta, wire_call
 from ..core.errors import UsageError
-from ..core.messages import Message, ToolCall, ToolSpec
+from ..core.messages import Message, ToolSpec
 from ..core.records import ApiKey
 from ..core.validate import check_id
 from . import problems
@@ -52,7 +52,6 @@ __all__ = [
     "sse",
     "stream_error",
     "usage_of",
-    "wire_call",
 ]
 
 log = logging.getLogger("caderno.server.proxy")
@@ -294,12 +293,6 @@ def proxy_chat(app: FastAPI, model: Any) -> AgentChat:
         )
         app.state.proxy_chat = chat
     return chat
-
-
-def wire_call(call: ToolCall) -> dict[str, Any]:
-    """A tool call as the chat-completions wire writes it (arguments as JSON text)."""
-    arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, ensure_ascii=False)
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
 def usage_of(reply: Message) -> dict[str, int]:

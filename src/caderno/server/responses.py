@@ -72,7 +72,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from ..agent.idempotency import KeyReused
-from ..agent.models import Delta, check_settings
+from ..agent.models import Delta, check_settings, wire_call
 from ..core.clock import new_id
 from ..core.errors import NotFound, UsageError
 from ..core.messages import Message, ToolCall, ToolSpec
@@ -94,7 +94,6 @@ from .proxy_turn import (
     sse,
     stream_error,
     usage_of,
-    wire_call,
 )
 
 if TYPE_CHECKING:
