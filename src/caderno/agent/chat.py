@@ -621,7 +621,7 @@ class AgentChat:
                 if spec.on_delta is None:
                     reply = await call_model(self.model, prompt.messages, specs, spec.settings)
                 else:
-                    reply = await _streamed(self.model, prompt.messages, specs, spec, spec.on_delta)
+                    reply = await _streamed(self.model, prompt.messages, specs, spec)
             except CadernoError:
                 raise
             except Exception as exc:
@@ -944,10 +944,9 @@ def _continued(history: Sequence[Message], new: Sequence[Message]) -> tuple[list
     return list(history[at:]), named
 
 
-async def _streamed(
-    model: Model, messages: list[Message], specs: list[ToolSpec], turn: _Turn, sink: DeltaSink
-) -> Message:
-    """One model call, streamed: text and the caller's calls go to ``sink`` as they come; the whole reply back.
+async def _streamed(model: Model, messages: list[Message], specs: list[ToolSpec], turn: _Turn) -> Message:
+    """One model call, streamed: text and the caller's calls go to ``turn.on_delta`` as they come; the whole
+    reply back.
 
     A call's pieces are held until its name is known, then handed out only for the caller's tools,
     numbered among the caller's calls of this reply (the caller never sees caderno's own calls).
@@ -956,7 +955,8 @@ async def _streamed(
     held: dict[int, list[Delta]] = {}
     index: dict[int, int] = {}
     reply: Message | None = None
-    theirs = turn.client_tools
+    theirs, sink = turn.client_tools, turn.on_delta
+    assert sink is not None  # a turn is streamed only when it has somewhere to send the pieces
     async for item in stream_reply(model, messages, specs, turn.settings):
         if isinstance(item, Message):
             reply = item
