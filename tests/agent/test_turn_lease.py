@@ -107,3 +107,28 @@ async def test_a_turn_whose_lease_was_taken_over_stores_nothing(pair: tuple[cade
     with pytest.raises(ThreadBusy, match="nothing of this turn was stored"):
         await first
     assert await a.get_messages(resource_id="casa", thread_id="t") == []
+
+
+async def test_a_stalled_turn_stores_nothing_after_the_next_holder_finished(
+    pair: tuple[caderno.Memory, caderno.Memory],
+) -> None:
+    """A stalled past its lease; B took the thread, answered and gave it back; A resumes: A stores nothing.
+
+    Failed before the commit's lease check became a fence (it was an upsert:
+    with B's lease given back, A's check took the thread again and A's turn
+    was stored after B's, from a prompt that never saw B's turn).
+    """
+    a, b = pair
+    started, release = asyncio.Event(), asyncio.Event()
+    chat_a = AgentChat(model=ScriptedModel([slow("tarde demais", started, release)]), memory=a, consolidate=False)
+    first = asyncio.create_task(chat_a.ask(messages="pergunta A", resource_id="casa", thread_id="t"))
+    await started.wait()
+    later = utcnow() + timedelta(seconds=60)  # A's lease, seen from a clock a minute ahead, has run out
+    (took,) = await b.batch([ops.ClaimTurn(resource_id="casa", thread_id="t", holder="B", lease_seconds=30, now=later)])
+    assert took
+    await b.append_messages(resource_id="casa", thread_id="t", messages=[Message.user("pergunta B")])
+    await b.batch([ops.ReleaseTurn(resource_id="casa", thread_id="t", holder="B")])
+    release.set()
+    with pytest.raises(ThreadBusy, match="another turn took the thread"):
+        await first
+    assert [m.content for m in await a.get_messages(resource_id="casa", thread_id="t")] == ["pergunta B"]

@@ -9,7 +9,8 @@ The tree::
     │   └── Unsupported                the store does not handle an operation
     ├── NotFound (LookupError)         missing, including a thread owned by another resource
     ├── Conflict                       expected_version mismatch
-    │   └── ThreadBusy                 another turn holds the thread (any process)
+    │   ├── ThreadBusy                 another turn holds the thread (any process)
+    │   └── Erased                     the thread or its resource was erased while a turn ran
     ├── NotebookError                  carries the message the model will read
     ├── ModelError                     a model adapter failed or ran out of steps
     ├── MissingExtra (ImportError)     an optional dependency is not installed
@@ -27,6 +28,7 @@ __all__ = [
     "CadernoError",
     "Conflict",
     "EmbeddingUnavailable",
+    "Erased",
     "InvalidPatch",
     "InvalidToolArguments",
     "MissingExtra",
@@ -103,6 +105,20 @@ class ThreadBusy(Conflict):
     """Another turn holds the thread (in this process or another one) past the wait, or took it over.
 
     HTTP 409. Nothing of the refused turn was stored; the client may retry.
+    """
+
+    def __init__(self, message: str, *, resource_id: str, thread_id: str) -> None:
+        super().__init__(message, resource_id=resource_id, expected=None, actual=None)
+        self.thread_id = thread_id
+
+
+class Erased(Conflict):
+    """The thread (or its whole resource) was erased while a turn on it ran.
+
+    HTTP 409. The turn's prompt was built before the erase, so nothing of it
+    may be stored: its messages, working-memory patches, facts and tasks are
+    all dropped. Model calls already made cannot be undone; nothing they
+    produced is kept.
     """
 
     def __init__(self, message: str, *, resource_id: str, thread_id: str) -> None:

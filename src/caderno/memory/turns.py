@@ -127,13 +127,14 @@ class Turns:
         check_name(thread_id, "thread_id")
         holder = new_id()
 
-        async def claim() -> bool:
+        async def claim(*, renew: bool = False) -> bool:
             op = ops.ClaimTurn(
                 resource_id=resource_id,
                 thread_id=thread_id,
                 holder=holder,
                 lease_seconds=self.lease_seconds,
                 now=utcnow(),
+                renew=renew,
             )
             (claimed,) = await self._batch([op])
             return bool(claimed)
@@ -155,8 +156,12 @@ class Turns:
             while True:
                 await asyncio.sleep(self.lease_seconds / 3)
                 try:
-                    if not await claim():
-                        log.warning("turn lease on thread %r was taken over; this turn will not be stored", thread_id)
+                    if not await claim(renew=True):
+                        log.warning(
+                            "turn lease on thread %r was lost (taken over, or the thread erased); "
+                            "this turn will not be stored",
+                            thread_id,
+                        )
                         return
                 except CadernoError as exc:  # the database is away: the commit's own check decides
                     log.warning("turn lease on thread %r not renewed: %s", thread_id, exc)
@@ -272,8 +277,10 @@ class Turns:
         macros learned from its tool calls).
 
         ``lease``: the thread's turn lease (``hold``); the transaction
-        checks it first, storing nothing (``ThreadBusy``) when another turn
-        took the thread over after it expired, and gives it back last.
+        checks it first, storing nothing when another turn took the thread
+        over after it expired (``ThreadBusy``) or the thread or its resource
+        was erased since the turn began (``Erased``: the prompt was built
+        from what the erase removed), and gives it back last.
 
         ``patches`` are ``(patch, source)`` pairs applied in order, each
         merged with the stored state inside the transaction and validated;
@@ -292,6 +299,7 @@ class Turns:
                 holder=lease.holder,
                 lease_seconds=self.lease_seconds,
                 now=utcnow(),
+                renew=True,
                 required=True,
             )
             batch.insert(0, check)

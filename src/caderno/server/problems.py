@@ -36,6 +36,7 @@ PROBLEM_TYPES: list[tuple[type[BaseException], int, str, str]] = [
     (errors.UsageError, 400, "invalid-request", "Invalid request"),
     (errors.NotFound, 404, "not-found", "Not found"),
     (errors.ThreadBusy, 409, "thread-busy", "Another turn holds this thread"),
+    (errors.Erased, 409, "erased", "The thread was erased while the turn ran"),
     (errors.Conflict, 409, "conflict", "Version conflict"),
     (errors.NotebookError, 422, "notebook", "Notebook refused the change"),
     (errors.ModelError, 502, "model-error", "The model failed"),

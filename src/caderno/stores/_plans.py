@@ -100,6 +100,8 @@ def put_thread(d: Dialect, op: ops.PutThread) -> Plan[Thread | None]:
 
 def delete_thread(d: Dialect, op: ops.DeleteThread) -> Plan[bool]:
     key = (op.resource_id, op.thread_id)
+    # The lease first, as in ``erase_resource`` (``RESOURCE_TABLES``): a turn in flight on the thread stores nothing.
+    yield Q("DELETE FROM turn_leases WHERE resource_id = ? AND thread_id = ?", key, "none")
     yield Q("DELETE FROM notebook_snapshots WHERE resource_id = ? AND thread_id = ?", key, "none")
     yield Q("DELETE FROM message_log WHERE resource_id = ? AND thread_id = ?", key, "none")
     yield Q("DELETE FROM events WHERE resource_id = ? AND thread_id = ?", key, "none")

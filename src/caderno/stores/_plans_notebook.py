@@ -8,9 +8,10 @@ array with a version, written by compare-and-swap.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
-from ..core.errors import ThreadBusy
+from ..core.errors import Erased, ThreadBusy
 from . import ops
 from ._rows import dumps, loads
 from ._sql import Dialect, Plan, Q, ensure_resource, later
@@ -88,18 +89,44 @@ def import_notebook(d: Dialect, resource_id: str, notebook: dict[str, list[str]]
 # -- turn leases ------------------------------------------------------------------------------
 
 
+#: What a given-back lease expires at: before any ``now`` (``release_turn``).
+_RELEASED = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def claim_turn(d: Dialect, op: ops.ClaimTurn) -> Plan[bool]:
-    # One statement: take a free or expired lease, or renew our own.
-    done = yield Q(
-        "INSERT INTO turn_leases (resource_id, thread_id, holder, expires_at) VALUES (?,?,?,?) "
-        "ON CONFLICT (resource_id, thread_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
-        "WHERE turn_leases.holder = excluded.holder OR turn_leases.expires_at < ?",
-        (op.resource_id, op.thread_id, op.holder, later(d, op.now, op.lease_seconds), d.ts(op.now)),
-        "rowcount",
-    )
+    if op.renew:
+        # Our own lease only, never re-created: an erase deletes the row and a
+        # takeover rewrites its holder, and either must stay final.
+        done = yield Q(
+            "UPDATE turn_leases SET expires_at = ? WHERE resource_id = ? AND thread_id = ? AND holder = ?",
+            (later(d, op.now, op.lease_seconds), op.resource_id, op.thread_id, op.holder),
+            "rowcount",
+        )
+    else:
+        # One statement: take a free, given-back or expired lease, or renew our own.
+        done = yield Q(
+            "INSERT INTO turn_leases (resource_id, thread_id, holder, expires_at) VALUES (?,?,?,?) "
+            "ON CONFLICT (resource_id, thread_id) DO UPDATE SET holder = excluded.holder, "
+            "expires_at = excluded.expires_at "
+            "WHERE turn_leases.holder = excluded.holder OR turn_leases.expires_at < ?",
+            (op.resource_id, op.thread_id, op.holder, later(d, op.now, op.lease_seconds), d.ts(op.now)),
+            "rowcount",
+        )
     if not done and op.required:
+        row = yield Q(
+            "SELECT holder FROM turn_leases WHERE resource_id = ? AND thread_id = ?",
+            (op.resource_id, op.thread_id),
+            "one",
+        )
+        if row is None:
+            raise Erased(
+                f"thread {op.thread_id!r} was erased (or its resource was) while this turn ran; "
+                f"nothing of this turn was stored",
+                resource_id=op.resource_id,
+                thread_id=op.thread_id,
+            )
         raise ThreadBusy(
-            f"thread {op.thread_id!r}: this turn's lease ran out and another turn holds the thread; "
+            f"thread {op.thread_id!r}: this turn's lease ran out and another turn took the thread; "
             f"nothing of this turn was stored",
             resource_id=op.resource_id,
             thread_id=op.thread_id,
@@ -109,8 +136,8 @@ def claim_turn(d: Dialect, op: ops.ClaimTurn) -> Plan[bool]:
 
 def release_turn(d: Dialect, op: ops.ReleaseTurn) -> Plan[None]:
     yield Q(
-        "DELETE FROM turn_leases WHERE resource_id = ? AND thread_id = ? AND holder = ?",
-        (op.resource_id, op.thread_id, op.holder),
+        "UPDATE turn_leases SET expires_at = ? WHERE resource_id = ? AND thread_id = ? AND holder = ?",
+        (d.ts(_RELEASED), op.resource_id, op.thread_id, op.holder),
         "none",
     )
 

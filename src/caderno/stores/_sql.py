@@ -106,13 +106,19 @@ def later(d: Dialect, now: datetime, seconds: float) -> Any:
     return d.ts(now + timedelta(seconds=seconds))
 
 
-#: Every table that holds a resource's rows (erase walks it). ``events`` comes
-#: first: its rows are what the embedding worker locks (FOR KEY SHARE) before
-#: it touches the queue, so taking them first keeps the lock order of the two
-#: the same and an erase never deadlocks with a worker; the queue and vectors
+#: Every table that holds a resource's rows (erase walks it). ``turn_leases``
+#: comes first: a turn's commit checks its lease row before it writes, so on
+#: PostgreSQL an erase either deletes the lease before the turn checks it (the
+#: turn stores nothing: ``Erased``) or waits for the turn's commit and then
+#: deletes what it stored; deleted later, the erase's earlier statements would
+#: miss a turn committed meanwhile (the embedding worker never touches
+#: leases). Then ``events``: its rows are what the embedding worker locks (FOR
+#: KEY SHARE) before it touches the queue, so taking them first keeps the lock
+#: order of the two the same and an erase never deadlocks with a worker; the queue and vectors
 #: go with them by cascade. Items' embedding jobs and vectors likewise go with
 #: their items (the item worker skips rows others hold, so it never waits).
 RESOURCE_TABLES = (
+    "turn_leases",
     "events",
     "items",
     "item_embeddings",
@@ -129,7 +135,6 @@ RESOURCE_TABLES = (
     "consolidation_log",
     "notebooks",
     "notebook_snapshots",
-    "turn_leases",
     "resources",
 )
 

@@ -751,8 +751,16 @@ class FreezeNotebook(Op[dict[str, "str | None"]]):
 class ClaimTurn(Op[bool]):
     """Take or renew the thread's turn lease for ``holder``; ``False`` while another holder's lease runs.
 
-    ``required``: raise ``Conflict`` instead of answering ``False`` (a turn's
-    commit carries it, so a turn whose lease was lost stores nothing).
+    ``renew``: only extend ``holder``'s own lease, never take the thread: a
+    lease once lost stays lost, whether another turn took it over after it
+    expired (and perhaps gave it back since) or an erase of the thread or its
+    resource deleted it. A fencing check, not a claim: a held lease is never
+    re-created by its old holder.
+
+    ``required``: raise instead of answering ``False`` (a turn's commit carries
+    it with ``renew``, so a turn whose lease was lost stores nothing):
+    ``Erased`` when the thread's lease row is gone (only an erase deletes it),
+    ``ThreadBusy`` when another holder has it.
     """
 
     writes: ClassVar[bool] = True
@@ -762,12 +770,17 @@ class ClaimTurn(Op[bool]):
     holder: str
     lease_seconds: float
     now: datetime
+    renew: bool = False
     required: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReleaseTurn(Op[None]):
-    """Give the thread's turn lease back (only ``holder``'s own)."""
+    """Give the thread's turn lease back (only ``holder``'s own).
+
+    The row stays, expired, until the thread or its resource is erased: a
+    missing row is how a stalled earlier holder tells an erase from a takeover.
+    """
 
     writes: ClassVar[bool] = True
     durable: ClassVar[bool] = False
