@@ -86,6 +86,10 @@ class Upstream:
     """Seconds between streamed chunks."""
     hold: asyncio.Event | None = None
     """When set, a stream sends its first piece of the reply, then waits for this event before the rest."""
+    gate: asyncio.Event | None = None
+    """When given, every answer waits for this event before it is sent (``arrived`` is set first)."""
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when a request has come in (a test then knows the turn is waiting on its model)."""
     finished: list[float] = field(default_factory=list)
     """``time.monotonic()`` when each answer was wholly sent (a stream: after its ``[DONE]``)."""
     streams: bool = True
@@ -100,6 +104,9 @@ class Upstream:
         async def complete(request: Request) -> Response:
             body = await request.json()
             self.requests.append(body)
+            self.arrived.set()
+            if self.gate is not None:
+                await self.gate.wait()
             message = self.script.pop(0)(body)
             if self.delays:  # after taking its reply: a caller that goes away leaves the script as it was
                 await asyncio.sleep(self.delays.pop(0))
@@ -173,13 +180,18 @@ async def serving(app: Any) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def proxy_in_front(memory: Any, upstream: Upstream) -> AsyncIterator[str]:
-    """caderno's app with the memory proxy over ``memory``, its model the scripted ``upstream``; yield its base URL."""
+async def proxy_in_front(memory: Any, upstream: Upstream, *, userinfo: str = "") -> AsyncIterator[str]:
+    """caderno's app with the memory proxy over ``memory``, its model the scripted ``upstream``; yield its base URL.
+
+    ``userinfo`` (``user:password``) goes into the upstream's URL, as an operator may configure it.
+    """
     from caderno.agent.models import OpenAIChatModel
     from caderno.server import create_app
     from caderno.server.proxy import install_proxy
 
     async with serving(upstream.app()) as up:
+        if userinfo:
+            up = up.replace("://", f"://{userinfo}@", 1)
         model = OpenAIChatModel(model="scripted-1", base_url=f"{up}/v1", api_key="upstream-secret")
         app = create_app(memory, model=model, background=False, routers=[install_proxy])
         try:

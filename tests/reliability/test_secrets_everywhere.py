@@ -245,3 +245,53 @@ def test_upstream_key_and_url_password_never_reach_a_client_or_the_log(tmp_path:
         assert secret not in served.log, f"the server log shows {secret!r}:\n{served.log}"
     # The detail went to the log, scrubbed: the operator can still tell what failed.
     assert ("HTTP 401" if kind == "refusing" else "ConnectError") in served.log, served.log
+
+
+# -- other libraries' loggers: a real turn with a password in the upstream's URL ---------------
+
+#: The password in the upstream URL of a turn that succeeds.
+TURN_PASSWORD = "Turn-Url-Passw0rd-Canary-42"
+
+
+async def test_a_turn_with_a_password_in_base_url_leaves_it_in_no_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx writes each request's whole URL at info, httpcore more at debug: every line, every logger, is masked."""
+    from _upstream import Upstream, proxy_in_front, text
+
+    from caderno.core.redact import LIBRARY_LOGGERS
+
+    caplog.set_level(logging.DEBUG)
+    for name in (*LIBRARY_LOGGERS, "httpcore", "caderno"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    upstream = Upstream(script=[text(f"resposta {n}") for n in range(4)], piece=100)  # whole words in a stream
+    memory = await caderno.connect(f"sqlite:///{tmp_path / 'proxy.db'}", embedder=None)
+    token, _ = await memory.keys.create(resources=["casa"], name="app")
+    headers = {"authorization": f"Bearer {token}", "x-caderno-thread": "t1"}
+    try:
+        async with (
+            proxy_in_front(memory, upstream, userinfo=f"caderno:{TURN_PASSWORD}") as base,
+            httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client,
+        ):
+            for stream in (False, True):
+                chat = {"model": "m", "messages": [{"role": "user", "content": "oi"}], "stream": stream}
+                answer = await client.post("/v1/chat/completions", json=chat)
+                assert answer.status_code == 200 and "resposta" in answer.text, answer.text
+                responses = {"model": "m", "input": "oi", "stream": stream}
+                answer = await client.post("/v1/responses", json=responses)
+                assert answer.status_code == 200 and "resposta" in answer.text, answer.text
+    finally:
+        await memory.close()
+    assert len(upstream.requests) == 4
+    lines = [
+        f"{r.name}: {r.getMessage()}"
+        + ("".join(traceback.format_exception(*r.exc_info)) if r.exc_info else "")
+        + (r.exc_text or "")
+        for r in caplog.records
+    ]
+    shown = "\n".join([*lines, caplog.text])
+    # The lines that used to carry it were written, so the check below saw them.
+    assert sum(line.startswith("httpx: HTTP Request: POST http://caderno:***@") for line in lines) == 4, shown
+    assert any(line.startswith("httpcore.") for line in lines), shown
+    for secret in (TURN_PASSWORD, quote(TURN_PASSWORD, safe="")):
+        assert secret not in shown, f"a log line shows {secret!r}:\n{shown}"

@@ -154,3 +154,28 @@ def test_redact_text_keeps_what_an_operator_needs() -> None:
 )
 def test_redact_query_masks_credential_values(query: str, shown: str) -> None:
     assert redact_query(query) == shown
+
+
+def test_library_log_records_are_masked_message_traceback_and_coloured_copy() -> None:
+    """httpx's request line, an exception's traceback and uvicorn's ``color_message`` lose the password."""
+    import logging
+    import sys
+
+    from caderno.core.redact import RedactRecords
+
+    guard = RedactRecords()
+    guard.add(["Odd Pass/word 9"])
+    record = logging.LogRecord(
+        "httpx", logging.INFO, __file__, 1, 'HTTP Request: %s %s "%s"', ("POST", "http://u:pw1234@h/v1", "200"), None
+    )
+    record.color_message = "HTTP Request: %s %s"
+    assert guard.filter(record)
+    assert record.getMessage() == 'HTTP Request: POST http://u:***@h/v1 "200"'
+    assert "color_message" not in record.__dict__  # would format the original arguments again
+    try:
+        raise ConnectionError("cannot reach http://u:Odd Pass/word 9@h/v1\nsecond line")
+    except ConnectionError:
+        failed = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "boom", (), sys.exc_info())
+    guard.filter(failed)
+    shown = logging.Formatter().format(failed)
+    assert "Odd Pass/word 9" not in shown and "Traceback" in shown and shown.count("\n") > 3

@@ -31,7 +31,7 @@ from ..core.clock import new_id
 from ..core.errors import MissingExtra, ModelError, UsageError
 from ..core.jsonvalue import check_json
 from ..core.messages import Message, ToolCall, check_text
-from ..core.redact import redact_text, redact_url, secrets_of
+from ..core.redact import redact_library_logs, redact_text, redact_url, secrets_of
 from .function_tools import ToolSpec
 
 if TYPE_CHECKING:
@@ -420,6 +420,8 @@ class OpenAIChatModel:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         # What a log line must never show: the key and every form of the URL's password.
         self._secrets = [s for s in (key, *secrets_of(self.base_url)) if s]
+        # httpx logs each request's whole URL (the password in it) at info: its logger masks them too.
+        redact_library_logs(self._secrets)
         self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout)
 
     def _fail(self, said: str, detail: str) -> ModelError:

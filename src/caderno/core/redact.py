@@ -29,12 +29,27 @@ into text libpq no longer accepts).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
 from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
-__all__ = ["MASK", "one_line", "redact_path", "redact_query", "redact_text", "redact_url", "scrub", "secrets_of", "split_url"]
+__all__ = [
+    "LIBRARY_LOGGERS",
+    "MASK",
+    "RedactRecords",
+    "one_line",
+    "redact_library_logs",
+    "redact_path",
+    "redact_query",
+    "redact_text",
+    "redact_url",
+    "scrub",
+    "secrets_of",
+    "split_url",
+]
 
 MASK = "***"
 
@@ -335,3 +350,80 @@ def redact_query(query: str) -> str:
             name = MASK
         kept.append(name + eq + value)
     return "&".join(kept)
+
+
+# -- other libraries' loggers -------------------------------------------------------------
+
+#: The loggers of the libraries caderno runs that can write a URL or an exception's
+#: text. httpx logs every request's full URL at info (``HTTP Request: POST
+#: http://user:pw@host/v1/…``); httpcore (debug) names hosts and failed
+#: connections; uvicorn's error logger writes tracebacks; the OpenAI SDK (under
+#: the Agents integration) logs its requests' URLs at debug. A filter on a logger
+#: does not run for its children's records, so each module's logger is named.
+LIBRARY_LOGGERS = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+    "uvicorn.error",
+    "openai._base_client",
+    "openai.agents",
+)
+
+
+class RedactRecords(logging.Filter):
+    """Makes another library's log records safe: :func:`redact_text` over the message and any traceback.
+
+    Known secrets (:meth:`add`: an upstream's key, every form of its URL's
+    password) are masked wherever they appear; URL user-info and query
+    values, bearer tokens and key-shaped words are masked by their shape.
+    The record's level and logger are kept: only its text changes.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._secrets: frozenset[str] = frozenset()
+        self._lock = threading.Lock()
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Mask ``secrets`` too, from now on (the set only grows: a process holds few)."""
+        with self._lock:
+            self._secrets = self._secrets | {s for s in secrets if s}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = self._secrets
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit: the handler reports it, with no text of ours
+            message = str(record.msg)
+        record.msg, record.args = redact_text(message, secrets), ()
+        # uvicorn's coloured copy of the message formats the original arguments again.
+        record.__dict__.pop("color_message", None)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            # Line by line: a traceback stays readable, and each line is masked as a message is.
+            record.exc_text = "\n".join(redact_text(line, secrets) for line in record.exc_text.splitlines())
+        if record.stack_info:
+            record.stack_info = "\n".join(redact_text(line, secrets) for line in record.stack_info.splitlines())
+        return True
+
+
+_LIBRARY_FILTER = RedactRecords()
+
+
+def redact_library_logs(secrets: Iterable[str] = ()) -> None:
+    """Give every logger of :data:`LIBRARY_LOGGERS` caderno's redaction, masking ``secrets`` too.
+
+    Called where caderno takes a secret that a library may log: each
+    ``OpenAIChatModel`` (its key and URL) installs it, so library use, the CLI
+    and ``caderno serve`` (whose uvicorn set-up keeps a logger's filters) are
+    all covered before the first request. Idempotent: one filter per logger,
+    however often it is called. Handlers and levels stay as the application
+    set them.
+    """
+    _LIBRARY_FILTER.add(secrets)
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).addFilter(_LIBRARY_FILTER)
