@@ -2,8 +2,9 @@
 
 The key is checked before any body byte is read; one body limit holds on
 every route (the memory proxy included), for chunked bodies too; half-sent
-headers and idle keep-alive connections are closed on a deadline; the
-concurrency limit answers 503; ``GET /mcp`` is refused; a token in the query
+headers, trickled bodies and idle keep-alive connections are closed on a
+deadline; a body nobody reads never holds its connection; the concurrency
+limit answers 503; ``GET /mcp`` is refused; a token in the query
 string never reaches the access log; any crash is an ``internal`` problem on
 a connection that stays usable.
 """
@@ -31,8 +32,9 @@ from caderno.core.errors import UsageError  # noqa: E402
 #: The small limits of the server under test (caderno.toml's [server]).
 LIMIT = 100_000
 HEADER_TIMEOUT = 1
+BODY_TIMEOUT = 2
 KEEP_ALIVE = 2
-CONCURRENCY = 8
+CONCURRENCY = 20
 #: How long a test waits for what should come at once (a slow, shared CI machine).
 PROMPT = 5.0
 
@@ -45,7 +47,7 @@ def edge(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
     token = make_key(db, "casa")
     config = where / "caderno.toml"
     config.write_text(
-        f"[server]\nmax_body_bytes = {LIMIT}\nheader_timeout = {HEADER_TIMEOUT}\n"
+        f"[server]\nmax_body_bytes = {LIMIT}\nheader_timeout = {HEADER_TIMEOUT}\nbody_timeout = {BODY_TIMEOUT}\n"
         f"keep_alive_timeout = {KEEP_ALIVE}\nlimit_concurrency = {CONCURRENCY}\nhttp = {json.dumps(request.param)}\n"
     )
     with serving(db, config) as served:
@@ -144,6 +146,65 @@ def test_healthz_answers_while_a_body_trickles_in(edge: tuple[Served, str]) -> N
         assert time.monotonic() - started < 2
 
 
+def test_trickling_keyless_bodies_leave_healthz_answering(edge: tuple[Served, str]) -> None:
+    """Issue 34, finding 3: a keyless ``POST /healthz`` (or ``POST /``) announcing a megabyte got
+    its 405 at once, but the server went on reading the body at the client's pace; as many such
+    connections as ``limit_concurrency`` made ``GET /healthz`` answer 503."""
+    served, _ = edge
+    held = []
+    try:
+        for i in range(CONCURRENCY):  # each left trickling (before: the last got 503, all held)
+            sock = _connect(served)
+            held.append(sock)
+            path = ("/healthz", "/")[i % 2]
+            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {LIMIT - 1}\r\n\r\nx".encode())
+            status, headers, _ = _read_response(sock)
+            assert status == 405 and headers.get("connection") == "close", (i, status)
+            try:
+                sock.sendall(b"x")  # the trickle goes on: the server must not wait for it
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        for sock in held:
+            assert _closed_within(sock, PROMPT), "an answered request holds its connection for the body"
+        assert httpx.get(f"{served.base}/healthz", timeout=PROMPT).status_code == 200
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_keyed_body_trickled_past_the_body_timeout_is_cut(edge: tuple[Served, str]) -> None:
+    """With a valid key, a body sent a byte at a time held its connection for as long as it trickled."""
+    served, token = edge
+    with _connect(served) as sock:
+        sock.sendall(
+            f"POST /v1/resources/casa/threads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{".encode()
+        )
+        started = time.monotonic()
+        sock.settimeout(0.1)
+        answer = b""
+        while time.monotonic() - started < BODY_TIMEOUT + PROMPT:  # a byte every 0.1 s, until the server ends it
+            try:
+                sock.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except ConnectionResetError:
+                break
+            answer += chunk
+            if not chunk:
+                break
+        assert answer.startswith(b"HTTP/1.1 408"), f"the trickled body was not cut: {answer!r}"
+        problem = json.loads(answer.partition(b"\r\n\r\n")[2])
+        assert problem["type"].endswith("/request-timeout") and str(BODY_TIMEOUT) in problem["detail"]
+        assert b"connection: close" in answer.lower() and _closed_within(sock, PROMPT)
+        assert time.monotonic() - started >= BODY_TIMEOUT - 0.2  # not cut before its time
+    assert httpx.get(f"{served.base}/healthz", timeout=PROMPT).status_code == 200
+
+
 @pytest.mark.parametrize("trickle", [False, True])
 def test_half_sent_headers_are_closed_after_the_header_timeout(edge: tuple[Served, str], trickle: bool) -> None:
     served, _ = edge
@@ -218,6 +279,7 @@ def test_serve_config_refuses_a_wrong_server_table(tmp_path: Path) -> None:
     for table, said in [
         ("max_body = 5", "unknown key"),
         ("header_timeout = -1", "positive number"),
+        ("body_timeout = 0", "positive number"),
         ("limit_concurrency = 1.5", "positive number"),
         ('docs = "yes"', "true or false"),
         ('background = "thread"', "background must be one of inline, process, off"),
@@ -226,9 +288,12 @@ def test_serve_config_refuses_a_wrong_server_table(tmp_path: Path) -> None:
         config.write_text(f"[server]\n{table}\n")
         with pytest.raises(UsageError, match=said):
             load_config(config)
-    config.write_text('[server]\nmax_body_bytes = 1024\ndocs = true\nheader_timeout = 2.5\nbackground = "off"\n')
+    config.write_text(
+        '[server]\nmax_body_bytes = 1024\ndocs = true\nheader_timeout = 2.5\nbody_timeout = 7.5\nbackground = "off"\n'
+    )
     settings = load_config(config).server
     assert (settings.max_body_bytes, settings.docs, settings.header_timeout) == (1024, True, 2.5)
+    assert settings.body_timeout == 7.5
     assert (settings.background, settings.http) == ("off", "auto")
 
 

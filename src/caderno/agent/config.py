@@ -29,6 +29,7 @@ optional; the two top-level settings must come before the first ``[table]``::
     [server]                              # caderno serve's edge (defaults below)
     max_body_bytes = 16777216             # most bytes of any request body (413 past it)
     header_timeout = 10                   # seconds to send a request's headers
+    body_timeout = 60                     # seconds to send a request's body, after its headers (408 past it)
     keep_alive_timeout = 5                # seconds an idle keep-alive connection stays open
     limit_concurrency = 512               # connections + requests at once (503 past it)
     docs = false                          # true: /docs and /redoc (Swagger UI, ReDoc)
@@ -70,6 +71,12 @@ MAX_REQUEST_BYTES = 16 * 1024 * 1024
 #: its headers in one packet; 10 s covers a slow mobile link and closes a
 #: "slowloris" that holds a connection by trickling headers.
 HEADER_TIMEOUT = 10.0
+#: Seconds a client has to send a request's whole body, counted from the end of its
+#: headers: a deadline, not an idle timer, so a client (keyed or not) trickling a
+#: byte at a time cannot hold a connection for good. 60 s carries the largest
+#: body (16 MiB, an import) at 2.3 Mbit/s; a JSON turn or a recall takes
+#: milliseconds. Raise it for imports over slower links.
+BODY_TIMEOUT = 60.0
 #: Seconds an idle keep-alive connection stays open (uvicorn's own default).
 KEEP_ALIVE_TIMEOUT = 5
 #: Connections plus requests in progress before uvicorn answers 503: well under
@@ -90,6 +97,8 @@ class ServerSettings:
     """Most bytes of any request body (413 past it, without reading the rest)."""
     header_timeout: float = HEADER_TIMEOUT
     """Seconds to send a request's headers before the connection is closed."""
+    body_timeout: float = BODY_TIMEOUT
+    """Seconds to send a request's body after its headers before a 408 and the connection closed."""
     keep_alive_timeout: int = KEEP_ALIVE_TIMEOUT
     """Seconds an idle keep-alive connection stays open."""
     limit_concurrency: int = LIMIT_CONCURRENCY
@@ -127,7 +136,7 @@ class ServerSettings:
                     raise UsageError(f"{where}: [server] {name} must be one of {', '.join(allowed)}")
             if name in ("background", "http"):
                 continue
-            number = (int, float) if name in ("header_timeout", "turn_wait", "turn_lease") else (int,)
+            number = (int, float) if name in ("header_timeout", "body_timeout", "turn_wait", "turn_lease") else (int,)
             if isinstance(value, bool) or not isinstance(value, number) or value <= 0:
                 raise UsageError(f"{where}: [server] {name} must be a positive number, not {value!r}")
         return cls(**table)

@@ -180,7 +180,7 @@ def serve(
 
 
 def _uvicorn_config(app: Any, host: str, port: int, log_level: str, settings: ServerSettings) -> Any:
-    """uvicorn's settings: our header deadline, keep-alive and concurrency limits, a token-free access log."""
+    """uvicorn's settings: our header and body deadlines, keep-alive and concurrency limits, a token-free access log."""
     import logging
 
     import uvicorn
@@ -194,7 +194,9 @@ def _uvicorn_config(app: Any, host: str, port: int, log_level: str, settings: Se
         log_level=log_level,
         lifespan="on",
         http=header_timeout_protocol(
-            settings.header_timeout, parser=None if settings.http == "auto" else settings.http
+            settings.header_timeout,
+            body_timeout=settings.body_timeout,
+            parser=None if settings.http == "auto" else settings.http,
         ),
         timeout_keep_alive=settings.keep_alive_timeout,
         limit_concurrency=settings.limit_concurrency,

@@ -13,7 +13,14 @@ included) and, for each HTTP request:
    before reading, and by counting a chunked body as it streams, at the
    first chunk past the limit, without reading the rest (the answer closes
    the connection, so the server never drains what the client still sends);
-3. turns any exception nothing else handled into an ``internal``
+3. closes the connection with any answer given before the body it announced
+   was read, on every route, keyed or not: a ``POST /healthz`` with
+   ``Content-Length: 1000000`` got its 405 at once, and then the server
+   read (and dropped) the body at whatever pace the client sent it, a place
+   under ``limit_concurrency`` held for as long (20 such connections made
+   ``/healthz`` answer 503); a body that is read has ``[server] body_timeout``
+   to arrive (``connections.py``);
+4. turns any exception nothing else handled into an ``internal``
    problem+json (500) and logs its traceback: never a plain-text 500, never
    a dropped connection, never the exception's text to the client.
 """
@@ -21,6 +28,7 @@ included) and, for each HTTP request:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -61,6 +69,30 @@ def _announces_body(scope: Scope) -> bool:
     return False
 
 
+@dataclass(slots=True)
+class _Body:
+    """Whether a request announced a body, and whether the app has read all of it."""
+
+    announced: bool
+    read: bool = False
+
+    def tracking(self, receive: Receive) -> Receive:
+        async def tracked() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                self.read = True
+            return message
+
+        return tracked
+
+
+def _closing(headers: Any) -> list[tuple[bytes, bytes]]:
+    """``headers`` with ``connection: close``: uvicorn then closes the connection after the answer
+    instead of reading the rest of a body nobody wants."""
+    kept = [(name, value) for name, value in headers if name.lower() != b"connection"]
+    return [*kept, (b"connection", b"close")]
+
+
 class Edge:
     """ASGI middleware: key, body limit, catch-all (see the module docstring)."""
 
@@ -73,14 +105,18 @@ class Edge:
             await self.app(scope, receive, send)
             return
         started = False
+        body = _Body(announced=_announces_body(scope))
 
         async def tracked(message: Message) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start" and not started:
+                started = True
+                if body.announced and not body.read:
+                    message = {**message, "headers": _closing(message.get("headers", []))}
             await send(message)
 
         try:
-            await self._guarded(scope, receive, tracked)
+            await self._guarded(scope, body.tracking(receive), tracked)
         except Exception as exc:  # noqa: BLE001 - the catch-all: every failure gets an answer
             if started:
                 # Headers are gone: the only honest end is to stop (uvicorn closes it).
@@ -96,9 +132,7 @@ class Edge:
                 response: Response = problems.problem(401, "unauthorized", "Unauthorized", str(exc))
                 if scope.get("path") == PROXY_PATH:
                     response = problems.with_message(response)  # what an OpenAI SDK shows its user
-                if _announces_body(scope):
-                    response.headers["connection"] = "close"
-                await response(scope, receive, send)
+                await response(scope, receive, send)  # closing the connection when a body was announced
                 return
         length = Request(scope).headers.get("content-length")
         if length is not None and (not length.strip().isascii() or not length.strip().isdigit()):
