@@ -16,7 +16,7 @@
  * src/caderno/examples/household.py.
  */
 
-import { CadernoClient, type Message, type MessageCreate, type WorkingMemoryState } from "./client.js";
+import { CadernoClient, type Message, type MessageCreate, segment, type WorkingMemoryState } from "./client.js";
 
 /** A person of the household (household.py `Member`). */
 export interface Member {
@@ -101,7 +101,9 @@ export class CadernoAgentMemory implements AgentMemory {
   /** The resource whose threads `getMessages` and `appendMessages` read and write. */
   readonly resourceId: string;
 
+  /** @throws InvalidIdError when `resourceId` cannot be a path segment (`..`, a `/`…): at once, not at the first call. */
   constructor(client: CadernoClient, resourceId: string) {
+    segment("resource id", resourceId);
     this.client = client;
     this.resourceId = resourceId;
   }

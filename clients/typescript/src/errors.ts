@@ -11,6 +11,7 @@
  * ```
  * CadernoError                    any refusal; 5xx and statuses without a class below
  * ├── BadRequestError             400  invalid-request: the library refused the call
+ * │   └── InvalidIdError          400  refused by this client before sending: an id that is a path
  * ├── UnauthorizedError           401  missing, unknown or revoked key
  * ├── ForbiddenError              403  needs an admin key
  * ├── NotFoundError               404  also: a resource this key may not see
@@ -70,6 +71,41 @@ export class CadernoError extends Error {
 }
 
 export class BadRequestError extends CadernoError {}
+
+/** The problem type of a refused call: the server's (problems.py) and this client's own refusals alike. */
+const INVALID_REQUEST = "https://caderno.dev/problems/invalid-request";
+
+/**
+ * The sentence caderno refuses such an id with, everywhere (`NAME_RULE` in
+ * src/caderno/core/validate.py, `RULE` in the inspector's app.js).
+ */
+export const NAME_RULE = "ids are names, never paths (no '/', not '.' or '..', no control or invisible characters)";
+
+/**
+ * An id that cannot travel as one URL path segment, refused by the client before any request.
+ *
+ * `fetch` resolves `.` and `..` segments before it sends (`encodeURIComponent("..")` is still
+ * `..`), so `popMessage("r", "..")` would become `DELETE /v1/resources/r/messages/last`: another
+ * thread's message. Nothing was sent. The problem is the one the server answers for such an id on
+ * a write (a 400 `invalid-request`), so code that handles `BadRequestError` handles this too.
+ */
+export class InvalidIdError extends BadRequestError {
+  /** What the id names, e.g. `thread id`. */
+  readonly what: string;
+  /** The refused id, as given. */
+  readonly id: string;
+
+  constructor(what: string, id: string) {
+    super({
+      type: INVALID_REQUEST,
+      title: "Invalid request",
+      status: 400,
+      detail: `${what} ${JSON.stringify(id)} is not a valid name: ${NAME_RULE}`,
+    });
+    this.what = what;
+    this.id = id;
+  }
+}
 export class UnauthorizedError extends CadernoError {}
 export class ForbiddenError extends CadernoError {}
 export class NotFoundError extends CadernoError {}

@@ -35,6 +35,8 @@ export {
   ConflictError,
   errorFor,
   ForbiddenError,
+  InvalidIdError,
+  NAME_RULE,
   NotFoundError,
   PayloadTooLargeError,
   PreconditionFailedError,
