@@ -245,3 +245,23 @@ def test_messages_pop_edit_delete_and_log(db: Path) -> None:
         out = cli("messages", *verb, db=db)
         assert out.returncode == 1 and out.stderr.count("\n") == 1 and "has no message" in out.stderr
     assert len(json.loads(cli("messages", "log", "casa", "--json", db=db).stdout)) == 3
+
+
+def test_export_is_private_and_never_written_through_a_planted_link(db: Path, tmp_path: Path) -> None:
+    """An export holds the whole resource: 0600 even over an older 0644 export, and a link is refused."""
+    dump = tmp_path / "casa.json"
+    dump.write_text("old export\n")
+    dump.chmod(0o644)
+    assert cli("export", "casa", "-o", str(dump), db=db).returncode == 0
+    assert dump.stat().st_mode & 0o777 == 0o600 and "Amsterdam" in dump.read_text()
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not yours\n")
+    link = tmp_path / "planted.json"
+    link.symlink_to(target)
+    out = cli("export", "casa", "-o", str(link), db=db)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        f"caderno: error: cannot write {link}: it is a symbolic link, and caderno never writes an export through one"
+    )
+    assert target.read_text() == "not yours\n" and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left behind

@@ -143,3 +143,36 @@ def test_notes_show_hides_only_the_unreadable_file(tmp_path: Path) -> None:
     added = cli("notes", "add", "user", "Ana mora em Lisboa.", "--dir", str(tmp_path))
     assert added.returncode == 1 and "USER.md is not valid UTF-8" in added.stderr
     assert (tmp_path / "USER.md").read_bytes() == b"Ana\n\xff"
+
+
+def test_a_planted_link_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    """A journal file that is a symbolic link is never followed: the record would land in the link's target."""
+    from caderno.core.errors import StorageError
+
+    target = tmp_path / "elsewhere" / "authorized_keys"
+    target.parent.mkdir()
+    target.write_text("ssh-ed25519 AAAA owner\n")
+    journal = Journal(tmp_path / "journal")
+    journal.directory.mkdir()
+    journal.path("semantic").symlink_to(target)
+    with pytest.raises(StorageError, match=r"semantic\.jsonl: it is a symbolic link, and caderno never writes through"):
+        journal.append("semantic", {"fact": "x"})
+    assert target.read_text() == "ssh-ed25519 AAAA owner\n"
+    journal.path("semantic").unlink()  # a dangling link is refused the same way (it is not created through)
+    journal.path("semantic").symlink_to(tmp_path / "missing")
+    with pytest.raises(StorageError, match="symbolic link"):
+        journal.append("semantic", {"fact": "x"})
+    assert not (tmp_path / "missing").exists()
+
+
+def test_cli_refuses_a_planted_journal_link_in_one_line(tmp_path: Path) -> None:
+    target = tmp_path / "target.txt"
+    target.write_text("")
+    (tmp_path / "journal").mkdir()
+    (tmp_path / "journal" / "decision.jsonl").symlink_to(target)
+    command = [sys.executable, "-m", "caderno.cli", "journal", "decision", "add", "--record", '{"a": 1}']
+    out = subprocess.run(
+        [*command, "--dir", str(tmp_path / "journal")], env=python_env(), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "is a symbolic link" in out.stderr and target.read_text() == ""

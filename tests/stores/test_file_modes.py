@@ -1,16 +1,19 @@
-"""The database and its -wal/-shm files are readable by their owner only, whatever the umask."""
+"""The database and its -wal/-shm files, journals and exports are readable by their owner only, whatever the umask."""
 
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import caderno
-from caderno import Message
+from caderno import Journal, Message
+from conftest import python_env
 
 
 @pytest.fixture
@@ -41,3 +44,20 @@ async def test_an_existing_files_mode_is_left_as_its_owner_chose(tmp_path: Path,
     async with caderno.connect(path, embedder=None) as memory:
         await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("oi")])
         assert mode(path) == 0o640
+
+
+def test_a_new_journal_is_created_0600(tmp_path: Path, permissive_umask: None) -> None:
+    journal = Journal(tmp_path / "journal")
+    journal.append("decision", {"what": "usar SQLite"})
+    assert mode(journal.path("decision")) == 0o600
+
+
+async def test_an_export_file_is_written_0600(tmp_path: Path, permissive_umask: None) -> None:
+    """The CLI in a subprocess inherits the umask of 000: the export is still its owner's alone."""
+    db, dump = tmp_path / "c.db", tmp_path / "casa.json"
+    async with caderno.connect(db, embedder=None) as memory:
+        await memory.append_messages(resource_id="casa", thread_id="t", messages=[Message.user("oi")])
+    command = [sys.executable, "-m", "caderno.cli", "--db", str(db), "export", "casa", "-o", str(dump)]
+    done = subprocess.run(command, env=python_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert mode(dump) == 0o600

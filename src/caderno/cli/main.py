@@ -9,6 +9,7 @@ written when a command fails.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ import click
 
 from ..agent.config import load_config
 from ..core.errors import CadernoError
+from ..core.files import atomic_write
 from ..core.jsonvalue import loads_strict
 from ..core.messages import Message, Thread
 from ..memory.consolidation import summary_span
@@ -430,7 +432,12 @@ async def wm_patch(ctx: click.Context, resource: str, patch: str, expected_versi
 @click.pass_context
 @run_async
 async def export_cmd(ctx: click.Context, resource: str, output: Path | None) -> None:
-    """Export everything of RESOURCE as JSON."""
+    """Export everything of RESOURCE as JSON.
+
+    A file given with ``-o`` is written whole or not at all, readable by its
+    owner only (0600, whatever the umask), and never through a symbolic link:
+    an export holds every message and fact of the resource.
+    """
     memory = await open_memory(ctx)
     try:
         dump = await memory.export_resource(resource_id=resource)
@@ -439,9 +446,14 @@ async def export_cmd(ctx: click.Context, resource: str, output: Path | None) -> 
     text = json.dumps(dump, ensure_ascii=False, indent=2)
     if output is None:
         click.echo(text)
-    else:
-        output.write_text(text + "\n", encoding="utf-8")
-        click.echo(f"exported {resource} to {output}", err=True)
+        return
+    try:
+        atomic_write(output, text + "\n")  # a private temp file (0600), renamed over the path
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            fail(f"cannot write {output}: it is a symbolic link, and caderno never writes an export through one")
+        fail(f"cannot write {output}: {exc.strerror or exc}")
+    click.echo(f"exported {resource} to {output}", err=True)
 
 
 @main.command("import")

@@ -1,4 +1,4 @@
-"""Small file helpers: the caderno home, exclusive locks, atomic writes.
+"""Small file helpers: the caderno home, exclusive locks, private appends, atomic writes.
 
 None of them follows a symbolic link at the file itself: a lock file or a
 data file that is a link (planted by another local user, or by a tool the
@@ -69,6 +69,31 @@ def create_private(path: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def open_append(path: Path) -> int:
+    """A descriptor for appending to ``path`` (read and write), created ``PRIVATE_MODE`` when missing.
+
+    For files caderno grows a line at a time (journals): ``create_private``
+    makes a new one its owner's alone whatever the umask, and the open itself
+    uses ``O_NOFOLLOW`` (a planted link is refused, its target untouched) and
+    ``O_NONBLOCK`` (a planted FIFO cannot hang the writer), then checks on
+    the open descriptor that it holds a regular file. The caller closes it.
+
+    Raises:
+        OSError: ``ELOOP`` for a symbolic link, ``EINVAL`` for something
+            other than a regular file, or the error of the open itself.
+    """
+    create_private(path)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)  # a regular file never blocks; writes and fsync as usual
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def read_regular(path: Path, *, max_bytes: int) -> bytes:

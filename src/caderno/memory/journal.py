@@ -9,11 +9,14 @@ Five stores, one file each under the journal directory:
 Appends from several processes never interleave: each line is written with
 one ``write`` under an exclusive lock. A torn last line (a crash mid-write)
 is skipped on read with a warning, and the next append starts on a fresh
-line, so the file stays valid JSONL.
+line, so the file stays valid JSONL. A new journal is its owner's alone
+(0600, whatever the umask), and a journal that is a symbolic link is refused,
+never written through.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -21,14 +24,25 @@ from pathlib import Path
 from typing import Any
 
 from ..core.clock import new_id, to_iso, utcnow
-from ..core.errors import UsageError
-from ..core.files import caderno_home, locked
+from ..core.errors import StorageError, UsageError
+from ..core.files import caderno_home, locked, open_append
 
 __all__ = ["STORES", "Journal"]
 
 log = logging.getLogger("caderno.memory.journal")
 
 STORES: tuple[str, ...] = ("episodic", "semantic", "procedural", "decision", "transcript")
+
+
+def _cannot_write(path: Path, exc: OSError) -> str:
+    """caderno's sentence for a journal (or its lock file) that cannot be written."""
+    name = exc.filename or path
+    if exc.errno == errno.ELOOP:
+        return (
+            f"cannot write the journal {name}: it is a symbolic link, and caderno never writes through one "
+            "(replace it with a regular file)"
+        )
+    return f"cannot write the journal {name}: {exc.strerror or exc}"
 
 
 class Journal:
@@ -64,19 +78,19 @@ class Journal:
             raise UsageError(f"journal record is not JSON-serialisable: {exc}") from None
         data = line.encode("utf-8")
         self.directory.mkdir(parents=True, exist_ok=True)
-        with locked(path):
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                size = os.fstat(fd).st_size
-                if size:
-                    with open(path, "rb") as fh:
-                        fh.seek(size - 1)
-                        if fh.read(1) != b"\n":
-                            data = b"\n" + data  # close a torn line left by a crash
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        try:
+            with locked(path):
+                fd = open_append(path)  # 0600 when new, never through a planted link
+                try:
+                    size = os.fstat(fd).st_size
+                    if size and os.pread(fd, 1, size - 1) != b"\n":
+                        data = b"\n" + data  # close a torn line left by a crash
+                    os.write(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise StorageError(_cannot_write(path, exc)) from None
         return entry["id"]
 
     def list(self, store: str, agent: str | None = None) -> list[dict[str, Any]]:
