@@ -20,7 +20,7 @@ from _api_helpers import Api, api_fixture, assert_problem  # noqa: E402, F401
 
 import caderno  # noqa: E402
 from caderno.core.errors import UsageError  # noqa: E402
-from caderno.memory.recall import MAX_MESSAGE_RANGE  # noqa: E402
+from caderno.memory.recall import MAX_MESSAGE_RANGE, MAX_QUERY_CHARS  # noqa: E402
 
 R = "/v1/resources/casa"
 MERGE = {"content-type": "application/merge-patch+json"}
@@ -139,3 +139,29 @@ async def test_if_match_strong_tag_still_applies(api: Api) -> None:
         r = await c.patch(R + "/working-memory", content=b'{"a": 2}', headers={**MERGE, "if-match": '"1"'})
         assert r.status_code == 200, r.text
         assert r.headers["etag"] == '"2"'
+
+
+# -- issue 34, finding 4: a recall query has a length limit ---------------------------------
+
+
+async def test_a_recall_query_past_the_limit_is_a_400_with_the_limit(api: Api) -> None:
+    """A 4 MB query took 13.9 s of the event loop; past ``MAX_QUERY_CHARS`` it is refused before any work."""
+    async with _client(api) as c:
+        await _seed(c)
+        r = await c.post(R + "/recall", json={"query": "oi " * (MAX_QUERY_CHARS // 3 + 1)})
+        body = assert_problem(r, 400, "invalid-request")
+        assert f"the limit is {MAX_QUERY_CHARS:,}" in body["detail"], body
+        r = await c.post(R + "/recall", json={"query": ("oi " * MAX_QUERY_CHARS)[:MAX_QUERY_CHARS]})
+        assert r.status_code == 200, r.text
+        assert [h["message"]["content"] for h in r.json()] == ["oi"]
+
+
+async def test_a_recall_query_past_the_limit_is_refused_by_the_python_api(db_url: str) -> None:
+    """Every interface (HTTP, MCP, the CLI, the model's tool) reaches this check through ``Memory.recall``."""
+    async with caderno.connect(db_url, embedder=None) as memory:
+        await memory.append_messages(resource_id="r", thread_id="t", messages=[caderno.Message.user("oi")])
+        with pytest.raises(UsageError, match=f"the limit is {MAX_QUERY_CHARS:,}"):
+            await memory.recall(resource_id="r", query="x" * (MAX_QUERY_CHARS + 1))
+        assert [m.content for m in await memory.get_messages(resource_id="r", thread_id="t")] == ["oi"]
+        hits = await memory.recall(resource_id="r", query="oi " + "x" * (MAX_QUERY_CHARS - 3))
+        assert [h.message.content for h in hits] == ["oi"]

@@ -812,10 +812,10 @@ class AgentChat:
 
     async def _recall_plan(self, new: list[Message], resource_id: str, thread_id: str) -> RecallPlan | None:
         """Automatic recall's first half: the legs' reads, which ride in the turn's load (None: recall is off)."""
-        from ..memory.recall import DEFAULT_MIN_SIMILARITY
+        from ..memory.recall import DEFAULT_MIN_SIMILARITY, clip_query
 
         settings = self.recall
-        query = "\n".join(m.content for m in new if m.role == "user" and m.content)
+        query = clip_query("\n".join(m.content for m in new if m.role == "user" and m.content))
         if settings is None or not query:
             return None
         assert self.full is not None  # automatic recall is on only on a Memory

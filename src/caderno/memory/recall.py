@@ -44,7 +44,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ..core.errors import UsageError
 from ..core.messages import Message
@@ -60,17 +60,21 @@ __all__ = [
     "LEG_WEIGHTS",
     "MAX_LEG_LIMIT",
     "MAX_MESSAGE_RANGE",
+    "MAX_QUERY_CHARS",
     "POOL",
     "POOL_LEGS",
     "RRF_K",
     "Recalled",
     "Retriever",
     "VectorIndex",
+    "check_query",
     "check_recall_numbers",
+    "clip_query",
     "fuse",
 ]
 
 log = logging.getLogger("caderno.memory.recall")
+_T = TypeVar("_T")
 
 #: Cosine threshold of the relevant leg. Questions and the statements that
 #: answer them are far apart for this model (median 0.47, p10 0.32 on
@@ -140,6 +144,21 @@ COVER_LOW, COVER_HIGH, COVER_FLOOR = 0.45, 0.6, 0.5
 RECENT_WINDOW = 50
 #: Most distinct query words the lexical leg searches for.
 MAX_QUERY_TERMS = 32
+#: Most characters of a recall query (``UsageError`` past it, from every
+#: interface: Python, HTTP, MCP, the CLI, the model's tool). The embedder reads
+#: its first 256 tokens (~1,000 characters) and the lexical leg its first
+#: ``MAX_QUERY_TERMS`` words, so a longer query finds nothing more; it only
+#: costs parsing (dates, words, stems), which grows with it: 1 M characters of
+#: varied words took 1.6 s here, and a 4 MB query 13.9 s. At 10,000 the
+#: parse takes ~15 ms, in a worker thread (``INLINE_CHARS``). A turn's automatic
+#: recall searches with the last ``MAX_QUERY_CHARS`` of the user's words
+#: (``clip_query``) instead of refusing the turn.
+MAX_QUERY_CHARS = 10_000
+#: Texts up to this many characters are parsed on the event loop (well under
+#: a millisecond: a worker thread's hop would cost about as much); longer
+#: ones (a long query, a long hit whose words the lexical cover compares) in
+#: a worker thread, so no recall holds the loop while it parses.
+INLINE_CHARS = 2_000
 #: When the question names a time ("há duas semanas", "last week", "on
 #: March 10": caderno.memory.when), the messages of those days found by any leg
 #: form a "when" leg of this weight, and the query legs read this deep, so
@@ -644,8 +663,9 @@ class Retriever:
         pools were deepened, so a caller that sizes its context by the
         limits still can.
         """
+        check_query(query)
         check_recall_numbers(limits, message_range, top)
-        window = find_window(query, now) if LEG_WEIGHTS.get("when") and query.strip() else None
+        window, terms = await _off_loop(len(query), _parse_query, query, now)
         pool = WHEN_POOL if window is not None else POOL
         text = window.rest if window is not None else query
         depth = {leg: max(n, pool) if n and leg in POOL_LEGS else n for leg, n in limits.items()}
@@ -656,8 +676,6 @@ class Retriever:
             )
         if n := depth["salient"]:
             reads["salient"] = ops.ReadSalient(resource_id=resource_id, threshold=SALIENT, limit=n, thread_id=within)
-        # The time words stay in the lexical query: the date column matches them.
-        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
         if (n := depth["lexical"]) and terms:
             reads["lexical"] = ops.LexicalSearch(resource_id=resource_id, terms=tuple(terms), limit=n, thread_id=within)
         vector: Any = None
@@ -780,7 +798,7 @@ class Retriever:
         Reads the best lexical hit and its neighbours (one small read), to
         see its indexed row as the full-text index does.
         """
-        words = [w for w in dict.fromkeys(fold(query).split()) if stems(w)]
+        words = await _off_loop(len(query), _stemmed_words, query)
         if not lexical or not words:
             return 1.0
         best = lexical[0][0]
@@ -794,8 +812,7 @@ class Retriever:
         row = [message.content, *(m.content for m in await self.run(around))]
         if message.created_at is not None:
             row.append(date_words(message.created_at))
-        have = set(stems(" ".join(row)))
-        cover = sum(1 for w in words if have.intersection(stems(w))) / len(words)
+        cover = await _off_loop(sum(map(len, row)), _cover, row, words)
         return max(min((cover - COVER_LOW) / (COVER_HIGH - COVER_LOW), 1.0), COVER_FLOOR)
 
     async def _distinct(
@@ -867,6 +884,47 @@ class Retriever:
                     have.add(m.seq)
                     extra.append(Recalled(message=m, thread_id=r.thread_id, reasons=frozenset({"context"}), score=0.0))
         return extra
+
+
+def check_query(query: str) -> None:
+    """Refuse a query past ``MAX_QUERY_CHARS``, before any work on it.
+
+    Raises:
+        UsageError: naming its length and the limit.
+    """
+    if len(query) > MAX_QUERY_CHARS:
+        raise UsageError(f"query is {len(query):,} characters long; the limit is {MAX_QUERY_CHARS:,}")
+
+
+def clip_query(text: str) -> str:
+    """The last ``MAX_QUERY_CHARS`` characters of ``text``: what a turn's automatic recall searches
+    with when the user's words are longer (the question usually ends a pasted text)."""
+    return text[-MAX_QUERY_CHARS:]
+
+
+async def _off_loop(size: int, work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)`` on the loop for a text of ``size`` characters up to ``INLINE_CHARS``, else in a thread."""
+    if size <= INLINE_CHARS:
+        return work(*args)
+    return await asyncio.to_thread(work, *args)
+
+
+def _parse_query(query: str, now: datetime) -> tuple[Any, list[str]]:
+    """The time window ``query`` names (None: none) and its distinct words for the lexical leg."""
+    window = find_window(query, now) if LEG_WEIGHTS.get("when") and query.strip() else None
+    # The time words stay in the lexical query: the date column matches them.
+    return window, list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
+
+
+def _stemmed_words(query: str) -> list[str]:
+    """The query's distinct words that have a stem (what the lexical cover counts)."""
+    return [w for w in dict.fromkeys(fold(query).split()) if stems(w)]
+
+
+def _cover(row: list[str], words: list[str]) -> float:
+    """The share of ``words`` whose stems are in ``row`` (a hit's indexed texts)."""
+    have = set(stems(" ".join(row)))
+    return sum(1 for w in words if have.intersection(stems(w))) / len(words)
 
 
 def check_recall_numbers(
