@@ -270,6 +270,11 @@ async def test_a_previous_response_of_another_thread_than_the_header_is_refused(
         ({"input": [{"type": "function_call_output", "output": "1"}]}, "needs the call_id"),
         ({"input": "hi", "background": True}, "background"),
         ({"input": "hi", "prompt": {"id": "pmpt_1"}}, "prompt templates"),
+        ({"input": "hi", "metadata": {f"k{i}": "v" for i in range(17)}}, "17 pairs; the limit is 16"),
+        ({"input": "hi", "metadata": {"k" * 65: "v"}}, "key is 65 characters long; the limit is 64"),
+        ({"input": "hi", "metadata": {"k": "v" * 513}}, "is 513 characters long; the limit is 512"),
+        ({"input": "hi", "metadata": {"k": {"nested": "v"}}}, "values must be strings, not dict"),
+        ({"input": "hi", "metadata": ["k", "v"]}, "metadata must be an object of strings, not list"),
     ],
     ids=[
         "clashing-tool",
@@ -281,6 +286,11 @@ async def test_a_previous_response_of_another_thread_than_the_header_is_refused(
         "no-call-id",
         "background",
         "prompt",
+        "metadata-pairs",
+        "metadata-key",
+        "metadata-value",
+        "metadata-not-a-string",
+        "metadata-not-an-object",
     ],
 )
 async def test_bad_requests_are_400_problems(proxy: Proxy, kwargs: dict[str, Any], words: str) -> None:
@@ -348,6 +358,31 @@ async def test_streaming(proxy: Proxy) -> None:
     assert done.usage is not None and done.usage.total_tokens == done.usage.input_tokens + done.usage.output_tokens > 0
     assert {d.item_id for d in deltas} == {done.output[0].id}
     assert proxy.upstream.requests[0]["stream"] is True
+
+
+async def test_metadata_at_openais_bounds_is_echoed_and_streamed_only_in_the_first_and_last_response(
+    proxy: Proxy,
+) -> None:
+    """Issue 34: unbounded metadata came back once per response event (15 MB in, 45.6 MB out)."""
+    metadata = {f"k{i:02d}" + "k" * 61: f"{i:02d}" + "v" * 510 for i in range(16)}  # every bound, exactly
+    proxy.upstream.script = [text("plain"), text("streamed")]
+    answer = await proxy.client(**{THREAD_HEADER: "m"}).responses.create(model="m", input="hi", metadata=metadata)
+    assert answer.metadata == metadata
+    async with (
+        httpx.AsyncClient(base_url=proxy.base_url, timeout=30) as http,
+        http.stream(
+            "POST",
+            "/v1/responses",
+            json={"input": "again", "metadata": metadata, "stream": True},
+            headers={"authorization": f"Bearer {proxy.token}", THREAD_HEADER: "m"},
+        ) as streamed,
+    ):
+        assert streamed.status_code == 200
+        frames = [json.loads(line[6:]) async for line in streamed.aiter_lines() if line.startswith("data: ")]
+    carrying = [f["type"] for f in frames if metadata["k00" + "k" * 61] in json.dumps(f)]
+    assert carrying == ["response.created", "response.completed"], [f["type"] for f in frames]
+    assert frames[-1]["response"]["metadata"] == metadata
+    assert [m.content for m in await proxy.thread("m")] == ["hi", "plain", "again", "streamed"]
 
 
 async def test_a_stream_shows_the_text_written_before_a_memory_tool_call(proxy: Proxy) -> None:

@@ -57,7 +57,12 @@ every model call of the turn, in chat-completions terms: ``temperature``,
 ``top_p``, ``max_output_tokens`` (as ``max_tokens``) and ``text.format``
 (as ``response_format``). Ignored: ``model`` (the server's configured model
 answers), ``tool_choice``, ``parallel_tool_calls``, ``include``,
-``truncation``, ``reasoning``; ``metadata`` is echoed, not stored.
+``truncation``, ``reasoning``; ``metadata`` is echoed, not stored, within
+OpenAI's own bounds (``MAX_METADATA_PAIRS`` string pairs, keys of
+``MAX_METADATA_KEY`` and values of ``MAX_METADATA_VALUE`` characters: a 400
+``invalid-request`` otherwise, before any model call), and streamed only in
+the response objects of ``response.created`` and the last event (15 MB of
+metadata used to come back as 45.6 MB, once per response event).
 """
 
 from __future__ import annotations
@@ -136,17 +141,48 @@ class ResponsesRequest(BaseModel):
     """Ignored (echoed): the model decides which tools to call."""
     parallel_tool_calls: bool | None = None
     """Ignored (echoed)."""
-    metadata: dict[str, Any] | None = None
-    """Echoed in the response, not stored."""
+    metadata: Any = None
+    """Echoed in the response, not stored (``check_metadata``: OpenAI's limits)."""
     background: bool | None = None
     """Only false: the answer comes in this request."""
     prompt: Any = None
     """Refused: caderno keeps no prompt templates."""
 
 
+#: OpenAI's own bounds on a response's ``metadata`` ("up to 16 key-value pairs;
+#: keys are strings with a maximum length of 64 characters, values strings with a
+#: maximum length of 512"): a client written for OpenAI fits them, and the echo
+#: stays under 10 KB however often a stream repeats it.
+MAX_METADATA_PAIRS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512
+
+
+def check_metadata(metadata: Any) -> None:
+    """Refuse ``metadata`` past OpenAI's bounds (see ``MAX_METADATA_PAIRS``).
+
+    Raises:
+        UsageError: naming the bound (a 400 ``invalid-request``, before any model call).
+    """
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict):
+        raise UsageError(f"metadata must be an object of strings, not {type(metadata).__name__}")
+    if len(metadata) > MAX_METADATA_PAIRS:
+        raise UsageError(f"metadata has {len(metadata)} pairs; the limit is {MAX_METADATA_PAIRS}")
+    for key, value in metadata.items():
+        if len(key) > MAX_METADATA_KEY:
+            raise UsageError(f"a metadata key is {len(key)} characters long; the limit is {MAX_METADATA_KEY}")
+        if not isinstance(value, str):
+            raise UsageError(f"metadata values must be strings, not {type(value).__name__} (key {key[:64]!r})")
+        if len(value) > MAX_METADATA_VALUE:
+            raise UsageError(
+                f"metadata value of {key!r} is {len(value)} characters long; the limit is {MAX_METADATA_VALUE}"
+            )
+
+
 @router.post("/v1/responses", tags=["proxy"], summary="OpenAI Responses API with memory")
 async def create_response(body: ResponsesRequest, request: Request, key: CurrentKey) -> Response:
     """One step of the conversation the request names, answered as a ``response`` object."""
+    check_metadata(body.metadata)
     model = request.app.state.model
     if model is None:
         return no_model()
@@ -425,7 +461,8 @@ async def _events(turn: ProxyTurn, first: list[Delta], shell: dict[str, Any]) ->
     """The turn as Responses server-sent events, as the model produces them, ending in ``response.completed``."""
     out = _Output()
     yield out.event("response.created", response=shell)
-    yield out.event("response.in_progress", response=shell)
+    # The metadata was in response.created; a stream repeats it only in its last response object.
+    yield out.event("response.in_progress", response={k: v for k, v in shell.items() if k != "metadata"})
     try:
         async for piece in turn.pieces(first):
             for event in out.add(piece):
