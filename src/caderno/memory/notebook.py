@@ -47,7 +47,6 @@ import hashlib
 import json
 import logging
 import re
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -63,6 +62,7 @@ from ..core.text import first_invisible
 from ..core.validate import check_id, check_name
 from ..stores import ops
 from ..stores.base import Runner
+from ._injection import scan
 
 __all__ = ["DELIMITER", "MEMORY_TOOL_SPEC", "Notebook", "NotebookOutcome", "NotebookPort", "StoredNotebook"]
 
@@ -88,102 +88,6 @@ class _InvisibleFinder:
 
 
 _INVISIBLE = _InvisibleFinder()
-
-#: Look-alike letters folded to Latin before matching, so "іgnоrе" written
-#: with Cyrillic і/о/е is read as "ignore". A small explicit table of the
-#: Cyrillic and Greek letters that are near-identical to Latin ones in common
-#: fonts (lowercase: matching runs after casefold).
-_LOOKALIKES = str.maketrans(
-    {
-        "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c",
-        "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i", "ј": "j", "ԁ": "d", "ԛ": "q", "ԝ": "w",
-        "һ": "h", "ɡ": "g", "ı": "i", "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v",
-        "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "γ": "y", "ω": "w", "ϲ": "c", "ϳ": "j",
-    }
-)  # fmt: skip
-
-
-def _fold(content: str) -> str:
-    """The text injection patterns are matched against.
-
-    NFKC folds full-width and styled letters ("ｉｇｎｏｒｅ", "𝐢𝐠𝐧𝐨𝐫𝐞"),
-    dropping combining marks folds "ïgnöre", casefold and the look-alike
-    table fold case and Cyrillic/Greek letters, and runs of spaces become one.
-    """
-    text = unicodedata.normalize("NFKC", content)
-    text = "".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
-    text = text.casefold().translate(_LOOKALIKES)
-    return re.sub(r"[^\S\n]+", " ", text)
-
-
-#: (pattern, name) pairs refused in written content, matched against
-#: :func:`_fold` of the content (so also case-insensitively).
-_BLOCKED: list[tuple[re.Pattern[str], str]] = [
-    (
-        re.compile(r"ignore\s+(all\s+)?(the\s+)?(previous|prior|above|earlier)\s+instructions", re.I),
-        "prompt injection ('ignore previous instructions')",
-    ),
-    (
-        re.compile(
-            r"\b(ignore|disregard|forget|override|bypass)\s+"
-            r"((all|any|every|each|of|the|your|my|these|those|its|their|that)\s+)*"
-            r"((previous|prior|above|earlier|preceding|former|original|initial|system|existing|current|old|given|safety)\s+)*"
-            r"(instructions?|rules|guidelines|directives|directions|prompts?|programming|constraints|guardrails|policies)\b",
-            re.I,
-        ),
-        "prompt injection ('ignore previous instructions' and variants)",
-    ),
-    (re.compile(r"\byou\s+are\s+now\b", re.I), "role hijack ('you are now …')"),
-    (re.compile(r"\bdo\s+not\s+tell\s+the\s+user\b", re.I), "concealment ('do not tell the user')"),
-    (re.compile(r"system\s+prompt\s+override", re.I), "prompt injection ('system prompt override')"),
-    (
-        re.compile(
-            r"(^|[\s/~])\.env\b|\.netrc\b|\bcredentials?\b[^\n]{0,20}\b(file|json|read|cat)\b|\b(cat|read|open|print|dump)\b[^\n]{0,40}\bcredentials?\b",
-            re.I,
-        ),
-        "secret file access (.env / .netrc / credentials)",
-    ),
-    (re.compile(r"authorized_keys|~/\.ssh|\.ssh/id_", re.I), "SSH key access (authorized_keys / ~/.ssh)"),
-    (
-        re.compile(
-            r"\b(curl|wget)\b[^\n]*(\$\{?\w*(key|token|secret|password|passwd)\w*|api[_-]?key|token|secret|password)",
-            re.I,
-        ),
-        "exfiltration (curl/wget with secrets)",
-    ),
-    (
-        # Uploading a local file: curl's "@file" data/form arguments and
-        # -T/--upload-file, wget's --post-file/--body-file. (Case is folded,
-        # so -F and -T appear as -f and -t.)
-        re.compile(
-            r"\bcurl\b[^\n]*\s(-[a-z]*[dft]|--data(-[a-z]+)?|--form(-string)?|--json)(\s+|=)?['\"]?[^\s'\"]*@"
-            r"|\bcurl\b[^\n]*\s(-t|--upload-file)\s+\S"
-            r"|\bwget\b[^\n]*--(post|body)-file\b",
-            re.I,
-        ),
-        "exfiltration (curl/wget uploading a file)",
-    ),
-]
-
-
-def scan(content: str) -> None:
-    """Refuse content with hidden characters or injection patterns.
-
-    Raises:
-        NotebookError: naming the character (``U+XXXX`` and its Unicode
-            name) or the pattern found.
-    """
-    found = first_invisible(content)
-    if found:
-        index, kind = found
-        ch = content[index]
-        name = unicodedata.name(ch, "") or ("control character" if ord(ch) < 0xA0 else "unnamed")
-        raise NotebookError(f"Blocked: {kind} U+{ord(ch):04X} ({name}) at position {index} in content.")
-    folded = _fold(content)
-    for pattern, name in _BLOCKED:
-        if pattern.search(folded):
-            raise NotebookError(f"Blocked: content matches {name}; notes must not carry instructions or secrets.")
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NotebookOutcome:
