@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -10,8 +11,9 @@ from croniter import croniter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caderno.core.cron import Schedule, next_run, parse_schedule
+from caderno.core.cron import MAX_ONESHOT_DELAY, MAX_SCHEDULE_CHARS, Schedule, next_run, parse_schedule
 from caderno.core.errors import UsageError
+from caderno.core.validate import MAX_ZONE_NAME, check_zone
 
 SP = "America/Sao_Paulo"
 NOW = datetime(2026, 6, 17, 12, 0, tzinfo=UTC)  # 09:00 in São Paulo (UTC-3, no DST since 2019)
@@ -157,6 +159,14 @@ REFUSALS = [
     ("in 0 minutes", "the delay must be at least 1"),
     ("every blursday at 9", "no schedule form matches"),
     ("todo dia 5", "no schedule form matches"),  # the 5th of the month, not "at 5"
+    # Issue 34: numbers past timedelta's range were a 500 (OverflowError).
+    ("in 99999999999999999999 minutes", "a one-shot runs within 5260320 minutes"),
+    ("daqui a 999999999999 dias", "a one-shot runs within 3653 days"),
+    ("em 87673 horas", "a one-shot runs within 87672 hours"),
+    # Issue 34: croniter accepts a day its month never has, then fails on the first run (a 500).
+    ("0 0 31 2 *", "never fires"),
+    ("0 0 30 2 *", "never fires"),
+    ("0 9 31 4,6,9,11 *", "never fires"),
 ]
 
 
@@ -179,6 +189,38 @@ def test_naive_datetimes_and_unknown_zones_are_refused() -> None:
         parse_schedule("daily", now=NOW, tz="Mars/Olympus")
     with pytest.raises(UsageError, match="not a valid 5-field cron"):
         next_run("every day", after=NOW, tz=SP)
+
+
+def test_the_furthest_one_shot_and_the_rarest_cron_are_accepted() -> None:
+    furthest = parse_schedule(f"in {MAX_ONESHOT_DELAY.days} days", now=NOW, tz=SP)
+    assert furthest.run_at == NOW + MAX_ONESHOT_DELAY
+    leap = parse_schedule("0 0 29 2 *", now=NOW, tz=SP)  # every four years is rare, not never
+    assert next_run(leap, after=NOW, tz=SP) == datetime(2028, 2, 29, 3, 0, tzinfo=UTC)
+
+
+def test_long_texts_and_hostile_zones_are_refused_with_a_sentence() -> None:
+    with pytest.raises(UsageError, match=f"the limit is {MAX_SCHEDULE_CHARS}"):
+        parse_schedule("every " + "9" * 5000 + " minutes", now=NOW, tz=SP)  # int() refuses > 4,300 digits
+    # A 10,000-character name was ENAMETOOLONG from the file system (an OSError: a 500).
+    for zone, reason in [
+        ("A" * 10_000, f"an IANA name has at most {MAX_ZONE_NAME}"),
+        ("../../../../etc/passwd", "unknown time zone"),
+        ("/etc/localtime", "unknown time zone"),
+        ("America/Sao_Paulo\x00", "unknown time zone"),
+        ("", "unknown time zone"),
+    ]:
+        with pytest.raises(UsageError, match=re.escape(reason)):
+            parse_schedule("daily", now=NOW, tz=zone)
+        with pytest.raises(UsageError, match=re.escape(reason)):
+            next_run("0 9 * * *", after=NOW, tz=zone)
+        with pytest.raises(UsageError, match=re.escape(reason)):
+            check_zone(zone)
+
+
+def test_a_stored_cron_that_never_fires_is_a_usage_error() -> None:
+    # An old row (or a store written by hand) never reaches parse_schedule: next_run refuses too.
+    with pytest.raises(UsageError, match="never fires"):
+        next_run("0 0 31 2 *", after=NOW, tz=SP)
 
 
 def test_schedule_is_either_cron_or_oneshot() -> None:

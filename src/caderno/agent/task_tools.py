@@ -11,36 +11,27 @@ the prompt that runs may come from whoever talked to the model: a recurring
 task the model creates runs at most every ``MODEL_MIN_INTERVAL``, a one-shot
 runs no sooner than that (else each run could schedule the next, "in 1
 minute", for ever), and a resource holds at most ``MODEL_MAX_TASKS`` tasks
-the model created. People
-(the API, the CLI, ``caderno.toml``) are not bound by either.
+the model created. The policy is ``caderno.memory.state.check_bounded``, the
+one the REST API applies to a resource key; operators (an admin key, the
+CLI, Python, ``caderno.toml``) are not bound by it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
 from typing import Any
 
 from ..core.clock import utcnow
-from ..core.cron import shortest_gap
 from ..core.errors import UsageError
 from ..core.records import ScheduledTask
-from ..memory.state import advance, build_task
+from ..memory.state import MODEL_MAX_TASKS, MODEL_MIN_INTERVAL, advance, build_task, check_bounded
 from ..stores import ops
 from ..tools.base import Scope, ToolDef, done
 
 __all__ = ["MODEL_MAX_TASKS", "MODEL_MIN_INTERVAL", "SCHEDULE"]
 
-#: Shortest interval of a recurring task the model creates. Reminders and
-#: digests people ask an assistant for are hourly at most ("check the price
-#: every hour"); 15 minutes leaves room for "every 15 minutes" and caps a
-#: runaway or manipulated model at 96 model calls a day per task ("every
-#: minute" would be 1,440). An operator schedules faster through the API.
-MODEL_MIN_INTERVAL = timedelta(minutes=15)
-#: Most tasks the model may have created for one resource (paused ones count).
-#: A household's routines are a handful; 20 leaves room for them and bounds
-#: what a model can pile up (20 x 96 runs a day at worst).
-MODEL_MAX_TASKS = 20
+# The limits are defined with their policy (``check_bounded``); re-exported
+# here, where the tool's readers look for them.
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,11 +72,6 @@ async def _schedule(scope: Scope, request: Action) -> dict[str, Any]:
     if action == "create":
         if name.strip() in known:
             raise UsageError(f"a task named {name!r} exists already; pick another name or delete it first")
-        made = sum(1 for t in known.values() if t.source == "tool")
-        if made >= MODEL_MAX_TASKS:
-            raise UsageError(
-                f"this user already has {made} tasks you created (the most is {MODEL_MAX_TASKS}); delete one first"
-            )
         task = build_task(
             resource_id=resource_id,
             name=name,
@@ -94,21 +80,7 @@ async def _schedule(scope: Scope, request: Action) -> dict[str, Any]:
             timezone=scope.timezone,
             now=now,
         )
-        minutes = int(MODEL_MIN_INTERVAL.total_seconds() // 60)
-        if task.cron_expr is not None and shortest_gap(
-            task.cron_expr, at_least=MODEL_MIN_INTERVAL, after=now, tz=scope.timezone
-        ):
-            raise UsageError(
-                f"{task.original_schedule!r} runs more often than every {minutes} minutes, "
-                f"the shortest interval you may schedule; pick a longer one"
-            )
-        # A one-shot that runs sooner could schedule the next one from its
-        # own run: a chain of "in 1 minute" tasks is "every minute" again.
-        if task.is_oneshot and task.next_run_at is not None and task.next_run_at - now < MODEL_MIN_INTERVAL:
-            raise UsageError(
-                f"{task.original_schedule!r} runs in less than {minutes} minutes, "
-                f"the soonest you may schedule; pick a later time"
-            )
+        check_bounded(task, known.values(), now=now)
         await scope.write(ops.PutTask(task=task, create=True))
         return done(task=_describe(task))
     found = known.get(name)

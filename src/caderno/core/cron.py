@@ -55,8 +55,11 @@ and hours up to 23; longer intervals need a time of day or a cron line.
 Refused, with ``UsageError`` naming what was wrong and listing the forms:
 text that matches no form ("never"), a zero or too long interval ("every 0
 minutes", "every 90 minutes"), a time that does not exist ("daily at
-25:00", "13pm"), an invalid cron line ("61 * * * *"), "today at" a time
-already past, and naive datetimes.
+25:00", "13pm"), an invalid cron line ("61 * * * *"), a cron line that never
+fires ("0 0 31 2 *": February has no 31st), a one-shot further away than
+``MAX_ONESHOT_DELAY`` ("in 99999999999999999999 minutes"), text longer than
+``MAX_SCHEDULE_CHARS``, "today at" a time already past, an unknown time zone
+(``caderno.core.validate.check_zone``), and naive datetimes.
 
 Daylight saving time: a schedule with a fixed hour ("daily at 9") fires
 once per local day at that wall-clock time. On the night the clocks go
@@ -75,11 +78,20 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from .errors import UsageError
+from .validate import check_zone
 
-__all__ = ["ACCEPTED_FORMS", "Schedule", "next_run", "parse_schedule", "shortest_gap"]
+__all__ = [
+    "ACCEPTED_FORMS",
+    "MAX_ONESHOT_DELAY",
+    "MAX_SCHEDULE_CHARS",
+    "Schedule",
+    "next_run",
+    "parse_schedule",
+    "shortest_gap",
+]
 
 ACCEPTED_FORMS = (
     "hourly | daily | weekly | monthly; every 15 minutes; every 2 hours; daily at 9am; daily at 6am, 12pm; "
@@ -88,6 +100,20 @@ ACCEPTED_FORMS = (
     "dias úteis às 18h30, fins de semana às 10, toda segunda às 8, daqui a 2 horas, em 90 minutos, amanhã às 8"
 )
 """A one-paragraph reminder of the accepted forms, quoted in every refusal."""
+
+#: Longest schedule text, in characters. The longest accepted form people type
+#: ("todas as segundas-feiras e quintas-feiras às 6h e 18h") is ~60; 200 leaves
+#: room and bounds the regular expressions' work and the numbers they capture.
+MAX_SCHEDULE_CHARS = 200
+#: Furthest a one-shot may be: about ten years. A reminder further out is a
+#: typo, and the bound keeps every moment far inside what ``datetime`` and
+#: the stores hold (year 9999): "in 99999999999999999999 minutes" overflowed
+#: ``timedelta`` into a 500 before this bound.
+MAX_ONESHOT_DELAY = timedelta(days=3653)
+# Where the "does this cron line ever fire" probe starts: any moment works,
+# as croniter searches years ahead (Feb 29 is found from a non-leap year).
+_NEVER_PROBE = datetime(2001, 1, 1)
+_UNIT_DELTA = {"minutes": timedelta(minutes=1), "hours": timedelta(hours=1), "days": timedelta(days=1)}
 
 # Wall-clock candidates are searched from this long before ``after``, so a
 # run pushed forward by a spring-forward gap (02:30 -> 03:30) is still found
@@ -192,6 +218,12 @@ def parse_schedule(text: str, *, now: datetime, tz: str | ZoneInfo) -> Schedule:
     """
     zone = _zone(tz)
     now = _aware(now, "now")
+    if not isinstance(text, str):
+        raise UsageError("a schedule is text, such as 'daily at 9am' or 'todo dia às 9h'")
+    if len(text) > MAX_SCHEDULE_CHARS:
+        raise UsageError(
+            f"the schedule is {len(text)} characters long; the limit is {MAX_SCHEDULE_CHARS}. Accepted: {ACCEPTED_FORMS}."
+        )
     original = text.strip()
     s = _normalize(text)
     if not s:
@@ -229,24 +261,28 @@ def next_run(schedule_or_cron: Schedule | str, *, after: datetime, tz: str | Zon
         expr = schedule_or_cron.cron_expr or ""
     else:
         expr = _cron(" ".join(schedule_or_cron.split()).lower(), schedule_or_cron)
-    from croniter import croniter
+    from croniter import CroniterBadDateError, croniter
 
-    if "*" in expr.split()[1]:
-        # Wildcard or stepped hours follow elapsed time: croniter walks the
-        # aware local clock, so the repeated hour runs again and the
-        # skipped one is skipped, and no interval is doubled or lost.
-        found = croniter(expr, after.astimezone(zone)).get_next(datetime)
-        return found.astimezone(UTC)
-    # Fixed hours are wall-clock appointments: walk naive local time and
-    # place each candidate with fold=0 (first occurrence of a repeated
-    # time; a missing time moves forward by the gap), so "daily at 1:30"
-    # fires once on the night the clocks go back.
-    it = croniter(expr, (after - _DST_LOOKBACK).astimezone(zone).replace(tzinfo=None))
-    while True:
-        wall = it.get_next(datetime)
-        moment = wall.replace(tzinfo=zone).astimezone(UTC)
-        if moment > after:
-            return moment
+    try:
+        if "*" in expr.split()[1]:
+            # Wildcard or stepped hours follow elapsed time: croniter walks the
+            # aware local clock, so the repeated hour runs again and the
+            # skipped one is skipped, and no interval is doubled or lost.
+            found = croniter(expr, after.astimezone(zone)).get_next(datetime)
+            return found.astimezone(UTC)
+        # Fixed hours are wall-clock appointments: walk naive local time and
+        # place each candidate with fold=0 (first occurrence of a repeated
+        # time; a missing time moves forward by the gap), so "daily at 1:30"
+        # fires once on the night the clocks go back.
+        it = croniter(expr, (after - _DST_LOOKBACK).astimezone(zone).replace(tzinfo=None))
+        while True:
+            wall = it.get_next(datetime)
+            moment = wall.replace(tzinfo=zone).astimezone(UTC)
+            if moment > after:
+                return moment
+    except (CroniterBadDateError, OverflowError):
+        # A stored line that slipped past ``_cron`` (an old row), or a walk past year 9999.
+        raise UsageError(f"the cron line {expr!r} never fires after {after:%Y-%m-%d %H:%M} UTC") from None
 
 
 def shortest_gap(cron_expr: str, *, at_least: timedelta, after: datetime, tz: str | ZoneInfo) -> timedelta | None:
@@ -313,13 +349,11 @@ def _oneshot(s: str, original: str, now: datetime, zone: ZoneInfo) -> datetime |
         if count < 1:
             raise _refuse(original, "the delay must be at least 1")
         unit = m.group(2)
-        if re.fullmatch(_MINUTES, unit):
-            delay = timedelta(minutes=count)
-        elif re.fullmatch(_HOURS, unit):
-            delay = timedelta(hours=count)
-        else:
-            delay = timedelta(days=count)
-        return now.astimezone(UTC) + delay
+        name = "minutes" if re.fullmatch(_MINUTES, unit) else "hours" if re.fullmatch(_HOURS, unit) else "days"
+        most = MAX_ONESHOT_DELAY // _UNIT_DELTA[name]
+        if count > most:  # compared as integers: ``timedelta`` itself overflows on the way
+            raise _refuse(original, f"a one-shot runs within {most} {name} (about ten years), not {count}")
+        return now.astimezone(UTC) + count * _UNIT_DELTA[name]
     m = re.fullmatch(rf"(tomorrow|amanha|today|hoje)(?:{_AT}(.+))?", s)
     if m:
         if m.group(2) is None:
@@ -420,11 +454,17 @@ def _looks_like_cron(s: str) -> bool:
 
 def _cron(expr: str, original: str) -> str:
     """Validate a 5-field cron expression and return it with single spaces."""
-    from croniter import croniter
+    from croniter import CroniterBadDateError, croniter
 
     expr = _SHORTCUTS.get(expr, expr)
     if len(expr.split()) != 5 or not croniter.is_valid(expr):
         raise _refuse(original, f"{expr!r} is not a valid 5-field cron expression (minute hour day month weekday)")
+    try:
+        # croniter accepts a day its month never has ("0 0 31 2 *") and only
+        # fails when asked for a run; refuse it here, when the task is made.
+        croniter(expr, _NEVER_PROBE).get_next(datetime)
+    except CroniterBadDateError:
+        raise _refuse(original, f"{expr!r} never fires (no month has that day)") from None
     return " ".join(expr.split())
 
 
@@ -447,10 +487,7 @@ def _local_moment(day: date, at: time, zone: ZoneInfo) -> datetime:
 def _zone(tz: str | ZoneInfo) -> ZoneInfo:
     if isinstance(tz, ZoneInfo):
         return tz
-    try:
-        return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"unknown time zone {tz!r}; use an IANA name such as 'America/Sao_Paulo'") from None
+    return ZoneInfo(check_zone(tz))
 
 
 def _aware(moment: datetime, name: str) -> datetime:

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_FACT_VALUE",
     "MAX_ID_LENGTH",
     "MAX_TITLE",
+    "MAX_ZONE_NAME",
     "REPLACED_ARGUMENTS",
     "UNSTORABLE_PREFIX",
     "NAME_RULE",
@@ -38,6 +39,7 @@ __all__ = [
     "check_name",
     "check_time",
     "check_title",
+    "check_zone",
     "storable_reply",
 ]
 
@@ -48,6 +50,13 @@ MAX_FACT_CATEGORY, MAX_FACT_KEY, MAX_FACT_VALUE = 64, 256, 4000
 FACT_SOURCES = ("agent", "user", "consolidation")
 #: Longest thread title, in characters.
 MAX_TITLE = 500
+#: Longest time zone name, in characters. The longest IANA name is 32
+#: ("America/Argentina/ComodRivadavia"); 64 leaves room for new ones and keeps
+#: a hostile name from reaching the file system (a 10,000-character name made
+#: ``ZoneInfo`` fail with ENAMETOOLONG, an ``OSError`` nobody caught: a 500).
+MAX_ZONE_NAME = 64
+#: What an IANA name is made of: "America/Sao_Paulo", "Etc/GMT+3", "UTC".
+_ZONE_NAME = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
 
 
 def check_id(value: Any, what: str) -> str:
@@ -166,6 +175,29 @@ def check_actor(actor: Any, reason: Any) -> None:
         if not isinstance(reason, str):
             raise UsageError(f"reason must be text or None, not {type(reason).__name__}")
         check_text(reason, "reason")
+
+
+def check_zone(value: Any, what: str = "time zone") -> str:
+    """An IANA time zone name that ``zoneinfo`` knows: returned as given, or a ``UsageError``.
+
+    The name is checked before ``ZoneInfo`` sees it (``ZoneInfo`` turns it
+    into a file path: an over-long name is ``ENAMETOOLONG``, ``..`` a path
+    outside the database), and whatever ``ZoneInfo`` still raises becomes the
+    same sentence.
+    """
+    from zoneinfo import ZoneInfo
+
+    if isinstance(value, str) and len(value) > MAX_ZONE_NAME:
+        raise UsageError(f"{what} is {len(value)} characters long; an IANA name has at most {MAX_ZONE_NAME}")
+    shown = repr(value) if isinstance(value, str) else type(value).__name__
+    refusal = f"unknown {what} {shown}; use an IANA name such as 'America/Sao_Paulo'"
+    if not isinstance(value, str) or not _ZONE_NAME.fullmatch(value):
+        raise UsageError(refusal)
+    try:
+        ZoneInfo(value)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        raise UsageError(refusal) from None
+    return value
 
 
 def check_time(value: Any, what: str, *, optional: bool = False) -> datetime | None:

@@ -198,17 +198,20 @@ def _check_notebook(raw: Any) -> dict[str, list[str]]:
 
 def _check_state(out: dict[str, Any]) -> None:
     """Scheduled tasks, macros and prefixes of a dump."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    from ..core.cron import next_run
+    from ..core.cron import MAX_SCHEDULE_CHARS, next_run
     from ..core.prefixes import normalize_prefix
+    from ..core.validate import check_zone
     from .state import MAX_TASK_NAME, MAX_TASK_PROMPT
 
     names: set[str] = set()
-    for i, t in enumerate(out["scheduled_tasks"]):
+    for i, raw in enumerate(out["scheduled_tasks"]):
         where = f"scheduled_tasks[{i}]"
-        _fields(
-            t,
+        if isinstance(raw, dict) and raw.get("next_run_at") is None:
+            # The store reads it by name, and a task without it would never fire.
+            raise UsageError(f"export {where}.next_run_at is missing: every task needs the moment it runs next")
+        # The checked copy (absent optional fields as None) is what the store reads.
+        t = out["scheduled_tasks"][i] = _fields(
+            raw,
             where,
             {
                 "id": str,
@@ -222,6 +225,8 @@ def _check_state(out: dict[str, Any]) -> None:
                 "is_trusted": bool,
                 "timezone": str,
                 "thread_id": str,
+                "next_run_at": str,
+                "last_run_at": str | None,
             },
         )
         for f in ("id", "name", "thread_id"):
@@ -230,12 +235,11 @@ def _check_state(out: dict[str, Any]) -> None:
             raise UsageError(f"export {where}: name or prompt empty or too long")
         check_text(t["prompt"], f"{where}.prompt")
         check_text(t["original_schedule"], f"{where}.original_schedule")
+        if len(t["original_schedule"]) > MAX_SCHEDULE_CHARS:
+            raise UsageError(f"export {where}.original_schedule is longer than {MAX_SCHEDULE_CHARS} characters")
         if t["source"] not in ("tool", "config") or t["is_oneshot"] != (t["cron_expr"] is None):
             raise UsageError(f"export {where}: source must be tool or config, and only a one-shot has no cron")
-        try:
-            ZoneInfo(t["timezone"])
-        except (ZoneInfoNotFoundError, ValueError):
-            raise UsageError(f"export {where}.timezone is not a time zone: {t['timezone']!r}") from None
+        check_zone(t["timezone"], f"export {where}.timezone")
         if t["cron_expr"] is not None:
             try:
                 created = check_time(t.get("created_at"), f"{where}.created_at")

@@ -9,19 +9,18 @@ matching in ``caderno.core.prefixes``); each call is one batch of the port.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..core import prefixes as approvals
 from ..core.clock import new_id, utcnow
-from ..core.cron import next_run, parse_schedule
+from ..core.cron import next_run, parse_schedule, shortest_gap
 from ..core.errors import NotFound, UsageError
 from ..core.messages import check_text
 from ..core.records import ApiKey, Macro, MacroKey, ScheduledTask
-from ..core.validate import check_name
+from ..core.validate import check_name, check_zone
 from ..stores import ops
 from ..stores.base import Runner
 from . import macros as macro_rules
@@ -29,12 +28,15 @@ from . import macros as macro_rules
 __all__ = [
     "MAX_TASK_NAME",
     "MAX_TASK_PROMPT",
+    "MODEL_MAX_TASKS",
+    "MODEL_MIN_INTERVAL",
     "TASK_BATCH",
     "TASK_LEASE_SECONDS",
     "Keys",
     "Macros",
     "Prefixes",
     "Tasks",
+    "check_bounded",
 ]
 
 #: Longest task name, in characters.
@@ -46,14 +48,21 @@ TASK_BATCH = 10
 #: How long a worker holds a claimed task: longer than one agent turn.
 TASK_LEASE_SECONDS = 600.0
 TASK_SOURCES = ("tool", "config")
+#: Shortest interval of a recurring task the model (or a resource key)
+#: creates. Reminders and digests people ask an assistant for are hourly at
+#: most ("check the price every hour"); 15 minutes leaves room for "every 15
+#: minutes" and caps a runaway or manipulated model at 96 model calls a day
+#: per task ("every minute" would be 1,440). An operator (an admin key, the
+#: CLI, Python, ``caderno.toml``) schedules faster.
+MODEL_MIN_INTERVAL = timedelta(minutes=15)
+#: Most tasks the model or resource keys may have created for one resource
+#: (paused ones count). A household's routines are a handful; 20 leaves room
+#: for them and bounds what a model can pile up (20 x 96 runs a day at worst).
+MODEL_MAX_TASKS = 20
 
 
 def _check_zone(timezone: str) -> str:
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise UsageError(f"unknown time zone {timezone!r}; use an IANA name such as 'America/Sao_Paulo'") from None
-    return timezone
+    return check_zone(timezone)  # AgentChat's zone, checked by the same rule as a task's
 
 
 def _check_name(name: Any) -> str:
@@ -63,6 +72,47 @@ def _check_name(name: Any) -> str:
         raise UsageError(f"task name is {len(name)} characters long; the limit is {MAX_TASK_NAME}")
     check_name(name, "task name")  # /tasks/{name} is a URL path segment: control characters anywhere,
     return check_name(name.strip(), "task name")  # and what is stored is never '.' or '..'
+
+
+def check_bounded(task: ScheduledTask, known: Iterable[ScheduledTask], *, now: datetime) -> None:
+    """Refuse ``task`` when someone untrusted may not make it: the one policy of the model's tool and the REST API.
+
+    Each run of a task is a model call (cost), and its prompt may come from
+    whoever talked to the model or holds a resource key, so a task they make
+    runs at most every ``MODEL_MIN_INTERVAL``, a one-shot no sooner than that
+    (else each run could schedule the next, "in 1 minute", for ever), and a
+    resource holds at most ``MODEL_MAX_TASKS`` of their tasks (source
+    ``tool``: config tasks are an operator's).
+
+    Args:
+        task: the task about to be created (``build_task``'s result).
+        known: the resource's tasks now (those about to be written included).
+        now: the moment the task is made.
+
+    Raises:
+        UsageError: too many tasks, or a schedule that runs too often or too soon.
+    """
+    made = sum(1 for t in known if t.source == "tool")
+    if made >= MODEL_MAX_TASKS:
+        raise UsageError(
+            f"resource {task.resource_id!r} already has {made} tasks made by the model or a resource key "
+            f"(the most is {MODEL_MAX_TASKS}); delete one first"
+        )
+    minutes = int(MODEL_MIN_INTERVAL.total_seconds() // 60)
+    if task.cron_expr is not None and shortest_gap(
+        task.cron_expr, at_least=MODEL_MIN_INTERVAL, after=now, tz=task.timezone
+    ):
+        raise UsageError(
+            f"{task.original_schedule!r} runs more often than every {minutes} minutes, "
+            f"the shortest interval that may be scheduled without an admin key; pick a longer one"
+        )
+    # A one-shot that runs sooner could schedule the next one from its own
+    # run: a chain of "in 1 minute" tasks is "every minute" again.
+    if task.is_oneshot and task.next_run_at is not None and task.next_run_at - now < MODEL_MIN_INTERVAL:
+        raise UsageError(
+            f"{task.original_schedule!r} runs in less than {minutes} minutes, "
+            f"the soonest that may be scheduled without an admin key; pick a later time"
+        )
 
 
 def advance(task: ScheduledTask, now: datetime) -> datetime | None:
@@ -123,14 +173,20 @@ class Tasks:
     def __init__(self, run: Runner) -> None:
         self._run = run
 
-    async def add(self, **kwargs: Any) -> ScheduledTask:
+    async def add(self, *, bounded: bool = False, **kwargs: Any) -> ScheduledTask:
         """Create a task from what a person typed; see ``build_task`` for the arguments.
+
+        ``bounded``: the caller is not trusted to schedule freely (a resource
+        key over HTTP), so ``check_bounded`` applies, as to the model.
 
         Raises:
             UsageError: a bad schedule (the message lists the accepted forms),
-                an unknown time zone, or a name the resource already uses.
+                an unknown time zone, a name the resource already uses, or
+                (``bounded``) a task over the limits.
         """
         task = build_task(**kwargs)
+        if bounded:
+            check_bounded(task, await self.list(resource_id=task.resource_id), now=task.created_at or utcnow())
         created = await self._run(ops.PutTask(task=task, create=True))
         assert created is not None
         return created

@@ -700,11 +700,17 @@ async def list_tasks(memory: Mem, rid: OwnResource) -> list[Any]:
     responses=_problems(403, 409),
 )
 async def create_task(auth: CurrentKey, memory: Mem, rid: OwnResource, body: s.TaskIn) -> Any:
-    """Schedule a prompt (409 when the resource already has a task of that name; ``trusted`` needs an admin key)."""
+    """Schedule a prompt (409 when the resource already has a task of that name; ``trusted`` needs an admin key).
+
+    A resource key schedules within the model's limits (``state.check_bounded``:
+    a shortest interval and a most-tasks cap per resource, a 400 otherwise),
+    as its holder may be anyone a tenant handed it to; an admin key is an
+    operator's and is not bound.
+    """
     if body.trusted:
         _admin_only(auth, "a trusted task (it runs tools that need approval without asking)")
     try:
-        task = await memory.tasks.add(resource_id=rid, **body.model_dump())
+        task = await memory.tasks.add(resource_id=rid, bounded=not auth.admin, **body.model_dump())
     except UsageError:
         if any(t.name == body.name.strip() for t in await memory.tasks.list(resource_id=rid)):
             return problem(
