@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-capacity bench-langgraph-store bench-round-trips bench-proxy lint clean
+.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-capacity bench-langgraph-store bench-round-trips bench-proxy bench-loop-lag lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,7 +31,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 ## Every benchmark of the README (about 30 minutes on 2 cores).
-bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-langgraph-store bench-round-trips bench-proxy
+bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-langgraph-store bench-round-trips bench-proxy bench-loop-lag
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
@@ -65,6 +65,10 @@ bench-turn: $(BENCH_STAMP)
 ## The memory proxy: a turn through it vs the same call straight to the model, plain and streamed (about 2 minutes).
 bench-proxy: $(BENCH_STAMP)
 	$(BIN)/python bench/proxy.py
+
+## /healthz p50/p99 while the largest allowed recall and append run, against its floor (about a minute).
+bench-loop-lag: $(BENCH_STAMP)
+	$(BIN)/python bench/loop_lag.py
 
 bench-server: $(BENCH_STAMP)
 	bash scripts/ensure-postgres.sh

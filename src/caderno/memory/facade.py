@@ -272,7 +272,7 @@ class Memory:
         """
         check_name(resource_id, "resource_id")
         check_name(thread_id, "thread_id")
-        ready = self.turns.prepare_messages(messages)
+        ready = await self.turns.prepare_off_loop(messages)
         if not ready:
             return []
         stored = await self.run(self.turns.append_op(resource_id, thread_id, ready))
