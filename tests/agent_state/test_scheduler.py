@@ -17,6 +17,7 @@ from caderno import AgentChat, Message, ScriptedModel, ToolCall
 from caderno.agent.config import load_config
 from caderno.agent.scheduler import run_due
 from caderno.core.errors import UsageError
+from caderno.memory.state import TASK_BATCH
 from conftest import python_env
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -199,3 +200,36 @@ def test_several_workers_never_fire_a_task_twice(shared_url: str) -> None:
                 assert [m.content for m in thread] == [f"tarefa {i}", "ok"]  # ran exactly once
 
     asyncio.run(check())
+
+
+async def test_a_flooding_resource_does_not_starve_another(memory: caderno.Memory) -> None:
+    """Issue 34: 40 due tasks of one resource took every claim of 10, first come; the other's task waited."""
+    for i in range(40):  # every one due before the other resource's task
+        await memory.tasks.add(resource_id="flood", name=f"f{i:02}", schedule="every minute", prompt="x", now=NOW)
+    await memory.tasks.add(
+        resource_id="quiet", name="mine", schedule="every minute", prompt="y", now=NOW + timedelta(seconds=30)
+    )
+    await memory.tasks.add(
+        resource_id="third", name="also", schedule="every minute", prompt="z", now=NOW + timedelta(seconds=30)
+    )
+    now = NOW + timedelta(minutes=5)
+    first = await memory.tasks.claim_due(now=now)
+    assert len(first) == TASK_BATCH
+    # Round robin: every resource's first due task before anyone's second.
+    assert {t.resource_id for t in first[:3]} == {"flood", "quiet", "third"}
+    assert [t.resource_id for t in first[3:]] == ["flood"] * (TASK_BATCH - 3)
+    # The rest of the flood is still claimable, and none twice.
+    rest = [t.name for t in await memory.tasks.claim_due(now=now, limit=100)]
+    assert len(rest) == 40 - (TASK_BATCH - 2) and not set(rest) & {t.name for t in first}
+
+
+async def test_a_quiet_resource_runs_in_every_poll_of_a_flood(memory: caderno.Memory) -> None:
+    for i in range(40):
+        await memory.tasks.add(resource_id="flood", name=f"f{i:02}", schedule="every minute", prompt="x", now=NOW)
+    await memory.tasks.add(resource_id="quiet", name="mine", schedule="every minute", prompt="y", now=NOW)
+    chat = AgentChat(model=echo_model(), memory=memory)
+    for minute in range(1, 5):  # four polls a minute apart, as in the attack (which ran it once)
+        runs = await run_due(memory, chat, now=NOW + timedelta(minutes=minute))
+        assert "quiet" in {r.task.resource_id for r in runs}, minute
+    thread = await memory.get_messages(resource_id="quiet", thread_id="task:mine")
+    assert [m.content for m in thread if m.role == "user"] == ["y"] * 4

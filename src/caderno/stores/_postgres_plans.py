@@ -9,7 +9,7 @@ from ..core.messages import Message
 from ..core.records import ScheduledTask
 from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT
 from . import ops
-from ._plans_state import DUE, TASK_FIELDS, due_tasks_claimed
+from ._plans_state import fair_claim
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import Dialect, Plan, Q, UniqueViolation, later
 
@@ -146,12 +146,13 @@ def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
 
 def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTask]]:
     # SKIP LOCKED: workers on any number of machines take disjoint tasks; the
-    # lease and the moved next run keep them theirs after the commit.
-    rows = yield Q(
-        f"SELECT {TASK_FIELDS} FROM scheduled_tasks WHERE {DUE} ORDER BY next_run_at LIMIT ? FOR UPDATE SKIP LOCKED",
-        (op.now, False, op.now, op.limit),
-    )
-    return (yield from due_tasks_claimed(d, op, rows))
+    # lease and the moved next run keep them theirs after the commit. OF: the
+    # fair ranking's window function may not be locked, only the table. The
+    # ranking picks its rows before locking, so a worker claiming in the same
+    # milliseconds as another may find its picks locked and take nothing until
+    # its next poll (measured: 4 concurrent claims of 40 due tasks took 10, 0,
+    # 10, 0); no task is ever taken twice.
+    return (yield from fair_claim(d, op, lock="FOR UPDATE OF scheduled_tasks SKIP LOCKED"))
 
 
 def search_vectors(d: Dialect, op: ops.SearchVectors) -> Plan[list[tuple[int, float]]]:

@@ -10,7 +10,7 @@ from ..core.messages import Message
 from ..core.records import ScheduledTask
 from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, stems
 from . import ops
-from ._plans_state import DUE, TASK_FIELDS, due_tasks_claimed
+from ._plans_state import fair_claim
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import (
     PLACED_EVENT_INSERT,
@@ -201,9 +201,4 @@ def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
 
 def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTask]]:
     # The single writer serialises claims: two workers never take one slot.
-    now = d.ts(op.now)
-    rows = yield Q(
-        f"SELECT {TASK_FIELDS} FROM scheduled_tasks WHERE {DUE} ORDER BY next_run_at LIMIT ?",
-        (now, False, now, op.limit),
-    )
-    return (yield from due_tasks_claimed(d, op, rows))
+    return (yield from fair_claim(d, op))
