@@ -51,6 +51,16 @@ def calls(*wanted: tuple[str, dict[str, Any] | str, str], content: str | None = 
     return lambda body: {"role": "assistant", "content": content, "tool_calls": tool_calls}
 
 
+def parts(*texts: str) -> Reply:
+    """The model answers with ``content`` as a list of text parts, as some OpenAI-compatible servers send it."""
+    return lambda body: {"role": "assistant", "content": [{"type": "text", "text": t} for t in texts]}
+
+
+def content(value: Any) -> Reply:
+    """The model answers with ``value`` as its ``content``, whatever its shape (to script a malformed answer)."""
+    return lambda body: {"role": "assistant", "content": value}
+
+
 def refuse(status: int, body: str) -> Reply:
     """The upstream answers with an HTTP error: ``status`` and ``body`` (a JSON text, say) as they are."""
     return lambda request: Response(body, status_code=status, media_type="application/json")
@@ -96,6 +106,8 @@ class Upstream:
     """False: ``"stream": true`` is ignored and every answer is one JSON object, as some servers do."""
     usage: bool = True
     """Whether answers report token usage (streamed: when ``stream_options.include_usage`` asks)."""
+    reported_usage: Any = None
+    """When given, what answers report as their usage instead of the count, as it is (to script a malformed one)."""
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -122,7 +134,7 @@ class Upstream:
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             }
             if self.usage:
-                answer["usage"] = usage_of(body, message)
+                answer["usage"] = self._usage(body, message)
             self.finished.append(time.monotonic())
             # ASCII JSON (\u escapes), as many servers write it: it can carry any text a model
             # produced, a lone surrogate included, which UTF-8 cannot.
@@ -139,10 +151,14 @@ class Upstream:
             choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
             return f"data: {json.dumps(base | {'object': 'chat.completion.chunk', 'choices': [choice]})}\n\n"
 
-        def pieces(whole: str) -> list[str]:
+        def pieces(whole: Any) -> list[Any]:
             return [whole[i : i + self.piece] for i in range(0, len(whole), self.piece)]
 
-        deltas: list[dict[str, Any]] = [{"content": p} for p in pieces(message.get("content") or "")]
+        said = message.get("content") or ""
+        # Text (and a list of text parts) in pieces; any other shape in one delta, as it is.
+        deltas: list[dict[str, Any]] = [
+            {"content": p} for p in (pieces(said) if isinstance(said, str | list) else [said])
+        ]
         for i, c in enumerate(message.get("tool_calls") or []):
             arguments = pieces(c["function"]["arguments"])
             # OpenAI's first piece of a call: its index, id, type and name, and the arguments' first piece.
@@ -159,9 +175,12 @@ class Upstream:
                 await self.hold.wait()
         yield chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
         if wants_usage and self.usage:
-            yield f"data: {json.dumps(base | {'object': 'chat.completion.chunk', 'choices': [], 'usage': usage_of(body, message)})}\n\n"
+            yield f"data: {json.dumps(base | {'object': 'chat.completion.chunk', 'choices': [], 'usage': self._usage(body, message)})}\n\n"
         yield "data: [DONE]\n\n"
         self.finished.append(time.monotonic())
+
+    def _usage(self, body: dict[str, Any], message: dict[str, Any]) -> Any:
+        return usage_of(body, message) if self.reported_usage is None else self.reported_usage
 
     def prompt(self, i: int = -1) -> str:
         """Every message's text of request ``i``."""

@@ -252,3 +252,40 @@ class _Streams:
 async def test_stream_reply_holds_a_stream_to_its_order(items: list[Delta | Message], said: str) -> None:
     with pytest.raises(ModelError, match=said):
         [item async for item in stream_reply(_Streams(items), [], [])]  # type: ignore[arg-type]
+
+
+async def test_streamed_text_parts_are_joined_piece_by_piece() -> None:
+    """A delta's ``content`` as a list of text parts (some servers stream it so) is text, not a client error."""
+    from _upstream import parts
+
+    items, whole, upstream = await both(parts("Amsterdam ", "in May", ": tulips"), piece=1)
+    *deltas, last = items
+    assert [d.content for d in deltas if isinstance(d, Delta)] == ["Amsterdam ", "in May", ": tulips"]
+    assert last == whole == Message.assistant("Amsterdam in May: tulips", metadata=last.metadata)
+    assert upstream.requests[0]["stream"] is True
+
+
+#: What an upstream might put where a count goes: a key-shaped secret, which must reach no client.
+LEAKED = "sk-UPSTREAMSECRET0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    "reply,usage",
+    [
+        ({"text": "a"}, None),
+        ([{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "http://x/y.png"}}], None),
+        ("oi", {"prompt_tokens": 3, "completion_tokens": LEAKED}),
+        ("oi", [LEAKED]),
+    ],
+    ids=["content-object", "content-image-part", "usage-count-a-secret", "usage-not-object"],
+)
+async def test_a_streamed_answer_of_another_shape_is_the_fixed_sentence(
+    reply: object, usage: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    from _upstream import content
+
+    async with served(Upstream(script=[content(reply)], reported_usage=usage)) as model:
+        with caplog.at_level(logging.WARNING, "caderno.model"), pytest.raises(ModelError) as caught:
+            await collect(model)
+    assert str(caught.value) == "the model call failed: the upstream's answer is not in the expected format"
+    assert unchained(caught.value) and "model call to" in caplog.text and LEAKED not in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -129,3 +130,64 @@ async def test_unreachable_server_is_a_model_error() -> None:
     with pytest.raises(ModelError, match="failed"):
         await model.complete([Message.user("oi")], [])
     await model.aclose()
+
+
+# -- answers of other shapes (the scripted upstream on loopback) ---------------------------------
+
+#: What an upstream might put where a count goes: a key-shaped secret, which must reach no client.
+LEAKED = "sk-UPSTREAMSECRET0123456789abcdef"
+#: A well-formed usage, for answers the scripted upstream cannot count.
+COUNTED = {"prompt_tokens": 1, "completion_tokens": 1}
+#: The one sentence a client reads for an answer caderno cannot read.
+NOT_EXPECTED = "the model call failed: the upstream's answer is not in the expected format"
+
+
+async def _complete(upstream: object) -> Message:
+    from _upstream import serving
+
+    async with serving(upstream.app()) as base:  # type: ignore[attr-defined]
+        model = OpenAIChatModel(model="m", base_url=f"{base}/v1", api_key="sk-key-of-the-test-0123456789")
+        try:
+            return await model.complete([Message.user("oi")], [])
+        finally:
+            await model.aclose()
+
+
+async def test_content_as_a_list_of_text_parts_is_joined() -> None:
+    from _upstream import Upstream, parts
+
+    reply = await _complete(Upstream(script=[parts("Amsterdam ", "in May")]))
+    assert reply.content == "Amsterdam in May" and reply.metadata and "usage" in reply.metadata
+
+
+def _answers() -> list[object]:
+    from _upstream import content, refuse, text
+
+    image = [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]
+    return [
+        pytest.param(content({"text": "a"}), None, id="content-object"),
+        pytest.param(content(image), None, id="content-image-part"),
+        pytest.param(content([{"type": "text", "text": 7}]), None, id="content-part-not-text"),
+        pytest.param(text("oi"), {"prompt_tokens": 3, "completion_tokens": LEAKED}, id="usage-count-a-secret"),
+        pytest.param(text("oi"), {"prompt_tokens": f"{LEAKED}"}, id="usage-prompt-a-secret"),
+        pytest.param(text("oi"), f"usage {LEAKED}", id="usage-not-object"),
+        pytest.param(lambda body: {"role": "assistant", "tool_calls": f"{LEAKED}"}, COUNTED, id="calls-not-list"),
+        pytest.param(
+            lambda body: {"role": "assistant", "tool_calls": [{"function": LEAKED}]}, COUNTED, id="call-shape"
+        ),
+        pytest.param(refuse(200, json.dumps({"choices": [{"message": LEAKED}]})), None, id="message-not-object"),
+    ]
+
+
+@pytest.mark.parametrize("reply,usage", _answers())
+async def test_an_answer_of_another_shape_is_the_fixed_sentence_and_the_detail_is_logged_scrubbed(
+    reply: object, usage: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    from _upstream import Upstream
+
+    upstream = Upstream(script=[reply], reported_usage=usage)  # type: ignore[list-item]
+    with caplog.at_level(logging.WARNING, "caderno.model"), pytest.raises(ModelError) as caught:
+        await _complete(upstream)
+    assert str(caught.value) == NOT_EXPECTED
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    assert "model call to" in caplog.text and LEAKED not in caplog.text  # the detail is logged, scrubbed

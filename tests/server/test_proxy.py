@@ -364,3 +364,72 @@ async def test_a_turn_on_a_busy_thread_is_a_409_and_stores_nothing(tmp_path: Pat
                         assert done.status_code == 200 and done.json()["choices"][0]["message"]["content"] == "olá"
             finally:
                 await model.aclose()
+
+
+# -- upstream answers of other shapes: never the client's fault ---------------------------------
+
+#: What an upstream might put where a count goes: a key-shaped secret, which must reach no client.
+LEAKED = "sk-UPSTREAMSECRET0123456789abcdef"
+#: The one sentence a client reads for an answer caderno cannot read.
+NOT_EXPECTED = "the model call failed: the upstream's answer is not in the expected format"
+
+
+async def _post_chat(proxy: Proxy, thread: str, stream: bool) -> tuple[httpx.Response, list[dict[str, Any]]]:
+    """The raw answer to one turn, and its server-sent events' data (none when not streamed)."""
+    import json
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "when?"}], "stream": stream}
+    headers = {"authorization": f"Bearer {proxy.token}", THREAD_HEADER: thread}
+    async with httpx.AsyncClient(base_url=proxy.base_url, timeout=30) as http:
+        answer = await http.post("/v1/chat/completions", json=body, headers=headers)
+    events = [
+        json.loads(line[6:])
+        for line in answer.text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+    return answer, events if answer.headers["content-type"].startswith("text/event-stream") else []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_upstream_content_as_text_parts_is_answered_and_stored_joined(proxy: Proxy, stream: bool) -> None:
+    """Issue 34: ``content`` as ``[{"type": "text", …}]`` (real servers send it) was a 400 ``invalid-request``."""
+    from _upstream import parts
+
+    proxy.upstream.script = [parts("Amsterdam ", "in May")]
+    answer, events = await _post_chat(proxy, "parts", stream)
+    assert answer.status_code == 200, answer.text
+    if stream:
+        said = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+    else:
+        said = answer.json()["choices"][0]["message"]["content"]
+    assert said == "Amsterdam in May"
+    stored = await proxy.memory.get_messages(resource_id="alice", thread_id="parts")
+    assert [(m.role, m.content) for m in stored] == [("user", "when?"), ("assistant", "Amsterdam in May")]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize(
+    "reply,usage",
+    [
+        ({"text": "an object"}, None),
+        ([{"type": "image_url", "image_url": {"url": "http://x/y.png"}}], None),
+        ("fine words", {"prompt_tokens": 3, "completion_tokens": LEAKED}),
+    ],
+    ids=["content-object", "content-image-part", "usage-a-secret"],
+)
+async def test_an_upstream_answer_of_another_shape_is_a_model_error_in_the_fixed_words(
+    proxy: Proxy, stream: bool, reply: Any, usage: Any
+) -> None:
+    """Issue 34: a malformed ``usage`` put ``ValueError: invalid literal … 'sk-…'`` in the 502's detail."""
+    from _upstream import content
+
+    proxy.upstream.script = [content(reply)]
+    proxy.upstream.reported_usage = usage
+    answer, events = await _post_chat(proxy, "odd", stream)
+    assert LEAKED not in answer.text and "Error" not in answer.text, answer.text
+    if answer.status_code == 502:  # failed before the first piece: a problem
+        assert answer.json()["detail"] == NOT_EXPECTED and answer.json()["type"].endswith("/model-error")
+    else:  # failed after the stream began: its last event says so
+        assert stream and answer.status_code == 200, answer.text
+        assert events[-1] == {"error": {"message": NOT_EXPECTED, "type": "model-error", "code": 502}}
+    assert await proxy.memory.get_messages(resource_id="alice", thread_id="odd") == []

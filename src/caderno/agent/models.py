@@ -14,7 +14,11 @@ A failed upstream call raises ``ModelError`` in caderno's own words ("the
 model call failed: HTTP 401 from the upstream"): the message reaches HTTP
 clients of the memory proxy, and an upstream's answer may quote the API key
 it refused, while the URL may hold a password or an internal address. What
-the upstream said goes to the ``caderno.model`` log, scrubbed.
+the upstream said goes to the ``caderno.model`` log, scrubbed. An answer of
+another shape (its ``usage`` counts included) is "the upstream's answer is
+not in the expected format", never the parser's own words. ``content`` as a
+list of text parts, which some OpenAI-compatible servers send (whole or
+streamed), is read as the parts' text joined.
 """
 
 from __future__ import annotations
@@ -271,33 +275,81 @@ def _to_wire(m: Message) -> dict[str, Any]:
     return out
 
 
-def _from_wire(message: dict[str, Any]) -> Message:
+def _shown(value: Any) -> str:
+    """``value`` as JSON for the log, cut to ``LOGGED_BODY_CHARS``."""
+    return json.dumps(value)[:LOGGED_BODY_CHARS]
+
+
+def _text_of(content: Any) -> str:
+    """A reply's text: text as it is, or a list of text parts joined (as some OpenAI-compatible servers send).
+
+    Raises:
+        _Malformed: any other shape (the model's output, never the client's fault: a 502, not a 400).
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) for part in content
+    ):
+        return "".join(part["text"] for part in content)
+    raise _Malformed(f"content that is neither text nor a list of text parts: {_shown(content)}")
+
+
+def _from_wire(message: Any) -> Message:
+    """The reply of a chat-completion message. Raises ``_Malformed`` for a message of the wrong shape."""
+    if not isinstance(message, dict):
+        raise _Malformed(f"a message that is not an object: {_shown(message)}")
+    wire_calls = message.get("tool_calls") or []
+    if not isinstance(wire_calls, list):
+        raise _Malformed(f"tool_calls that are not a list: {_shown(wire_calls)}")
     calls = []
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function") or {}
+    for call in wire_calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not all(
+            v is None or isinstance(v, str) for v in (call.get("id"), fn.get("name"), fn.get("arguments"))
+        ):
+            raise _Malformed(f"a tool call of the wrong shape: {_shown(call)}")
         raw = fn.get("arguments") or ""
         try:
             args: Any = json.loads(raw) if raw.strip() else {}
         except ValueError:  # not JSON, or an integer past Python's digit limit
             args = raw  # kept as text; the tool layer reports it to the model
         calls.append(ToolCall(id=call.get("id") or new_id(), name=fn.get("name") or "", arguments=args))
-    return Message.assistant(message.get("content") or "", tool_calls=calls or None)
+    return Message.assistant(_text_of(message.get("content")), tool_calls=calls or None)
+
+
+def _count(usage: dict[str, Any], name: str) -> int | None:
+    """A token count of ``usage``: a whole number of at least 0, or ``None`` when not sent."""
+    value = usage.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Malformed(f"usage whose {name} is not a count: {_shown(usage)}")
+    return value
 
 
 def _with_usage(reply: Message, usage: Any) -> Message:
-    """``reply`` with the upstream's token counts in ``metadata["usage"]``, when it sent them."""
-    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-        # The model's own count: AgentChat sums it into the turn's usage.
-        counted = {
-            "prompt_tokens": usage["prompt_tokens"],
-            "completion_tokens": int(usage.get("completion_tokens") or 0),
-        }
-        reply = reply.with_(metadata={**(reply.metadata or {}), "usage": counted})
-    return reply
+    """``reply`` with the upstream's token counts in ``metadata["usage"]``, when it sent them.
+
+    Raises:
+        _Malformed: counts that are not whole numbers (their text goes to the log, never to a client).
+    """
+    if usage is None:
+        return reply
+    if not isinstance(usage, dict):
+        raise _Malformed(f"usage that is not an object: {_shown(usage)}")
+    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    if prompt is None:  # servers that count only a total: nothing to sum
+        return reply
+    # The model's own count: AgentChat sums it into the turn's usage.
+    counted = {"prompt_tokens": prompt, "completion_tokens": completion or 0}
+    return reply.with_(metadata={**(reply.metadata or {}), "usage": counted})
 
 
 class _Malformed(Exception):
-    """An event of the upstream's stream that is not a chat-completion chunk (says why, for the log)."""
+    """An answer (or an event of the upstream's stream) of the wrong shape (says why, for the log)."""
 
     said = "the upstream's answer is not in the expected format"
 
@@ -338,9 +390,7 @@ class _Accumulated:
             if not isinstance(delta, dict):
                 raise _Malformed(f"a delta that is not an object: {json.dumps(delta)}")
             self.choices += 1
-            content = delta.get("content")
-            if content is not None and not isinstance(content, str):
-                raise _Malformed(f"content that is not text: {json.dumps(content)}")
+            content = _text_of(delta.get("content"))
             if content:
                 self.text.append(content)
                 deltas.append(Delta(content=content))
@@ -457,11 +507,16 @@ class OpenAIChatModel:
         """A whole (non-streamed) chat-completion answer as the reply."""
         try:
             data = response.json()
-            message = data["choices"][0]["message"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            said = "the upstream's answer is not in the expected format"
-            raise self._fail(said, f"{exc!r} in {response.text[:LOGGED_BODY_CHARS]}") from None
-        return _with_usage(_from_wire(message), data.get("usage") if isinstance(data, dict) else None)
+            return _with_usage(_from_wire(data["choices"][0]["message"]), data.get("usage"))
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, _Malformed) as exc:
+            raise self._fail(_Malformed.said, f"{exc!r} in {response.text[:LOGGED_BODY_CHARS]}") from None
+
+    def _reply(self, seen: _Accumulated) -> Message:
+        """The whole reply of a stream once it ended."""
+        try:
+            return _with_usage(_from_wire(seen.message()), seen.usage)
+        except _Malformed as exc:
+            raise self._fail(exc.said, str(exc)[:LOGGED_BODY_CHARS]) from None
 
     async def complete(
         self, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None = None
@@ -522,7 +577,7 @@ class OpenAIChatModel:
             raise self._transport_failure(exc) from None
         if not seen.choices:
             raise self._fail(_Malformed.said, "the stream ended without any choice")
-        yield _with_usage(_from_wire(seen.message()), seen.usage)
+        yield self._reply(seen)
 
     async def aclose(self) -> None:
         await self._client.aclose()
