@@ -199,20 +199,24 @@ async def serving(app: Any) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def proxy_in_front(memory: Any, upstream: Upstream, *, userinfo: str = "") -> AsyncIterator[str]:
+async def proxy_in_front(
+    memory: Any, upstream: Upstream, *, userinfo: str = "", api: bool = False
+) -> AsyncIterator[str]:
     """caderno's app with the memory proxy over ``memory``, its model the scripted ``upstream``; yield its base URL.
 
-    ``userinfo`` (``user:password``) goes into the upstream's URL, as an operator may configure it.
+    ``userinfo`` (``user:password``) goes into the upstream's URL, as an operator may configure it;
+    ``api``: serve the REST API beside the proxy, as ``caderno serve`` does.
     """
     from caderno.agent.models import OpenAIChatModel
     from caderno.server import create_app
     from caderno.server.proxy import install_proxy
+    from caderno.server.routes import install_routes
 
     async with serving(upstream.app()) as up:
         if userinfo:
             up = up.replace("://", f"://{userinfo}@", 1)
         model = OpenAIChatModel(model="scripted-1", base_url=f"{up}/v1", api_key="upstream-secret")
-        app = create_app(memory, model=model, background=False, routers=[install_proxy])
+        app = create_app(memory, model=model, background=False, routers=[install_routes, install_proxy] if api else [install_proxy])
         try:
             async with serving(app) as base_url:
                 yield base_url
