@@ -403,6 +403,11 @@ export interface paths {
         /**
          * Create Task
          * @description Schedule a prompt (409 when the resource already has a task of that name; ``trusted`` needs an admin key).
+         *
+         *     A resource key schedules within the model's limits (``state.check_bounded``:
+         *     a shortest interval and a most-tasks cap per resource, a 400 otherwise),
+         *     as its holder may be anyone a tenant handed it to; an admin key is an
+         *     operator's and is not bound.
          */
         post: operations["create_task"];
         delete?: never;
@@ -990,9 +995,7 @@ export interface components {
             /** Parallel Tool Calls */
             parallel_tool_calls?: boolean | null;
             /** Metadata */
-            metadata?: {
-                [key: string]: unknown;
-            } | null;
+            metadata?: unknown;
             /** Background */
             background?: boolean | null;
             /** Prompt */
