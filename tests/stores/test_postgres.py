@@ -164,8 +164,11 @@ async def _cut(memory: Any, call: Any, hold: str, times: int) -> BaseException |
             for _ in range(times):
                 await _wait_until_blocked(admin, task)
                 async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as killer:
+                    # The blocked pids first, then the kill: in one statement the scan went on after the
+                    # first kill and also cut the retry, blocked by then on another pool connection.
+                    blocked = await (await killer.execute(_BLOCKED, (admin.info.backend_pid,))).fetchall()
                     await killer.execute(
-                        f"SELECT pg_terminate_backend(pid, 5000) FROM ({_BLOCKED}) b", (admin.info.backend_pid,)
+                        "SELECT pg_terminate_backend(pid, 5000) FROM unnest(%s::int[]) pid", ([r[0] for r in blocked],)
                     )
         finally:
             await admin.execute("ROLLBACK")
