@@ -1,4 +1,4 @@
-"""Bounded caches of one SQLite store: each thread's newest messages, and live API keys.
+"""Bounded caches of a store: each thread's newest messages (SQLite), and live API keys (SQLite, PostgreSQL).
 
 Correctness first. An entry is trusted only while the database has not been
 changed by any other connection: the store compares SQLite's
@@ -15,6 +15,7 @@ slow read can never overwrite a newer entry with older data.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -22,6 +23,15 @@ from ..core.messages import Message
 from ..core.records import ApiKey
 
 Key = tuple[str, str]
+
+#: The longest a cached API key answers without being read from the database
+#: again (seconds), whatever says the cache is fresh. Each store has its own
+#: freshness rule (SQLite's ``data_version``; PostgreSQL's LISTEN session and
+#: its heartbeat); this is the bound that still holds when such a rule fails
+#: in a way nobody foresaw, so a revoked key stops working within it on every
+#: server. 10 s: what the README promises; it costs one indexed read per live
+#: key per 10 s, nothing beside a request's own reads.
+KEY_MAX_AGE = 10.0
 
 
 @dataclass
@@ -104,39 +114,53 @@ class RecentCache:
 
 
 class KeyCache:
-    """Live keys by token hash, under the same freshness rule as ``RecentCache``.
+    """Live keys by token hash, trusted only while their store says nothing changed, and never past ``max_age``.
 
     Every request looks its key up; a key changes only when it is created or
-    revoked. The store drops the cache when another connection commits (the
-    writer's ``PRAGMA data_version``, as for messages) and when it commits a
-    key change itself, so a revocation is seen by the next request, whichever
-    process made it. Only live keys are kept (an unknown token is looked up
-    each time, and cannot fill the cache), at most ``max_keys``.
+    revoked. Each store clears the cache when a key may have changed: SQLite
+    when another connection commits (the writer's ``PRAGMA data_version``, as
+    for messages), PostgreSQL on a key notice from its LISTEN session (and
+    it answers from the cache only while that session proves alive); both
+    when they commit a key change themselves. So a revocation is seen by the
+    next request, whichever process made it. Whatever the store says, an
+    entry read more than ``max_age`` seconds ago (``KEY_MAX_AGE``) is read
+    again. Only live keys are kept (an unknown token is looked up each time,
+    and cannot fill the cache), at most ``max_keys``.
     """
 
-    def __init__(self, max_keys: int = 1024) -> None:
+    def __init__(self, max_keys: int = 1024, max_age: float = KEY_MAX_AGE) -> None:
         self.max_keys = max_keys
-        self._keys: OrderedDict[str, ApiKey] = OrderedDict()
+        self.max_age = max_age
+        self._keys: OrderedDict[str, tuple[ApiKey, float]] = OrderedDict()  # the key, when it was read
         self._epoch = 0
         self._lock = threading.Lock()
 
     def get(self, token_hash: str) -> ApiKey | None:
         with self._lock:
-            key = self._keys.get(token_hash)
-            if key is not None:
-                self._keys.move_to_end(token_hash)
+            entry = self._keys.get(token_hash)
+            if entry is None:
+                return None
+            key, read_at = entry
+            if time.monotonic() - read_at >= self.max_age:
+                del self._keys[token_hash]
+                return None
+            self._keys.move_to_end(token_hash)
             return key
 
     def epoch(self) -> int:
         with self._lock:
             return self._epoch
 
-    def fill(self, token_hash: str, key: ApiKey, epoch: int) -> None:
-        """Keep a key read from the database, unless the keys may have changed since ``epoch``."""
+    def fill(self, token_hash: str, key: ApiKey, epoch: int, *, read_at: float | None = None) -> None:
+        """Keep a key read from the database, unless the keys may have changed since ``epoch``.
+
+        ``read_at`` is when the read began (``time.monotonic()``; default
+        now): the age counts from there, so a slow read cannot stretch it.
+        """
         with self._lock:
             if epoch != self._epoch:
                 return
-            self._keys[token_hash] = key
+            self._keys[token_hash] = (key, time.monotonic() if read_at is None else read_at)
             while len(self._keys) > self.max_keys:
                 self._keys.popitem(last=False)
 

@@ -71,10 +71,39 @@ STANDBY_CONNECT_TIMEOUT = 2.0
 WRITTEN_MAX = 10_000
 
 log = logging.getLogger(__name__)
-#: The channel key changes are announced on (``NOTIFY``; the payload names the schema).
+#: The channel key changes are announced on (``NOTIFY``; the payload names the
+#: keys table's schema, then the store that wrote: ``_keys_home``).
 _KEYS_CHANNEL = "caderno_keys"
 #: Seconds between attempts to reconnect the key listener (the cache is off meanwhile).
 _LISTEN_RETRY = 5.0
+#: How long the key listener may take to connect and ``LISTEN`` (seconds), as the first connection at open.
+_LISTEN_CONNECT_TIMEOUT = 10.0
+#: The listener session's name in ``pg_stat_activity`` (the pool's connections are ``caderno``).
+_LISTENER_NAME = "caderno-keys"
+#: Seconds between two heartbeats of the key listener. A heartbeat is a
+#: ``NOTIFY`` this store sends through its pool and must read back on its
+#: LISTEN session; notices arrive in commit order, so one that comes back
+#: proves every key notice committed before it arrived too. Its traffic also
+#: keeps a NAT or load balancer from finding the session idle. Each costs one
+#: statement per server; 2 s keeps the bound below short.
+KEY_HEARTBEAT_SECONDS = 2.0
+#: How long a heartbeat may take to come back (seconds) before the key cache
+#: is switched off and the listener reconnected. A healthy one takes a few
+#: milliseconds; 2 s leaves a loaded server room without trusting a cut
+#: session long. A revoked key stops working within
+#: ``KEY_HEARTBEAT_SECONDS + KEY_HEARTBEAT_TIMEOUT`` (4 s) even when its notice is lost,
+#: and within ``KEY_MAX_AGE`` (10 s) if even this fails.
+KEY_HEARTBEAT_TIMEOUT = 2.0
+#: Where the keys table really is, the same on every server of a database
+#: however its URL spells the schema (``?schema=public``, or none and the
+#: server's search path). The schema's name, not the table's OID: an OID would
+#: differ once the schema is dropped and made again under a running server,
+#: which would then ignore every notice. Not ``current_schema()``: that is the
+#: first schema of the path that exists (an empty ``"$user"`` schema), not
+#: necessarily the one the table resolves in.
+_KEYS_HOME = (
+    "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = 'api_keys'::regclass"
+)
 
 DIALECT = Dialect(
     name="postgresql",
@@ -436,7 +465,15 @@ class PostgresStore:
         self._pooled = _pooler(query.get("pooler", "none"))
         self.keys = KeyCache()
         self._key_listener: asyncio.Task[None] | None = None
-        self._keys_live = False  # the listener is connected: the key cache may answer
+        #: The key cache answers until then (``time.monotonic()``): a heartbeat came back (``_beat_listener``).
+        self._keys_trusted_until = 0.0
+        self._store_id = uuid.uuid4().hex  # in this store's key notices, and its heartbeat channel
+        self._keys_home = ""  # the keys table's schema (``_KEYS_HOME``), found at open
+        self._beat_channel = f"caderno_beat_{self._store_id}"
+        self._beats_sent = 0
+        self._beats_seen = 0
+        self._beat_arrived = asyncio.Event()
+        self._closing = False  # the listener's loops stop, even should a cancellation get lost
         #: The standby's conninfo (``?read_replica=``), and whether a transaction-mode pooler is in front of it.
         self._replica: str | None = None
         self._replica_url = ""
@@ -459,7 +496,6 @@ class PostgresStore:
         self.schema = schema or query.get("schema")
         if self.schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", self.schema):
             raise UsageError(f"schema name {self.schema!r} must be lowercase letters, digits and '_'")
-        self._keys_sender = f"{self.schema or ''} {uuid.uuid4().hex}"  # NOTIFY payload: schema, then this store
         try:
             self.pool_size = int(pool_size or query.get("pool_size") or 10)
         except ValueError:
@@ -518,46 +554,135 @@ class PostgresStore:
                 raise StorageError(failure)
             self._pool = pool
             if not self._pooled:  # LISTEN needs a session; behind a transaction pooler keys are read each time
+                self._closing = False
                 self._key_listener = asyncio.create_task(self._listen_for_keys(), name="caderno-keys-listener")
+
+    #: ``KEY_HEARTBEAT_SECONDS``, ``KEY_HEARTBEAT_TIMEOUT`` and ``_LISTEN_RETRY``, per store (a test makes them short).
+    key_heartbeat_seconds = KEY_HEARTBEAT_SECONDS
+    key_heartbeat_timeout = KEY_HEARTBEAT_TIMEOUT
+    key_listen_retry = _LISTEN_RETRY
+
+    @property
+    def _keys_live(self) -> bool:
+        """The key cache may answer: the listener's last heartbeat came back recently enough."""
+        return time.monotonic() < self._keys_trusted_until
+
+    @property
+    def _keys_notice(self) -> str:
+        """This store's key notice: the keys table's schema, then this store (a schema's name may hold spaces)."""
+        return f"{self._keys_home} {self._store_id}"
 
     async def _listen_for_keys(self) -> None:
         """Keep the key cache honest: ``LISTEN`` on one session of its own; any key change clears the cache.
 
-        A key written by any process on this schema (``_KEYS_CHANNEL``, sent
-        in the writing transaction, so delivered at its commit) clears the
-        cache. The cache answers only while this session is up: when it
-        drops, keys are read from the database each time until it is back
-        (retried every ``_LISTEN_RETRY`` seconds).
+        A key written by any process on the same keys table (``_KEYS_CHANNEL``,
+        sent in the writing transaction, so delivered at its commit; matched
+        on ``_KEYS_HOME``, not on how a URL spells the schema) clears the
+        cache. The cache answers only while this session proves alive: a
+        session can die without a word (a NAT or load balancer that forgets
+        it leaves the socket open and silent for hours), so
+        ``_beat_listener`` probes it, and when a heartbeat does not come back
+        the cache is off at once and the session is made again. Meanwhile,
+        and until a new session's first heartbeat is back, keys are read
+        from the database each time (reconnection retried every
+        ``_LISTEN_RETRY`` seconds).
         """
         import psycopg
 
-        while True:
+        while not self._closing:
             try:
-                async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {_KEYS_CHANNEL}")
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (close's)
+                # that lands as the awaited call finishes.
+                async with asyncio.timeout(_LISTEN_CONNECT_TIMEOUT):
+                    conn = await self._listener_session()
+                async with conn:
                     self.keys.clear()  # changes made while nobody listened
-                    self._keys_live = True
-                    async for note in conn.notifies():
-                        schema, _, sender = note.payload.partition(" ")
-                        if schema == (self.schema or "") and sender != self._keys_sender.partition(" ")[2]:
-                            self.keys.clear()  # another store changed a key (this one cleared at its commit)
-            except psycopg.Error as exc:
-                log.info("key cache off until the listener reconnects: %s", scrub(str(exc), self._secrets))
+                    reader = asyncio.create_task(self._read_notices(conn), name="caderno-keys-notices")
+                    try:
+                        await self._beat_listener(reader)
+                    finally:
+                        reader.cancel()
+                        await asyncio.gather(reader, return_exceptions=True)
+            except (psycopg.Error, TimeoutError) as exc:
+                why = scrub(str(exc), self._secrets) or "no answer in time"
+                log.info("key cache off until the listener reconnects: %s", why)
             finally:
-                self._keys_live = False
+                self._keys_trusted_until = 0.0
                 self.keys.clear()
-            await asyncio.sleep(_LISTEN_RETRY)
+            await asyncio.sleep(self.key_listen_retry)
+
+    async def _listener_session(self) -> Any:
+        """A connection of its own that listens to key notices and to this store's heartbeats."""
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, application_name=_LISTENER_NAME)
+        try:
+            await conn.execute(f"LISTEN {_KEYS_CHANNEL}")
+            await conn.execute(f"LISTEN {self._beat_channel}")
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _read_notices(self, conn: Any) -> None:
+        try:
+            async for note in conn.notifies():
+                if note.channel == self._beat_channel:
+                    self._beats_seen = max(self._beats_seen, int(note.payload))
+                    self._beat_arrived.set()
+                    continue
+                home, _, sender = note.payload.rpartition(" ")
+                if home == self._keys_home and sender != self._store_id:
+                    self.keys.clear()  # another store changed a key (this one cleared at its commit)
+        finally:
+            self._beat_arrived.set()  # a heartbeat waiting for this reader stops waiting
+
+    async def _beat_listener(self, reader: asyncio.Task[None]) -> None:
+        """Send heartbeats through the pool and trust the cache while they come back; return when one does not.
+
+        Each heartbeat that comes back trusts the cache until the next one is
+        due back (sent + interval + timeout): should this loop itself stall,
+        the trust runs out on its own.
+        """
+        while not self._closing:
+            self._beats_sent += 1
+            beat, sent = self._beats_sent, time.monotonic()
+            try:
+                async with asyncio.timeout(self.key_heartbeat_timeout):
+                    await self._heartbeat(beat, reader)
+            except TimeoutError:
+                self._keys_trusted_until = 0.0
+                self.keys.clear()
+                log.warning(
+                    "the key listener did not answer a heartbeat within %.1f s: key cache off, reconnecting",
+                    self.key_heartbeat_timeout,
+                )
+                return
+            if reader.done():
+                return reader.result()  # the session ended (its error, if any, goes up)
+            self._keys_trusted_until = sent + self.key_heartbeat_seconds + self.key_heartbeat_timeout
+            await asyncio.wait({reader}, timeout=max(0.0, sent + self.key_heartbeat_seconds - time.monotonic()))
+            if reader.done():
+                return reader.result()
+
+    async def _heartbeat(self, beat: int, reader: asyncio.Task[None]) -> None:
+        """Notify this store's heartbeat channel through the pool; wait until the listener reads it back."""
+        async with self._pool.connection() as conn:
+            await conn.execute("SELECT pg_notify(%s, %s)", (self._beat_channel, str(beat)))
+        while self._beats_seen < beat and not reader.done():
+            self._beat_arrived.clear()
+            await self._beat_arrived.wait()
 
     async def _find_key(self, op: ops.FindKey, read: Callable[[], Awaitable[list[Any]]]) -> Any:
-        """A live key, from the cache while the listener is up (``_listen_for_keys``): every request asks."""
+        """A live key, from the cache while the listener is alive (``_listen_for_keys``): every request asks."""
         if self._keys_live:
             hit = self.keys.get(op.token_hash)
             if hit is not None:
                 return hit
-        epoch = self.keys.epoch()
+        epoch, read_at = self.keys.epoch(), time.monotonic()
         (found,) = await read()
         if found is not None and self._keys_live:
-            self.keys.fill(op.token_hash, found, epoch)
+            self.keys.fill(op.token_hash, found, epoch, read_at=read_at)
         return found
 
     def _new_pool(self, conninfo: str, *, pooled: bool, name: str) -> Any:
@@ -663,6 +788,7 @@ class PostgresStore:
             execute = functools.partial(_execute, conn)
             done = await run_plan(_migrate.applied(MIGRATIONS, LEDGER), execute)
             await run_plan(_migrate.apply(MIGRATIONS, done, utcnow()), execute)
+            self._keys_home = (await (await conn.execute(_KEYS_HOME)).fetchone())[0]
             if self.pgvector_schema is not None:
                 await self._vector_setup(conn)
         if self.pgvector_schema is not None:
@@ -712,6 +838,7 @@ class PostgresStore:
     async def close(self) -> None:
         if self._key_listener is not None:
             listener, self._key_listener = self._key_listener, None
+            self._closing = True
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
         if self._pool is not None:
@@ -809,7 +936,7 @@ class PostgresStore:
             execute = functools.partial(_execute, conn)
             results = [await run_plan(plan(DIALECT, op), execute) for plan, op in zip(plans, batch, strict=True)]
             if keys_changed:  # every other store's cache, at this transaction's commit
-                await execute(Q("SELECT pg_notify(?, ?)", (_KEYS_CHANNEL, self._keys_sender)))
+                await execute(Q("SELECT pg_notify(?, ?)", (_KEYS_CHANNEL, self._keys_notice)))
             return results
 
         if len(batch) == 1 and isinstance(batch[0], ops.FindKey):  # on the primary, as every key read
