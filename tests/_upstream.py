@@ -222,3 +222,17 @@ async def proxy_in_front(
                 yield base_url
         finally:
             await model.aclose()
+
+
+#: What an upstream might put where a count goes: a key-shaped secret, which must reach no client.
+LEAKED = "sk-UPSTREAMSECRET0123456789abcdef"
+#: The one sentence a client reads for an answer caderno cannot read.
+NOT_EXPECTED = "the model call failed: the upstream's answer is not in the expected format"
+#: Upstream answers of shapes caderno cannot read, as ``(content, usage)``, for ``pytest.mark.parametrize``
+#: (``ODD_ANSWER_IDS``): both proxy endpoints must turn each into ``NOT_EXPECTED``.
+ODD_ANSWERS = [
+    ({"text": "an object"}, None),
+    ([{"type": "image_url", "image_url": {"url": "http://x/y.png"}}], None),
+    ("fine words", {"prompt_tokens": 3, "completion_tokens": LEAKED}),
+]
+ODD_ANSWER_IDS = ["content-object", "content-image-part", "usage-a-secret"]

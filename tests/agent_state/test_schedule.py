@@ -159,11 +159,11 @@ REFUSALS = [
     ("in 0 minutes", "the delay must be at least 1"),
     ("every blursday at 9", "no schedule form matches"),
     ("todo dia 5", "no schedule form matches"),  # the 5th of the month, not "at 5"
-    # Issue 34: numbers past timedelta's range were a 500 (OverflowError).
+    # Before: numbers past timedelta's range were a 500 (OverflowError).
     ("in 99999999999999999999 minutes", "a one-shot runs within 5260320 minutes"),
     ("daqui a 999999999999 dias", "a one-shot runs within 3653 days"),
     ("em 87673 horas", "a one-shot runs within 87672 hours"),
-    # Issue 34: croniter accepts a day its month never has, then fails on the first run (a 500).
+    # Before: croniter accepts a day its month never has, then fails on the first run (a 500).
     ("0 0 31 2 *", "never fires"),
     ("0 0 30 2 *", "never fires"),
     ("0 9 31 4,6,9,11 *", "never fires"),

@@ -1,4 +1,4 @@
-"""Issue 34's schedules that were 500s, through the other ways in: Python, the model's tool, the CLI, an import.
+"""Schedules that used to be 500s, refused through the other ways in: Python, the model's tool, the CLI, an import.
 
 Each is a ``UsageError`` (the tool: an error the model reads; the CLI: one
 line and a non-zero exit) and nothing is stored, on every backend.

@@ -203,7 +203,7 @@ def test_several_workers_never_fire_a_task_twice(shared_url: str) -> None:
 
 
 async def test_a_flooding_resource_does_not_starve_another(memory: caderno.Memory) -> None:
-    """Issue 34: 40 due tasks of one resource took every claim of 10, first come; the other's task waited."""
+    """Before: 40 due tasks of one resource took every claim of 10, first come; the other's task waited."""
     for i in range(40):  # every one due before the other resource's task
         await memory.tasks.add(resource_id="flood", name=f"f{i:02}", schedule="every minute", prompt="x", now=NOW)
     await memory.tasks.add(

@@ -147,7 +147,7 @@ def test_healthz_answers_while_a_body_trickles_in(edge: tuple[Served, str]) -> N
 
 
 def test_trickling_keyless_bodies_leave_healthz_answering(edge: tuple[Served, str]) -> None:
-    """Issue 34, finding 3: a keyless ``POST /healthz`` (or ``POST /``) announcing a megabyte got
+    """A keyless ``POST /healthz`` (or ``POST /``) announcing a megabyte got
     its 405 at once, but the server went on reading the body at the client's pace; as many such
     connections as ``limit_concurrency`` made ``GET /healthz`` answer 503."""
     served, _ = edge

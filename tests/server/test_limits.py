@@ -141,7 +141,7 @@ async def test_if_match_strong_tag_still_applies(api: Api) -> None:
         assert r.headers["etag"] == '"2"'
 
 
-# -- issue 34, finding 4: a recall query has a length limit ---------------------------------
+# -- a recall query has a length limit ---------------------------------
 
 
 async def test_a_recall_query_past_the_limit_is_a_400_with_the_limit(api: Api) -> None:

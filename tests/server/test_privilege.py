@@ -39,7 +39,7 @@ def _task(trusted: bool) -> dict[str, Any]:
         "is_trusted": trusted,
         "timezone": "UTC",
         "thread_id": "task:limpar",
-        "next_run_at": "2026-01-02T09:00:00+00:00",  # every export has one (issue 34: none is refused)
+        "next_run_at": "2026-01-02T09:00:00+00:00",  # every export has one (an import without one is refused)
         "last_run_at": None,
         "created_at": "2026-01-01T00:00:00+00:00",
         "updated_at": "2026-01-01T00:00:00+00:00",

@@ -20,7 +20,19 @@ openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
-from _upstream import Upstream, call, proxy_in_front, serving, text  # noqa: E402
+from _upstream import (  # noqa: E402
+    LEAKED,
+    NOT_EXPECTED,
+    ODD_ANSWER_IDS,
+    ODD_ANSWERS,
+    Upstream,
+    call,
+    content,
+    parts,
+    proxy_in_front,
+    serving,
+    text,
+)
 
 import caderno  # noqa: E402
 from caderno.agent.models import OpenAIChatModel  # noqa: E402
@@ -368,10 +380,6 @@ async def test_a_turn_on_a_busy_thread_is_a_409_and_stores_nothing(tmp_path: Pat
 
 # -- upstream answers of other shapes: never the client's fault ---------------------------------
 
-#: What an upstream might put where a count goes: a key-shaped secret, which must reach no client.
-LEAKED = "sk-UPSTREAMSECRET0123456789abcdef"
-#: The one sentence a client reads for an answer caderno cannot read.
-NOT_EXPECTED = "the model call failed: the upstream's answer is not in the expected format"
 
 
 async def _post_chat(proxy: Proxy, thread: str, stream: bool) -> tuple[httpx.Response, list[dict[str, Any]]]:
@@ -392,9 +400,7 @@ async def _post_chat(proxy: Proxy, thread: str, stream: bool) -> tuple[httpx.Res
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_upstream_content_as_text_parts_is_answered_and_stored_joined(proxy: Proxy, stream: bool) -> None:
-    """Issue 34: ``content`` as ``[{"type": "text", …}]`` (real servers send it) was a 400 ``invalid-request``."""
-    from _upstream import parts
-
+    """Before: ``content`` as ``[{"type": "text", …}]`` (real servers send it) was a 400 ``invalid-request``."""
     proxy.upstream.script = [parts("Amsterdam ", "in May")]
     answer, events = await _post_chat(proxy, "parts", stream)
     assert answer.status_code == 200, answer.text
@@ -408,21 +414,11 @@ async def test_upstream_content_as_text_parts_is_answered_and_stored_joined(prox
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-@pytest.mark.parametrize(
-    "reply,usage",
-    [
-        ({"text": "an object"}, None),
-        ([{"type": "image_url", "image_url": {"url": "http://x/y.png"}}], None),
-        ("fine words", {"prompt_tokens": 3, "completion_tokens": LEAKED}),
-    ],
-    ids=["content-object", "content-image-part", "usage-a-secret"],
-)
+@pytest.mark.parametrize("reply,usage", ODD_ANSWERS, ids=ODD_ANSWER_IDS)
 async def test_an_upstream_answer_of_another_shape_is_a_model_error_in_the_fixed_words(
     proxy: Proxy, stream: bool, reply: Any, usage: Any
 ) -> None:
-    """Issue 34: a malformed ``usage`` put ``ValueError: invalid literal … 'sk-…'`` in the 502's detail."""
-    from _upstream import content
-
+    """Before: a malformed ``usage`` put ``ValueError: invalid literal … 'sk-…'`` in the 502's detail."""
     proxy.upstream.script = [content(reply)]
     proxy.upstream.reported_usage = usage
     answer, events = await _post_chat(proxy, "odd", stream)

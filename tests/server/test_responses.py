@@ -21,7 +21,20 @@ openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
-from _upstream import Upstream, call, calls, events, proxy_in_front, text  # noqa: E402
+from _upstream import (  # noqa: E402
+    LEAKED,
+    NOT_EXPECTED,
+    ODD_ANSWER_IDS,
+    ODD_ANSWERS,
+    Upstream,
+    call,
+    calls,
+    content,
+    events,
+    parts,
+    proxy_in_front,
+    text,
+)
 
 import caderno  # noqa: E402
 from caderno.server.proxy import MAX_INSTRUCTIONS_CHARS, MAX_REQUEST_CHARS, THREAD_HEADER  # noqa: E402
@@ -363,7 +376,7 @@ async def test_streaming(proxy: Proxy) -> None:
 async def test_metadata_at_openais_bounds_is_echoed_and_streamed_only_in_the_first_and_last_response(
     proxy: Proxy,
 ) -> None:
-    """Issue 34: unbounded metadata came back once per response event (15 MB in, 45.6 MB out)."""
+    """Before: unbounded metadata came back once per response event (15 MB in, 45.6 MB out)."""
     metadata = {f"k{i:02d}" + "k" * 61: f"{i:02d}" + "v" * 510 for i in range(16)}  # every bound, exactly
     proxy.upstream.script = [text("plain"), text("streamed")]
     answer = await proxy.client(**{THREAD_HEADER: "m"}).responses.create(model="m", input="hi", metadata=metadata)
@@ -555,10 +568,6 @@ async def test_model_settings_reach_the_upstream_in_chat_completions_terms(proxy
 
 # -- upstream answers of other shapes: never the client's fault ---------------------------------
 
-#: What an upstream might put where a count goes: a key-shaped secret, which must reach no client.
-LEAKED = "sk-UPSTREAMSECRET0123456789abcdef"
-#: The one sentence a client reads for an answer caderno cannot read.
-NOT_EXPECTED = "the model call failed: the upstream's answer is not in the expected format"
 
 
 async def _post_response(proxy: Proxy, thread: str, stream: bool) -> tuple[httpx.Response, list[dict[str, Any]]]:
@@ -574,9 +583,7 @@ async def _post_response(proxy: Proxy, thread: str, stream: bool) -> tuple[httpx
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_upstream_content_as_text_parts_is_answered_and_stored_joined(proxy: Proxy, stream: bool) -> None:
-    """Issue 34: ``content`` as ``[{"type": "text", …}]`` (real servers send it) was a 400 ``invalid-request``."""
-    from _upstream import parts
-
+    """Before: ``content`` as ``[{"type": "text", …}]`` (real servers send it) was a 400 ``invalid-request``."""
     proxy.upstream.script = [parts("Amsterdam ", "in May")]
     answer, events = await _post_response(proxy, "parts", stream)
     assert answer.status_code == 200, answer.text
@@ -588,21 +595,11 @@ async def test_upstream_content_as_text_parts_is_answered_and_stored_joined(prox
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-@pytest.mark.parametrize(
-    "reply,usage",
-    [
-        ({"text": "an object"}, None),
-        ([{"type": "image_url", "image_url": {"url": "http://x/y.png"}}], None),
-        ("fine words", {"prompt_tokens": 3, "completion_tokens": LEAKED}),
-    ],
-    ids=["content-object", "content-image-part", "usage-a-secret"],
-)
+@pytest.mark.parametrize("reply,usage", ODD_ANSWERS, ids=ODD_ANSWER_IDS)
 async def test_an_upstream_answer_of_another_shape_is_a_model_error_in_the_fixed_words(
     proxy: Proxy, stream: bool, reply: Any, usage: Any
 ) -> None:
-    """Issue 34: a malformed ``usage`` put ``ValueError: invalid literal … 'sk-…'`` in the 502's detail."""
-    from _upstream import content
-
+    """Before: a malformed ``usage`` put ``ValueError: invalid literal … 'sk-…'`` in the 502's detail."""
     proxy.upstream.script = [content(reply)]
     proxy.upstream.reported_usage = usage
     answer, events = await _post_response(proxy, "odd", stream)

@@ -1,6 +1,6 @@
 """Tasks over real HTTP: bad schedules are 400s that change nothing, and a resource key keeps the model's limits.
 
-Issue 34. Through ``caderno serve``'s app on a loopback port (uvicorn), on a
+Through ``caderno serve``'s app on a loopback port (uvicorn), on a
 SQLite file and a real PostgreSQL schema: schedules that overflowed
 (``in 99999999999999999999 minutes``), crons that never fire, a
 10,000-character time zone and an import whose task has no ``next_run_at``
