@@ -108,7 +108,8 @@ class ServerSettings:
     turn_wait: float = TURN_WAIT
     """Seconds a proxy turn waits for another turn on its thread (any server) before a 409."""
     turn_lease: float = TURN_LEASE
-    """Seconds a thread's turn lease lasts unrenewed: how soon a killed server's thread is free again."""
+    """Seconds a thread's turn lease lasts unrenewed (renewed every third of it while a turn runs):
+    how soon a killed server's thread is free again."""
     http: str = "auto"
     """The HTTP/1.1 parser: ``httptools`` (C), ``h11`` (pure Python), ``auto`` (httptools when installed)."""
     background: str = "inline"
