@@ -7,6 +7,8 @@ import logging
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -14,8 +16,10 @@ from _pg import PG_URL, pg_schema, require_postgres
 
 import caderno
 from caderno import Message
-from caderno.core.errors import SchemaTooNew, StorageError
-from caderno.stores import _postgres_schema
+from caderno.core.clock import utcnow
+from caderno.core.errors import SchemaTooNew, StorageBusy, StorageError
+from caderno.stores import _postgres_schema, ops
+from caderno.stores.postgres import RETRY_LOCK_TIMEOUT
 from conftest import python_env
 
 pytestmark = pytest.mark.postgres
@@ -200,3 +204,62 @@ async def test_a_call_cut_mid_statement_is_retried_once_then_a_storage_error(pg_
         # The pool replaced the dead connections: the next calls work.
         got = await memory.get_messages(resource_id="r", thread_id="t")
         assert [m.content for m in got] == ["before"] + (["cut"] if kind == "write" else [])
+
+
+def _edit_notebook(entry: str) -> ops.EditNotebook:
+    return ops.EditNotebook(
+        resource_id="r", target="memory", edit=lambda entries, version: [*entries, entry], now=utcnow()
+    )
+
+
+#: Each write path, the row it locks (held by the test) and the call: (locking SQL on the schema, call).
+_WRITE_PATHS: dict[str, tuple[str, Callable[[caderno.Memory], Awaitable[Any]]]] = {
+    "append": (
+        "SELECT 1 FROM {s}.threads WHERE resource_id = 'r' AND thread_id = 't' FOR UPDATE",
+        lambda m: m.append_messages(resource_id="r", thread_id="t", messages=[Message.user("cut")]),
+    ),
+    "working memory": (
+        "SELECT 1 FROM {s}.resources WHERE resource_id = 'r' FOR UPDATE",
+        lambda m: m.update_working_memory(resource_id="r", patch={"city": "cut"}),
+    ),
+    "notebook": (
+        "SELECT 1 FROM {s}.notebooks WHERE resource_id = 'r' AND target = 'memory' FOR UPDATE",
+        lambda m: m.run(_edit_notebook("cut")),
+    ),
+}
+
+
+@pytest.mark.parametrize("path", sorted(_WRITE_PATHS))
+async def test_a_write_whose_backend_is_terminated_while_it_waits_on_a_row_lock_fails_at_once(
+    pg_url: str, path: str
+) -> None:
+    """Before, the write's one retry queued on the same row lock again and waited as long as its holder held it."""
+    schema = '"' + pg_url.split("schema=")[1] + '"'
+    lock, call = _WRITE_PATHS[path]
+    async with caderno.connect(pg_url, embedder=None) as memory:
+        await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("before")])
+        await memory.update_working_memory(resource_id="r", patch={"city": "before"})
+        await memory.run(_edit_notebook("before"))
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
+            await admin.execute("BEGIN")
+            await admin.execute(lock.format(s=schema))  # held for the whole test: a live, busy holder
+            task = asyncio.ensure_future(call(memory))
+            await _wait_until_blocked(admin, task)
+            async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as killer:
+                blocked = await (await killer.execute(_BLOCKED, (admin.info.backend_pid,))).fetchall()
+                await killer.execute(
+                    "SELECT pg_terminate_backend(pid, 5000) FROM unnest(%s::int[]) pid", ([r[0] for r in blocked],)
+                )
+            started = time.monotonic()
+            done, _ = await asyncio.wait({task}, timeout=RETRY_LOCK_TIMEOUT + 4)
+            assert done, f"the {path} call still waits with its backend gone"
+            assert isinstance(task.exception(), StorageBusy), repr(task.exception())
+            assert "nothing was stored" in str(task.exception())
+            assert time.monotonic() - started < RETRY_LOCK_TIMEOUT + 4
+            await admin.execute("ROLLBACK")
+        assert [m.content for m in await memory.get_messages(resource_id="r", thread_id="t")] == ["before"]
+        assert await memory.get_working_memory(resource_id="r") == {"city": "before"}
+        pages = await memory.run(ops.ReadNotebook(resource_id="r"))
+        assert pages["memory"][0] == ("before",)

@@ -8,6 +8,8 @@ optional; the two top-level settings must come before the first ``[table]``::
 
     [database]
     url = "sqlite:///caderno.db"          # or postgresql://…
+    lock_timeout = 10                     # PostgreSQL: seconds a write waits for a lock (503 busy past it; 0: no bound)
+    idle_in_transaction_timeout = 5       # PostgreSQL: seconds a stalled transaction keeps its locks (0: no bound)
 
     [model]                               # any OpenAI-compatible endpoint
     base_url = "http://localhost:11434/v1"
@@ -61,6 +63,8 @@ _MODEL_KEYS = {"base_url", "model", "api_key_env"}
 #: The file's top-level settings (the design's names), beside its tables.
 _SETTINGS = {"consolidation_interval_hours", "working_memory_cap"}
 _TABLES = {"database", "model", "scheduled_tasks", "server"}
+#: ``[database]``'s keys besides ``url``: the PostgreSQL store's keywords of the same names (seconds).
+_DATABASE_OPTIONS = ("lock_timeout", "idle_in_transaction_timeout")
 
 #: Most bytes of any request body, on every route (the memory proxy and /mcp
 #: included): the largest body a route takes is an import (16 MiB, thousands of
@@ -151,6 +155,8 @@ class Config:
     """Where it was read from (``None``: no file)."""
     database_url: str | None = None
     """``[database] url``."""
+    database_options: dict[str, float] = field(default_factory=dict)
+    """``[database]``'s other keys (``lock_timeout``, ``idle_in_transaction_timeout``): store keywords."""
     model: dict[str, Any] = field(default_factory=dict)
     """``[model]``: ``base_url``, ``model``, ``api_key_env``."""
     scheduled_tasks: list[dict[str, Any]] = field(default_factory=list)
@@ -213,7 +219,7 @@ class Config:
         settings = ConsolidationSettings(fast_model=self.fast_model())
         if self.consolidation_interval_hours is not None:
             settings = dataclasses.replace(settings, interval_hours=self.consolidation_interval_hours)
-        options: dict[str, Any] = {"consolidation": settings}
+        options: dict[str, Any] = {"consolidation": settings, **self.database_options}
         if self.working_memory_cap is not None:
             options["cache_messages"] = self.working_memory_cap
         return options
@@ -248,6 +254,26 @@ def _check_model(model: dict[str, Any], where: object) -> None:
         for key in _MODEL_KEYS & set(table):
             if not isinstance(table[key], str) or not table[key]:
                 raise UsageError(f"{where}: {name} {key} must be a non-empty string, not {table[key]!r}")
+
+
+def _check_database(database: dict[str, Any], where: object) -> dict[str, float]:
+    """``[database]``: known keys, and its timeouts each a number of seconds, 0 or more.
+
+    Raises:
+        UsageError: naming the key and the file.
+    """
+    unknown = set(database) - {"url", *_DATABASE_OPTIONS}
+    if unknown:
+        raise UsageError(f"{where}: [database] has unknown key(s) {', '.join(sorted(unknown))}")
+    options = {}
+    for name in _DATABASE_OPTIONS:
+        value = database.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise UsageError(f"{where}: [database] {name} must be a number of seconds (0 or more), not {value!r}")
+        options[name] = float(value)
+    return options
 
 
 def _check_settings(data: dict[str, Any], where: object) -> dict[str, Any]:
@@ -303,6 +329,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     return Config(
         path=where,
         database_url=database.get("url"),
+        database_options=_check_database(database, where),
         model=model,
         scheduled_tasks=tasks,
         server=ServerSettings.from_table(server, where),

@@ -15,8 +15,10 @@ The tree::
     ├── ModelError                     a model adapter failed or ran out of steps
     ├── MissingExtra (ImportError)     an optional dependency is not installed
     ├── EmbeddingUnavailable           the embedding model is missing or corrupt
-    └── StorageError                   a database problem, wrapping the driver error
-        └── SchemaTooNew               the database was written by a newer caderno
+    └── StorageError                   a database problem, wrapping the driver error; nothing was stored
+        ├── SchemaTooNew               the database was written by a newer caderno
+        ├── StorageBusy                a lock stayed held past the lock timeout; nothing was stored
+        └── OutcomeUnknown             the connection died with the commit in flight: maybe stored
 
 Errors carry the ids they are about as attributes, so callers can react
 without parsing messages.
@@ -35,7 +37,9 @@ __all__ = [
     "ModelError",
     "NotFound",
     "NotebookError",
+    "OutcomeUnknown",
     "SchemaTooNew",
+    "StorageBusy",
     "StorageError",
     "ThreadBusy",
     "Unsupported",
@@ -153,3 +157,21 @@ class StorageError(CadernoError):
 
 class SchemaTooNew(StorageError):
     """The database was migrated by a newer caderno; it is never downgraded."""
+
+
+class StorageBusy(StorageError):
+    """Another transaction held a lock this call needed (a thread, working memory, a notebook page)
+    past the store's lock timeout: a stalled or stopped process, usually. Nothing was stored; retry later.
+
+    HTTP 503 ``busy``.
+    """
+
+
+class OutcomeUnknown(StorageError):
+    """The connection died after the write was sent to be committed: it may or may not be stored.
+
+    Every other ``StorageError`` of a write means nothing was stored. After
+    this one a blind retry could store the write twice: retry with the same
+    ``Idempotency-Key`` (the server answers with what is stored), or read
+    before writing again. HTTP 503 ``storage-unknown``.
+    """

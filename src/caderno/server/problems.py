@@ -41,6 +41,8 @@ PROBLEM_TYPES: list[tuple[type[BaseException], int, str, str]] = [
     (errors.NotebookError, 422, "notebook", "Notebook refused the change"),
     (errors.ModelError, 502, "model-error", "The model failed"),
     (errors.SchemaTooNew, 503, "schema-too-new", "Database written by a newer caderno"),
+    (errors.StorageBusy, 503, "busy", "A lock this write needs is held: nothing was stored"),
+    (errors.OutcomeUnknown, 503, "storage-unknown", "Storage failed mid-commit: the write may be stored"),
     (errors.StorageError, 503, "storage", "Storage unavailable"),
     (errors.MissingExtra, 501, "missing-extra", "Optional dependency missing"),
     (errors.EmbeddingUnavailable, 503, "embedding-unavailable", "Embeddings unavailable"),

@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from ..core.clock import utcnow
-from ..core.errors import MissingExtra, StorageError, UsageError
+from ..core.errors import MissingExtra, OutcomeUnknown, StorageBusy, StorageError, UsageError
 from ..core.redact import redact_url, scrub, secrets_of, split_url
 from . import _migrate, _plans, _postgres_plans, ops
 from ._cache import KeyCache
@@ -56,12 +56,34 @@ from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run
 
 T = TypeVar("T")
 
-_OUR_PARAMS = {"schema", "pool_size", "pgvector", "pooler", "read_replica"}
+_OUR_PARAMS = {"schema", "pool_size", "pgvector", "pooler", "read_replica"} | {
+    "lock_timeout",
+    "idle_in_transaction_timeout",
+}
 
 #: What ``?pooler=`` may say: ``none`` (direct connections, or a pooler in
 #: session mode) or ``transaction`` (PgBouncer's transaction mode: no session state).
 POOLERS = ("none", "transaction")
 
+#: Seconds a statement waits for a lock (a thread's row, a resource's working memory, a notebook
+#: page) before it fails with ``StorageBusy`` (``lock_timeout``; ``?lock_timeout=`` or
+#: ``[database] lock_timeout``, 0: wait for ever). caderno's own transactions hold such a row for
+#: milliseconds, so a wait this long means a stalled holder. It is longer than
+#: ``IDLE_IN_TRANSACTION_TIMEOUT``: a writer queued behind a stopped process gets the lock once the
+#: server ended that process's session, and fails only behind a holder that is busy, not stalled.
+LOCK_TIMEOUT = 10.0
+#: Seconds a session may sit in an open transaction without sending anything before the server
+#: ends it, rolling its transaction back and freeing its locks
+#: (``idle_in_transaction_session_timeout``; ``?idle_in_transaction_timeout=`` or
+#: ``[database] idle_in_transaction_timeout``, 0: never). Between two statements of a transaction
+#: caderno waits only on its own event loop (a merge, a JSON encoding: milliseconds), so 5 s of
+#: silence is a stopped process (SIGSTOP, a long GC pause, a VM migration), not a slow one.
+IDLE_IN_TRANSACTION_TIMEOUT = 5.0
+#: Seconds the one retry of a write whose session the server ended waits for a lock. The
+#: retry is for a session that died idle (a restart): its locks are free at once. A write
+#: cut while it waited for a lock (``pg_terminate_backend`` of a blocked backend) finds
+#: that lock still held: it fails within this bound instead of queueing again.
+RETRY_LOCK_TIMEOUT = 1.0
 #: A standby that failed is left alone this long before a read tries it again (seconds).
 STANDBY_RETRY_SECONDS = 5.0
 #: How long a read waits for a standby connection before the primary answers it (seconds).
@@ -168,6 +190,42 @@ async def _still_open(conn: Any) -> None:
 #: SQLSTATEs of a session the server ended (admin shutdown, crash shutdown,
 #: cannot connect now): the statement that received one never ran.
 _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
+#: The server ended a session that sat idle in its transaction (``idle_in_transaction_session_timeout``):
+#: whatever came next (a COMMIT included) was never run.
+_IDLE_ENDED = "25P03"
+#: A lock wait ran past ``lock_timeout``.
+_LOCK_NOT_AVAILABLE = "55P03"
+#: What a transaction that may wait long on the migration lock says first.
+_NO_LOCK_TIMEOUT = "SET LOCAL lock_timeout TO 0"
+
+
+class _Progress:
+    """How far one attempt of a call got on its connection: whether its commit was on its way.
+
+    An error before that point means the server rolled the work back; after
+    it, the work may be committed (the server may have committed and died
+    before its answer arrived).
+    """
+
+    __slots__ = ("autocommit", "committing")
+
+    def __init__(self) -> None:
+        self.committing = False
+        self.autocommit = False  # the call was one statement, committing by itself
+
+    def outcome_unknown(self, exc: Any) -> bool:
+        """Whether ``exc`` (a driver error) leaves the commit's outcome unknown.
+
+        A lost connection (no SQLSTATE: no word from the server) once the
+        commit was sent. Also a session the server ended in the middle of a
+        COMMIT: the commit record may have been written first. A one-statement
+        call the server ended (57P0x) was cut while it ran, not committed:
+        ``_tx`` retries it once.
+        """
+        if not self.committing or exc.sqlstate == _IDLE_ENDED:
+            return False
+        return exc.sqlstate is None or (exc.sqlstate in _SESSION_ENDED and not self.autocommit)
+
 
 #: Operations whose plan is one statement (``Append`` up to a chunk: see ``one_statement``).
 _ONE_STATEMENT = frozenset(
@@ -243,14 +301,23 @@ def one_statement(op: ops.Op[Any]) -> bool:
 
 
 async def _run_on(
-    conn: Any, fn: Callable[[Any], Awaitable[T]], *, alone: bool, local: str, snapshot: bool = False
+    conn: Any,
+    fn: Callable[[Any], Awaitable[T]],
+    *,
+    alone: bool,
+    local: str,
+    snapshot: bool = False,
+    progress: _Progress | None = None,
 ) -> T:
     """``fn(conn)`` in one transaction that first sets ``local`` — unless it is one statement that needs no setting.
 
     ``snapshot``: a read-only transaction on one snapshot (REPEATABLE READ), said on
     its BEGIN, not in a statement of its own (one round trip fewer).
+    ``progress`` is told when the commit goes out.
     """
+    progress = progress or _Progress()
     if alone and not local:
+        progress.committing = progress.autocommit = True
         return await fn(conn)
     if snapshot:
         from psycopg import IsolationLevel
@@ -261,7 +328,9 @@ async def _run_on(
         async with conn.transaction():
             if local:
                 await conn.execute(local)
-            return await fn(conn)
+            result = await fn(conn)
+            progress.committing = True  # what fails from here failed in the COMMIT
+        return result
     finally:
         if snapshot:  # the pool lends this connection to writers next
             await _reset_characteristics(conn)
@@ -346,6 +415,22 @@ def _pooler(value: str) -> bool:
     if value not in POOLERS:
         raise UsageError(f"pooler must be one of {', '.join(POOLERS)}, not {value!r}")
     return value == "transaction"
+
+
+def _seconds(name: str, given: float | None, query: dict[str, str], default: float) -> float:
+    """A timeout in seconds from a keyword, else the URL's ``?name=``, else ``default``; 0 turns it off."""
+    value: object = given if given is not None else query.get(name, default)
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} must be a number of seconds, not {value!r}") from None
+    if isinstance(value, bool) or not 0 <= seconds <= _MAX_TIMEOUT:
+        raise UsageError(f"{name} must be between 0 (off) and {_MAX_TIMEOUT:g} seconds, not {value!r}")
+    return seconds
+
+
+#: The largest timeout accepted (seconds): PostgreSQL's own limit for both settings (2^31 - 1 ms).
+_MAX_TIMEOUT = 2_147_483.0
 
 
 def _ident(name: str) -> str:
@@ -445,11 +530,24 @@ class PostgresStore:
             ``pooler``) are read here, other parameters go to libpq.
         schema: use (and create) this schema instead of ``public``.
         pool_size: most connections this process opens (default 10; as many again to a read replica).
+        lock_timeout: seconds a statement waits for a lock before ``StorageBusy`` (``LOCK_TIMEOUT``;
+            also ``?lock_timeout=``; 0: no bound).
+        idle_in_transaction_timeout: seconds of silence inside a transaction before the server ends
+            the session and frees its locks (``IDLE_IN_TRANSACTION_TIMEOUT``; also
+            ``?idle_in_transaction_timeout=``; 0: no bound).
     """
 
     supports = ops.ALL
 
-    def __init__(self, url: str, *, schema: str | None = None, pool_size: int | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        pool_size: int | None = None,
+        lock_timeout: float | None = None,
+        idle_in_transaction_timeout: float | None = None,
+    ) -> None:
         try:
             import psycopg  # noqa: F401
             import psycopg_pool  # noqa: F401
@@ -505,6 +603,11 @@ class PostgresStore:
         if query.get("pgvector", "auto") not in ("auto", "off"):
             raise UsageError(f"pgvector must be 'auto' or 'off', not {query['pgvector']!r}")
         self._use_pgvector = query.get("pgvector", "auto") == "auto"
+        #: Seconds (0: off): ``LOCK_TIMEOUT`` and ``IDLE_IN_TRANSACTION_TIMEOUT`` unless the URL or a keyword says.
+        self.lock_timeout = _seconds("lock_timeout", lock_timeout, query, LOCK_TIMEOUT)
+        self.idle_in_transaction_timeout = _seconds(
+            "idle_in_transaction_timeout", idle_in_transaction_timeout, query, IDLE_IN_TRANSACTION_TIMEOUT
+        )
         #: The schema of the vector extension once found at open (None: in-process search).
         self.pgvector_schema: str | None = None
         self._hnsw_dims: set[int] = set()
@@ -694,7 +797,7 @@ class PostgresStore:
         """
         from psycopg_pool import AsyncConnectionPool
 
-        session = "" if pooled else _set(self._settings, local=False)
+        session = "" if pooled else _set(self._settings + self._timeouts(), local=False)
 
         async def configure(conn: Any) -> None:
             if session:
@@ -715,8 +818,21 @@ class PostgresStore:
         )
 
     def _local(self, pooled: bool) -> str:
-        """What a transaction sets first on a pooled connection (empty: the connection keeps it, or nothing to set)."""
-        return _set(self._settings, local=True) if pooled else ""
+        """What a transaction sets first on a pooled connection (empty: the connection keeps it, or nothing to set).
+
+        Behind a transaction pooler that includes the timeouts, so every call
+        runs in a transaction (as with a ``?schema=``): a ``SET`` on the
+        session would reach whichever client the pooler hands it to next.
+        """
+        return _set(self._settings + self._timeouts(), local=True) if pooled else ""
+
+    def _timeouts(self, *, lock: float | None = None) -> list[tuple[str, str]]:
+        """The lock wait and the idle-in-transaction bound as settings (``lock``: another lock wait)."""
+        lock = self.lock_timeout if lock is None else lock
+        return [
+            ("lock_timeout", f"'{round(lock * 1000)}ms'"),
+            ("idle_in_transaction_session_timeout", f"'{round(self.idle_in_transaction_timeout * 1000)}ms'"),
+        ]
 
     async def _first_connect(self) -> None:
         import psycopg
@@ -784,6 +900,8 @@ class PostgresStore:
             if local:
                 await conn.execute(local)
             # Transaction-scoped, as every lock here: a pooler may hand the next transaction another session.
+            # Waited for without a bound: another process's migration may take long, and is not stalled.
+            await conn.execute(_NO_LOCK_TIMEOUT)
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             execute = functools.partial(_execute, conn)
             done = await run_plan(_migrate.applied(MIGRATIONS, LEDGER), execute)
@@ -828,6 +946,7 @@ class PostgresStore:
             return
 
         async def run(conn: Any) -> None:
+            await conn.execute(_NO_LOCK_TIMEOUT)  # behind a migration or another index, as in ``_migrate``
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             for dim in sorted(new):
                 await self._index_dim(conn, dim)
@@ -870,9 +989,14 @@ class PostgresStore:
         uses it: the pool drops it, and the call is retried once on a fresh
         connection, after the pool checked its idle connections (only then, so
         the steady state stays one round trip). Reads always; writes only when the server said it had
-        ended the session (SQLSTATE class 57P0x: a statement answered that way
-        was never committed). A write cut any other way is not retried (it
-        may have committed); its caller gets the error.
+        ended the session (SQLSTATE class 57P0x) before their commit was sent:
+        such a write was rolled back. Its retry waits at most
+        ``RETRY_LOCK_TIMEOUT`` for a lock, so a write cut while it queued on a
+        lock another session still holds fails at once rather than queueing
+        again. A write cut any other way is not retried; its caller gets a
+        ``StorageError`` (nothing stored) or, when the connection died with
+        the commit on its way, ``OutcomeUnknown`` (maybe stored). A lock wait
+        past the lock timeout is ``StorageBusy``.
 
         Writes run in their own task: a cancelled caller does not abandon a
         transaction halfway (it commits or rolls back on its own).
@@ -883,35 +1007,66 @@ class PostgresStore:
             await self.open()
 
         local = self._local(self._pooled)
+        retry_wait = min(self.lock_timeout or RETRY_LOCK_TIMEOUT, RETRY_LOCK_TIMEOUT)
+        # Behind a pooler ``local`` already set the timeouts; this later SET LOCAL wins.
+        retry_local = "; ".join(filter(None, [local, _set(self._timeouts(lock=retry_wait)[:1], local=True)]))
+        progress = _Progress()
 
-        async def attempt() -> T:
+        async def attempt(local: str) -> T:
             async with self._pool.connection() as conn:
-                result = await _run_on(conn, fn, alone=alone, local=local, snapshot=snapshot)
+                result = await _run_on(conn, fn, alone=alone, local=local, snapshot=snapshot, progress=progress)
                 if after is not None:
                     await after(conn)
                 return result
 
         async def run() -> T:
-            failure = None
+            nonlocal progress
+            failure: tuple[type[StorageError], str] | None = None
+            retried = False
             try:
                 try:
-                    return await attempt()
+                    return await attempt(local)
                 except psycopg.OperationalError as exc:
-                    if write and exc.sqlstate not in _SESSION_ENDED:
+                    if write and (exc.sqlstate not in _SESSION_ENDED or progress.outcome_unknown(exc)):
                         raise
                     # Its siblings likely died with it (a restart): check the idle
                     # ones now, once, so the retry gets a live connection.
                     await self._pool.check()
-                    return await attempt()
+                    progress, retried = _Progress(), True
+                    return await attempt(retry_local if write else local)
             except (psycopg.Error, UniqueViolation, ForeignKeyViolation) as exc:
-                failure = f"PostgreSQL error on {self.url}: {scrub(str(exc), self._secrets)}"
+                failure = self._failure(exc, unknown=write and progress.outcome_unknown(exc), retried=retried)
             # Raised outside the except: the driver's exception may quote the
             # connection string, so it is neither the cause nor the context.
-            raise StorageError(failure)
+            raise failure[0](failure[1])
 
         if not write:
             return await run()
         return await asyncio.shield(asyncio.ensure_future(run()))
+
+    def _failure(self, exc: Exception, *, unknown: bool, retried: bool) -> tuple[type[StorageError], str]:
+        """The caderno error a driver error becomes, and its sentence (the driver's text scrubbed).
+
+        ``retried``: it is the error of the retry of a call whose session the server ended.
+        """
+        said = scrub(str(exc), self._secrets)
+        if unknown:
+            return OutcomeUnknown, (
+                f"PostgreSQL on {self.url}: the connection was lost after this write was sent to be committed, "
+                f"so it may or may not be stored ({said}). Retry it with the same Idempotency-Key, "
+                f"or read before writing it again"
+            )
+        if getattr(exc, "sqlstate", None) == _LOCK_NOT_AVAILABLE and retried:
+            return StorageBusy, (
+                f"PostgreSQL on {self.url}: this call's session was ended while it waited for a lock, and "
+                f"another transaction still holds that lock; nothing was stored. Retry later"
+            )
+        if getattr(exc, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+            return StorageBusy, (
+                f"PostgreSQL on {self.url}: another transaction held a lock this call needs for more than "
+                f"{self.lock_timeout:g} s (a stalled process, usually); nothing was stored. Retry later"
+            )
+        return StorageError, f"PostgreSQL error on {self.url}: {said}"
 
     # -- the port ------------------------------------------------------------------------
 
