@@ -170,8 +170,8 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
     candidates, claimed, again, free = await run(
         memory,
         ops.FindConsolidationCandidates(resource_id=R, min_chars=10),
-        ops.ClaimConsolidation(resource_id=R, thread_id=T, lease_seconds=60, now=now),
-        ops.ClaimConsolidation(resource_id=R, thread_id=T, lease_seconds=60, now=now),
+        ops.ClaimConsolidation(resource_id=R, thread_id=T, holder="w1", lease_seconds=60, now=now),
+        ops.ClaimConsolidation(resource_id=R, thread_id=T, holder="w2", lease_seconds=60, now=now),
         ops.ReadUnconsolidated(resource_id=R, thread_id=T),
     )
     assert candidates == [(R, T)] and (claimed, again) == (True, False) and len(free) == 2
@@ -191,7 +191,7 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
         memory,
         ops.ReadFactCandidates(resource_id=R, min_importance=0.7, limit=10),
         ops.MarkFactsExtracted(resource_id=R, seqs=(stored[0].seq,), now=now),
-        ops.ReleaseConsolidation(resource_id=R, thread_id=T),
+        ops.ReleaseConsolidation(resource_id=R, thread_id=T, holder="w1"),
         ops.LogConsolidation(resource_id=R, thread_id=T, step="summary", outcome="failed", detail="x", now=now),
         ops.ReadConsolidationLog(resource_id=R),
     )
@@ -237,13 +237,27 @@ async def test_agent_state_operations(memory: caderno.Memory) -> None:
     later = now + timedelta(days=2)
     claimed, again = await run(
         memory,
-        ops.ClaimDueTasks(now=later, limit=10, lease_seconds=60, advance=advance),
-        ops.ClaimDueTasks(now=later, limit=10, lease_seconds=60, advance=advance),
+        ops.ClaimDueTasks(now=later, limit=10, lease_seconds=60, advance=advance, claimant="w1"),
+        ops.ClaimDueTasks(now=later, limit=10, lease_seconds=60, advance=advance, claimant="w2"),
     )
     assert sorted(t.name for t in claimed) == ["daily", "once"] and again == []  # never twice
+    renewed, others = await run(
+        memory,
+        ops.RenewTaskClaims(claimant="w1", lease_seconds=60, now=later),
+        ops.RenewTaskClaims(claimant="w2", lease_seconds=60, now=later),
+    )
+    assert renewed == {(R, t.id) for t in claimed} and others == set()  # a claim renews its own tasks only
     await run(
         memory,
-        *(ops.FinishTask(resource_id=R, task_id=t.id, ran_at=later, delete=t.is_oneshot) for t in claimed),
+        *(ops.FinishTask(resource_id=R, task_id=t.id, ran_at=later, delete=True, claimant="w2") for t in claimed),
+    )
+    assert len(await memory.tasks.list(resource_id=R)) == 2  # not w2's to finish: nothing changed
+    await run(
+        memory,
+        *(
+            ops.FinishTask(resource_id=R, task_id=t.id, ran_at=later, delete=t.is_oneshot, claimant="w1")
+            for t in claimed
+        ),
     )
     (tasks,) = await run(memory, ops.ListTasks(resource_id=R))
     assert [t.name for t in tasks] == ["daily"]  # the one-shot deleted itself
@@ -251,7 +265,8 @@ async def test_agent_state_operations(memory: caderno.Memory) -> None:
     paused = dataclasses.replace(tasks[0], is_paused=True)
     assert await run(memory, ops.PutTask(task=paused, create=False)) == [paused]
     assert await run(
-        memory, ops.ClaimDueTasks(now=later + timedelta(days=9), limit=10, lease_seconds=60, advance=advance)
+        memory,
+        ops.ClaimDueTasks(now=later + timedelta(days=9), limit=10, lease_seconds=60, advance=advance, claimant="w3"),
     ) == [[]]
     config = build_task(resource_id=R, name="cfg", schedule="weekly", prompt="p", source="config", now=now)
     clash = build_task(resource_id=R, name="daily", schedule="weekly", prompt="p", source="config", now=now)

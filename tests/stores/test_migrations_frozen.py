@@ -40,6 +40,7 @@ FROZEN = {
     "0017_lean_appends": ("7e5f7c6e81b91d3d", "e3b0c44298fc1c14"),
     "0018_queue_without_an_index_on_new_jobs": ("ae693038d4de969e", "e3b0c44298fc1c14"),
     "0019_embedding_codes": ("898f9690d4ca7b14", "02eff82b2d4de208"),
+    "0020_lease_tokens": ("e2e06e5147132454", "4c700da0eb1e42cc"),
 }
 
 

@@ -23,7 +23,10 @@ marks nothing, so the next pass retries.
 Every write is one transaction, and a thread is summarised by one worker at
 a time (a lease on the thread row; PostgreSQL takes it with
 ``FOR UPDATE SKIP LOCKED``), so two workers never summarise the same range
-and a crash never leaves half a summary. A failing model (error, timeout,
+and a crash never leaves half a summary. The lease names its holder (a fresh
+id per claim): the worker renews only its own, writes a summary only while
+the lease still names it, and gives back only its own, so a worker stalled
+past its lease while another took the thread over stores nothing. A failing model (error, timeout,
 garbage) is recorded in the consolidation log; nothing changes.
 
 ``Consolidation`` is the part a ``Memory`` offers as ``memory.consolidation``
@@ -34,6 +37,7 @@ settings); ``Consolidator`` applies the rules to one thread or resource.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -42,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.clock import new_id, utcnow
-from ..core.errors import UsageError
+from ..core.errors import CadernoError, UsageError
 from ..core.messages import Message
 from ..core.records import Fact
 from ..core.validate import check_id
@@ -54,6 +58,10 @@ logger = logging.getLogger("caderno.memory.consolidation")
 
 #: Most user messages sent to the fast model in one fact-extraction call.
 FACT_BATCH = 50
+#: A worker renews its consolidation lease this many times per lease while it
+#: summarises, as a turn does: a late renewal or two still leaves it held, and
+#: only a worker that died or stalled a whole lease loses the thread.
+RENEWALS_PER_LEASE = 3
 
 __all__ = [
     "FACTS_PROMPT",
@@ -101,7 +109,7 @@ class ConsolidationSettings:
     model_timeout_seconds: float = 60.0
     """A fast-model call slower than this is a failure (retried next pass)."""
     lease_seconds: float = 300.0
-    """How long a worker holds a thread while summarising it."""
+    """How long a worker's lease on a thread lasts unrenewed (renewed every third while it summarises)."""
     token_counter: TokenCounter = estimate_tokens
     """How tokens are counted."""
 
@@ -281,12 +289,32 @@ class Consolidator:
         count = settings.token_counter
         if not await self.needs(resource_id, thread_id):
             return  # checked before claiming: most turns need nothing, and a claim is a write
-        if not await self.run(
-            ops.ClaimConsolidation(
-                resource_id=resource_id, thread_id=thread_id, lease_seconds=settings.lease_seconds, now=utcnow()
+        holder = new_id()  # the lease's fencing token: renewal, summaries and release name it
+
+        def claim(*, renew: bool = False) -> ops.ClaimConsolidation:
+            return ops.ClaimConsolidation(
+                resource_id=resource_id,
+                thread_id=thread_id,
+                holder=holder,
+                lease_seconds=settings.lease_seconds,
+                now=utcnow(),
+                renew=renew,
             )
-        ):
+
+        if not await self.run(claim()):
             return  # another worker has it
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(settings.lease_seconds / RENEWALS_PER_LEASE)
+                try:
+                    if not await self.run(claim(renew=True)):
+                        logger.warning("consolidation lease on %s/%s was taken over", resource_id, thread_id)
+                        return  # the summary's own lease check stores nothing
+                except CadernoError as exc:  # the database is away: the summary's lease check decides
+                    logger.warning("consolidation lease on %s/%s not renewed: %s", resource_id, thread_id, exc)
+
+        renewing = asyncio.create_task(renew())
         try:
             free = await self.run(ops.ReadUnconsolidated(resource_id=resource_id, thread_id=thread_id))
             if sum(message_tokens(m, count) for m in free) > settings.summarize_after_tokens:
@@ -294,7 +322,7 @@ class Consolidator:
                 if old:
                     text, how = await self.summarize(old)
                     summary = summary_message(text, positions_of(old), how, covered=len(old))
-                    if await self._write_summary(resource_id, thread_id, summary, [m.seq for m in old]):
+                    if await self._write_summary(resource_id, thread_id, summary, [m.seq for m in old], holder):
                         report["summaries"] += 1
             open_summaries = await self._open_summaries(resource_id, thread_id)
             if self._merge_due(open_summaries):
@@ -307,14 +335,18 @@ class Consolidator:
                     covered=sum((m.metadata or {}).get("count", 0) for m in open_summaries),
                     merged=len(open_summaries),
                 )
-                if await self._write_summary(resource_id, thread_id, summary, [m.seq for m in open_summaries]):
+                seqs = [m.seq for m in open_summaries]
+                if await self._write_summary(resource_id, thread_id, summary, seqs, holder):
                     report["merges"] += 1
         except Exception as exc:  # noqa: BLE001 - recorded; the next pass retries
             report["failures"] += 1
             await self._log(resource_id, thread_id, "summary", f"{type(exc).__name__}: {exc}")
             logger.warning("summary of %s/%s failed: %s", resource_id, thread_id, exc)
         finally:
-            await self.run(ops.ReleaseConsolidation(resource_id=resource_id, thread_id=thread_id))
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+            await self.run(ops.ReleaseConsolidation(resource_id=resource_id, thread_id=thread_id, holder=holder))
 
     async def needs(self, resource_id: str, thread_id: str) -> bool:
         """Whether the thread has outgrown its thresholds (a read; no claim)."""
@@ -384,9 +416,16 @@ class Consolidator:
                     logger.info("skipped an extracted fact: %s", exc)
             await self.run(ops.MarkFactsExtracted(resource_id=rid, seqs=tuple(m.seq or 0 for m in msgs), now=utcnow()))
 
-    async def _write_summary(self, resource_id: str, thread_id: str, summary: Message, seqs: list[Any]) -> bool:
+    async def _write_summary(
+        self, resource_id: str, thread_id: str, summary: Message, seqs: list[Any], holder: str
+    ) -> bool:
         op = ops.WriteSummary(
-            resource_id=resource_id, thread_id=thread_id, summary=summary, covered=tuple(seqs), now=utcnow()
+            resource_id=resource_id,
+            thread_id=thread_id,
+            summary=summary,
+            covered=tuple(seqs),
+            now=utcnow(),
+            holder=holder,
         )
         return await self.run(op)
 

@@ -45,8 +45,13 @@ MAX_TASK_NAME = 100
 MAX_TASK_PROMPT = 4000
 #: Most due tasks one worker claims at a time.
 TASK_BATCH = 10
-#: How long a worker holds a claimed task: longer than one agent turn.
-TASK_LEASE_SECONDS = 600.0
+#: How long a claim on a task lasts unrenewed. The worker renews the claim of
+#: every task of its batch still waiting (and of the one running) every third
+#: of it (``caderno.agent.scheduler``), so a batch may run any length of time;
+#: only a worker that died or stalled this long loses its tasks, which another
+#: then fires within this plus its poll. It was 600 s, never renewed: a batch
+#: of seven ~110 s tasks outlasted it and a one-shot fired twice.
+TASK_LEASE_SECONDS = 60.0
 TASK_SOURCES = ("tool", "config")
 #: Shortest interval of a recurring task the model (or a resource key)
 #: creates. Reminders and digests people ask an assistant for are hourly at
@@ -234,16 +239,46 @@ class Tasks:
         return await self._run(ops.SyncConfigTasks(tasks=tuple(tasks), now=now or utcnow()))
 
     async def claim_due(
-        self, *, now: datetime | None = None, limit: int = TASK_BATCH, lease_seconds: float = TASK_LEASE_SECONDS
+        self,
+        *,
+        now: datetime | None = None,
+        limit: int = TASK_BATCH,
+        lease_seconds: float = TASK_LEASE_SECONDS,
+        claimant: str | None = None,
     ) -> builtins.list[ScheduledTask]:
-        """Take the tasks due now; no other worker gets them until they are finished or the lease ends."""
-        op = ops.ClaimDueTasks(now=now or utcnow(), limit=limit, lease_seconds=lease_seconds, advance=advance)
+        """Take the tasks due now; no other worker gets them until they are finished or the lease ends.
+
+        ``claimant``: the claim's fencing token (default: a fresh id, which
+        then cannot be renewed or finished: a caller that runs the tasks
+        passes its own and gives it to ``renew`` and ``finish``).
+        """
+        op = ops.ClaimDueTasks(
+            now=now or utcnow(),
+            limit=limit,
+            lease_seconds=lease_seconds,
+            advance=advance,
+            claimant=claimant or new_id(),
+        )
         return await self._run(op)
 
-    async def finish(self, task: ScheduledTask, *, ran_at: datetime | None = None) -> None:
-        """Record that a claimed task ran: a one-shot deletes itself."""
+    async def renew(
+        self, *, claimant: str, now: datetime | None = None, lease_seconds: float = TASK_LEASE_SECONDS
+    ) -> set[tuple[str, str]]:
+        """Extend the claim on every task ``claimant`` still holds; returns their ``(resource_id, id)``.
+
+        A task missing from the result was re-claimed by another worker
+        after this claim's lease ran out: it is theirs to run.
+        """
+        return await self._run(ops.RenewTaskClaims(claimant=claimant, lease_seconds=lease_seconds, now=now or utcnow()))
+
+    async def finish(self, task: ScheduledTask, *, claimant: str, ran_at: datetime | None = None) -> None:
+        """Record that a claimed task ran: a one-shot deletes itself (only while ``claimant`` still holds it)."""
         op = ops.FinishTask(
-            resource_id=task.resource_id, task_id=task.id, ran_at=ran_at or utcnow(), delete=task.is_oneshot
+            resource_id=task.resource_id,
+            task_id=task.id,
+            ran_at=ran_at or utcnow(),
+            delete=task.is_oneshot,
+            claimant=claimant,
         )
         await self._run(op)
 

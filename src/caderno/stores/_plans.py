@@ -632,10 +632,26 @@ def find_consolidation_candidates(d: Dialect, op: ops.FindConsolidationCandidate
     return [(r[0], r[1]) for r in rows]
 
 
+def renew_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
+    """Extend ``op.holder``'s own consolidation lease (the dialects' claims call it for ``renew``).
+
+    Never takes the thread: a lease another worker took over stays theirs.
+    """
+    done = yield Q(
+        "UPDATE threads SET consolidating_until = ? WHERE resource_id = ? AND thread_id = ? AND consolidating_by = ?",
+        (later(d, op.now, op.lease_seconds), op.resource_id, op.thread_id, op.holder),
+        "rowcount",
+    )
+    return bool(done)
+
+
 def release_consolidation(d: Dialect, op: ops.ReleaseConsolidation) -> Plan[None]:
+    # Our own lease only: a worker whose lease ran out must not free the
+    # thread under the worker that took it over.
     yield Q(
-        "UPDATE threads SET consolidating_until = NULL WHERE resource_id = ? AND thread_id = ?",
-        (op.resource_id, op.thread_id),
+        "UPDATE threads SET consolidating_until = NULL, consolidating_by = NULL "
+        "WHERE resource_id = ? AND thread_id = ? AND consolidating_by = ?",
+        (op.resource_id, op.thread_id, op.holder),
         "none",
     )
 
@@ -655,6 +671,19 @@ def read_summaries(d: Dialect, op: ops.ReadSummaries) -> Plan[list[tuple[Message
 
 
 def write_summary(d: Dialect, op: ops.WriteSummary) -> Plan[bool]:
+    if op.holder is not None:
+        # The lease check first, as a write on the thread's row: on PostgreSQL
+        # it holds that row until the commit, so no other worker can take
+        # the lease over between this check and the summary (an append
+        # locks the same row first, too: one lock order).
+        held = yield Q(
+            "UPDATE threads SET consolidating_by = consolidating_by "
+            "WHERE resource_id = ? AND thread_id = ? AND consolidating_by = ?",
+            (op.resource_id, op.thread_id, op.holder),
+            "rowcount",
+        )
+        if not held:
+            return False  # our lease was taken over: the new holder summarises
     covered = list(op.covered)
     rows = yield Q(
         f"SELECT seq FROM events WHERE resource_id = ? AND thread_id = ? AND seq IN ({marks(len(covered))}) "

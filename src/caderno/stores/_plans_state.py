@@ -113,11 +113,22 @@ def due_tasks_claimed(d: Dialect, op: ops.ClaimDueTasks, rows: list[Any]) -> Pla
     for t in tasks:
         following = t.next_run_at if t.is_oneshot else op.advance(t, op.now)
         yield Q(
-            "UPDATE scheduled_tasks SET claimed_until = ?, next_run_at = ? WHERE resource_id = ? AND id = ?",
-            (lease, None if following is None else d.ts(following), t.resource_id, t.id),
+            "UPDATE scheduled_tasks SET claimed_until = ?, claimed_by = ?, next_run_at = ? "
+            "WHERE resource_id = ? AND id = ?",
+            (lease, op.claimant, None if following is None else d.ts(following), t.resource_id, t.id),
             "none",
         )
     return tasks
+
+
+def renew_task_claims(d: Dialect, op: ops.RenewTaskClaims) -> Plan[set[tuple[str, str]]]:
+    # The claimant's token is a fresh id per claim, so this is exactly the
+    # claim's tasks not yet finished and not re-claimed by another worker.
+    rows = yield Q(
+        "UPDATE scheduled_tasks SET claimed_until = ? WHERE claimed_by = ? RETURNING resource_id, id",
+        (later(d, op.now, op.lease_seconds), op.claimant),
+    )
+    return {(r[0], r[1]) for r in rows}
 
 
 #: The WHERE clause of a due task (the dialects add their own locking).
@@ -147,13 +158,15 @@ def fair_claim(d: Dialect, op: ops.ClaimDueTasks, *, lock: str = "") -> Plan[lis
 
 
 def finish_task(d: Dialect, op: ops.FinishTask) -> Plan[None]:
-    key = (op.resource_id, op.task_id)
+    # Only under our own claim: a task another worker re-claimed (our lease
+    # ran out) is theirs to delete or to hand back.
+    key = (op.resource_id, op.task_id, op.claimant)
     if op.delete:
-        yield Q("DELETE FROM scheduled_tasks WHERE resource_id = ? AND id = ?", key, "none")
+        yield Q("DELETE FROM scheduled_tasks WHERE resource_id = ? AND id = ? AND claimed_by = ?", key, "none")
     else:
         yield Q(
-            "UPDATE scheduled_tasks SET last_run_at = ?, claimed_until = NULL, updated_at = ? "
-            "WHERE resource_id = ? AND id = ?",
+            "UPDATE scheduled_tasks SET last_run_at = ?, claimed_until = NULL, claimed_by = NULL, updated_at = ? "
+            "WHERE resource_id = ? AND id = ? AND claimed_by = ?",
             (d.ts(op.ran_at), d.ts(op.ran_at), *key),
             "none",
         )
@@ -746,6 +759,7 @@ SHARED_STATE: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
     ops.PutTask: put_task,
     ops.ListTasks: list_tasks,
     ops.DeleteTask: delete_task,
+    ops.RenewTaskClaims: renew_task_claims,
     ops.FinishTask: finish_task,
     ops.SyncConfigTasks: sync_config_tasks,
     ops.ReadMacros: read_macros,

@@ -9,6 +9,7 @@ from ..core.messages import Message
 from ..core.records import ScheduledTask
 from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT
 from . import ops
+from ._plans import renew_consolidation
 from ._plans_state import fair_claim
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import Dialect, Plan, Q, UniqueViolation, later
@@ -126,6 +127,8 @@ def read_by_seq(d: Dialect, op: ops.ReadBySeq) -> Plan[list[tuple[str, Message]]
 
 
 def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
+    if op.renew:
+        return (yield from renew_consolidation(d, op))
     # SKIP LOCKED: a thread another worker is claiming right now is simply
     # not ours; the lease keeps it theirs afterwards.
     row = yield Q(
@@ -137,8 +140,8 @@ def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
     if row is None:
         return False
     yield Q(
-        "UPDATE threads SET consolidating_until = ? WHERE resource_id = ? AND thread_id = ?",
-        (later(d, op.now, op.lease_seconds), op.resource_id, op.thread_id),
+        "UPDATE threads SET consolidating_until = ?, consolidating_by = ? WHERE resource_id = ? AND thread_id = ?",
+        (later(d, op.now, op.lease_seconds), op.holder, op.resource_id, op.thread_id),
         "none",
     )
     return True

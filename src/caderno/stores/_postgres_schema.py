@@ -637,6 +637,17 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
         """
         ],
     ),
+    (
+        # Each lease names its holder, a fresh id per claim (see the SQLite list).
+        "0020_lease_tokens",
+        [
+            """
+        ALTER TABLE threads ADD COLUMN consolidating_by text;
+        ALTER TABLE scheduled_tasks ADD COLUMN claimed_by text;
+        CREATE INDEX scheduled_tasks_claimed ON scheduled_tasks (claimed_by) WHERE claimed_by IS NOT NULL;
+        """
+        ],
+    ),
 ]
 
 

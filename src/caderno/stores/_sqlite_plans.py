@@ -10,6 +10,7 @@ from ..core.messages import Message
 from ..core.records import ScheduledTask
 from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, stems
 from . import ops
+from ._plans import renew_consolidation
 from ._plans_state import fair_claim
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import (
@@ -190,10 +191,12 @@ def read_by_seq(d: Dialect, op: ops.ReadBySeq) -> Plan[list[tuple[str, Message]]
 
 
 def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
+    if op.renew:
+        return (yield from renew_consolidation(d, op))
     done = yield Q(
-        "UPDATE threads SET consolidating_until = ? WHERE resource_id = ? AND thread_id = ? "
+        "UPDATE threads SET consolidating_until = ?, consolidating_by = ? WHERE resource_id = ? AND thread_id = ? "
         "AND (consolidating_until IS NULL OR consolidating_until < ?)",
-        (later(d, op.now, op.lease_seconds), op.resource_id, op.thread_id, d.ts(op.now)),
+        (later(d, op.now, op.lease_seconds), op.holder, op.resource_id, op.thread_id, d.ts(op.now)),
         "rowcount",
     )
     return bool(done)

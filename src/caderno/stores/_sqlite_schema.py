@@ -531,6 +531,19 @@ MIGRATIONS: list[_migrate.Migration] = [
             "CREATE INDEX embedding_codes_resource ON embedding_codes (resource_id, model, id)",
         ],
     ),
+    (
+        "0020_lease_tokens",
+        [
+            # Each lease names its holder (a fresh id per claim), so renewing
+            # it, writing under it and giving it back touch only a lease that
+            # is still ours: a worker stalled past its lease while another
+            # took the work over stores nothing and takes nothing back.
+            "ALTER TABLE threads ADD COLUMN consolidating_by TEXT",
+            "ALTER TABLE scheduled_tasks ADD COLUMN claimed_by TEXT",
+            # A running batch renews its claim by token every few seconds.
+            "CREATE INDEX scheduled_tasks_claimed ON scheduled_tasks (claimed_by) WHERE claimed_by IS NOT NULL",
+        ],
+    ),
 ]
 
 

@@ -80,6 +80,7 @@ __all__ = [
     "MarkMacroUsed",
     "PutTask",
     "ReadMacros",
+    "RenewTaskClaims",
     "RevokePrefix",
     "SyncConfigTasks",
     "CONSOLIDATION",
@@ -602,22 +603,31 @@ class FindConsolidationCandidates(Op[list[tuple[str, str]]]):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ClaimConsolidation(Op[bool]):
-    """Lease a thread for summarising; False when another worker holds it (or no thread)."""
+    """Lease a thread for summarising to ``holder``; False when another worker holds it (or no thread).
+
+    ``holder`` is the lease's fencing token (a fresh id per claim): renewing,
+    writing a summary under the lease and giving it back touch only a thread
+    whose lease still names it. ``renew``: only extend ``holder``'s own lease,
+    never take the thread (False once another worker took it over).
+    """
 
     writes: ClassVar[bool] = True
     resource_id: str
     thread_id: str
+    holder: str
     lease_seconds: float
     now: datetime
+    renew: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReleaseConsolidation(Op[None]):
-    """Give a thread's lease back."""
+    """Give a thread's lease back (only ``holder``'s own: a lease taken over stays the new holder's)."""
 
     writes: ClassVar[bool] = True
     resource_id: str
     thread_id: str
+    holder: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -638,7 +648,14 @@ class ReadSummaries(Op[list[tuple[Message, bool]]]):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WriteSummary(Op[bool]):
-    """Store a summary covering ``covered`` seqs; False when any of them is covered already."""
+    """Store a summary covering ``covered`` seqs; False when any of them is covered already.
+
+    ``holder``: the thread's consolidation lease (``ClaimConsolidation``)
+    must still name it, else nothing is written (False). The covered-rows
+    check alone already keeps two summaries off one range; the lease check
+    makes a worker whose lease was taken over store nothing, as every lease
+    in caderno does.
+    """
 
     writes: ClassVar[bool] = True
     resource_id: str
@@ -646,6 +663,7 @@ class WriteSummary(Op[bool]):
     summary: Message
     covered: tuple[int, ...]
     now: datetime
+    holder: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -829,6 +847,10 @@ class ClaimDueTasks(Op[list[ScheduledTask]]):
     fires the same slot); a one-shot keeps it until ``FinishTask`` deletes
     it, so a worker that dies lets another fire it after the lease. Result:
     the claimed tasks as they were before the claim.
+
+    ``claimant``: the claim's fencing token (a fresh id per claim), written
+    on each task it takes; ``RenewTaskClaims`` and ``FinishTask`` touch only
+    a task that still carries it.
     """
 
     writes: ClassVar[bool] = True
@@ -836,17 +858,38 @@ class ClaimDueTasks(Op[list[ScheduledTask]]):
     limit: int
     lease_seconds: float
     advance: Callable[[ScheduledTask, datetime], datetime | None]
+    claimant: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RenewTaskClaims(Op[set[tuple[str, str]]]):
+    """Extend the lease of every task ``claimant`` still holds; result: their ``(resource_id, id)``.
+
+    A fencing check as well as a renewal: a task another worker re-claimed
+    (after this claim's lease ran out) carries that worker's token and is
+    not in the result, so the first worker must not run it.
+    """
+
+    writes: ClassVar[bool] = True
+    claimant: str
+    lease_seconds: float
+    now: datetime
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FinishTask(Op[None]):
-    """Record a run: a one-shot is deleted; a recurring task gets ``last_run_at`` and its claim back."""
+    """Record a run: a one-shot is deleted; a recurring task gets ``last_run_at`` and its claim back.
+
+    Only while the task still carries ``claimant`` (its claim's token): a
+    task another worker re-claimed is that worker's to finish.
+    """
 
     writes: ClassVar[bool] = True
     resource_id: str
     task_id: str
     ran_at: datetime
     delete: bool
+    claimant: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -1151,6 +1194,7 @@ AGENT_STATE: frozenset[type[Op[Any]]] = frozenset(
         ListTasks,
         DeleteTask,
         ClaimDueTasks,
+        RenewTaskClaims,
         FinishTask,
         SyncConfigTasks,
         ReadMacros,

@@ -263,6 +263,7 @@ _ONE_STATEMENT = frozenset(
         ops.PutTask,
         ops.ListTasks,
         ops.DeleteTask,
+        ops.RenewTaskClaims,
         ops.FinishTask,
         ops.ReadMacros,
         ops.MarkMacroUsed,
