@@ -504,6 +504,21 @@ async def test_notebook_and_turn_lease_operations(memory: caderno.Memory) -> Non
     assert await run(memory, ops.ClaimTurn(holder="c", **lease)) == [True]
 
 
+async def test_an_embedding_lease_is_renewed_while_it_runs_and_only_then(memory: caderno.Memory) -> None:
+    now = utcnow()
+    (stored,) = await run(memory, append(memory, "a viagem a Amsterdam", "a meta de EUR 6.000"))
+    first, second = ((R, m.seq) for m in stored)
+    (jobs,) = await run(memory, ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=now))
+    assert len(jobs) == 2
+    # The first job's lease renewed at 30 s for 120 s; the second ran out at 60 s, and a renewal at 70 s is too late.
+    await run(memory, ops.RenewEmbeddings(jobs=(first,), lease_seconds=120, now=now + timedelta(seconds=30)))
+    await run(memory, ops.RenewEmbeddings(jobs=(second,), lease_seconds=120, now=now + timedelta(seconds=70)))
+    (taken,) = await run(memory, ops.ClaimEmbeddings(limit=10, lease_seconds=120, now=now + timedelta(seconds=71)))
+    assert [(j.resource_id, j.seq) for j in taken] == [second]
+    (taken,) = await run(memory, ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=now + timedelta(seconds=151)))
+    assert [(j.resource_id, j.seq) for j in taken] == [first]
+
+
 def test_every_operation_ran() -> None:
     """Runs last in this module: the tests above exercised the whole port."""
     assert RAN >= ops.ALL, sorted(t.__name__ for t in ops.ALL - RAN)

@@ -176,6 +176,7 @@ def cases(scene: Scene) -> list[ops.Op[Any]]:
         ops.ForgetFact(resource_id=R, category="finance", key="nope"),
         # recall
         ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=later),
+        ops.RenewEmbeddings(jobs=((R, stored[2].seq), (COPY, 1)), lease_seconds=60, now=NOW),
         ops.FinishEmbeddings(
             model="m", dim=3, done=((R, stored[2].seq, VECTOR),), failed=(), now=NOW, codes=(bytes(2 * 3 + 8),)
         ),

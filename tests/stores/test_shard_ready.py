@@ -73,7 +73,7 @@ _BATCH = inspect.signature(Indexer).parameters  # the embedding worker's default
 # How often a statement runs, for the docs' table.
 EMBEDDING_BATCH = (
     f"per embedding batch: after each commit (up to {_BATCH['batch_size'].default} jobs), "
-    f"every {_BATCH['idle_seconds'].default:g} s when idle"
+    f"every {_BATCH['poll_seconds'].default:g} s when idle"
 )
 SCHEDULER_POLL = f"per scheduler poll: every {POLL_SECONDS:g} s in each `serve` / `worker` process"
 CONSOLIDATION_PASS = "per consolidation pass: every `consolidation_interval_hours` (6 by default)"
@@ -102,6 +102,13 @@ MULTI_SHARD = [
         "SELECT embedding_queue events",
         EMBEDDING_BATCH,
         "one queue for every resource: a worker takes the oldest due jobs wherever they are (SKIP LOCKED)",
+        locks=True,
+    ),
+    MultiShard(
+        "RenewEmbeddings",
+        "UPDATE embedding_queue",
+        "per embedding batch that takes over a third of its lease: every third of the lease (10 s by default)",
+        "the claimed batch's lease, wherever its jobs are (SKIP LOCKED)",
         locks=True,
     ),
     MultiShard(

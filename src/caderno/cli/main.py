@@ -32,6 +32,7 @@ from .common import DEFAULT_DB, clip, emit_json, fail, json_option, open_memory,
 from .import_commands import GROUPS as IMPORT_GROUPS
 from .mcp_commands import COMMANDS as MCP_COMMANDS
 from .server_commands import COMMANDS as SERVER_COMMANDS
+from .server_commands import embed_lease_option
 from .state_commands import GROUPS as STATE_GROUPS
 from .state_commands import NO_MODEL, sync_report_text
 
@@ -581,10 +582,18 @@ async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: boo
     help="Lower this process's CPU priority by N, so request-serving processes on the machine go first.",
 )
 @click.option("--parent-pipe", is_flag=True, hidden=True, help="serve's own worker: see _follow_parent.")
+@embed_lease_option
 @click.pass_context
 @run_async
-async def worker_cmd(ctx: click.Context, interval_hours: float | None, niceness: int, parent_pipe: bool) -> None:
+async def worker_cmd(
+    ctx: click.Context, interval_hours: float | None, niceness: int, parent_pipe: bool, embed_lease: float
+) -> None:
     """Run until stopped: embed pending messages, consolidate every INTERVAL, run due scheduled tasks.
+
+    Messages appended by any process are embedded as they come: the worker
+    looks at the queue every 2 s (on PostgreSQL also at once, on the
+    appending process's notice), and takes up a batch whose worker died once
+    its lease (--embed-lease) runs out. It prints a line per batch.
 
     With a config file, its [[scheduled_tasks]] are synced at start, and due
     tasks run every caderno.agent.scheduler.POLL_SECONDS when it names a [model].
@@ -599,10 +608,12 @@ async def worker_cmd(ctx: click.Context, interval_hours: float | None, niceness:
     model = config.chat_model()
     wanted = config.tasks() if config.path is not None and not parent_pipe else None  # serve synced them
     memory = await open_memory(ctx)
+    memory.indexer.lease_seconds = embed_lease
     try:
         every = interval_hours if interval_hours is not None else memory.consolidation.settings.interval_hours
         if not parent_pipe:
             click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {every:g} h (Ctrl-C to stop)", err=True)
+            memory.indexer.reported = _report_batch
         if wanted is not None:
             click.echo(sync_report_text(await memory.tasks.sync_config(wanted)), err=True)
         jobs = [memory.run_background(interval_hours=every)]
@@ -626,6 +637,12 @@ async def worker_cmd(ctx: click.Context, interval_hours: float | None, niceness:
         for client in (model, memory.consolidation.settings.fast_model):
             if client is not None:
                 await client.aclose()
+
+
+def _report_batch(queue: str, embedded: int, failed: int) -> None:
+    """The worker's line per embedding batch (on stderr, as its other lines)."""
+    line = f"embedded {embedded} {queue}"
+    click.echo(line + (f", {failed} failed (retried later)" if failed else ""), err=True)
 
 
 async def _follow_parent(memory: Any) -> None:

@@ -21,9 +21,22 @@ import click
 from ..agent.config import BACKGROUND_MODES, MAX_REQUEST_BYTES, ServerSettings, load_config
 from ..core.errors import CadernoError, MissingExtra
 from ..core.records import ApiKey
+from ..memory.indexer import LEASE_SECONDS
 from .common import emit_json, fail, import_home_notebooks, json_option, open_memory, rich_console, run_async
 
 __all__ = ["COMMANDS"]
+
+
+#: ``--embed-lease`` of ``serve`` and ``worker``: how long a claimed embedding batch stays its worker's unless renewed.
+embed_lease_option = click.option(
+    "--embed-lease",
+    type=click.FloatRange(min=1.0),
+    default=LEASE_SECONDS,
+    show_default=True,
+    envvar="CADERNO_EMBED_LEASE",
+    help="Seconds a claimed embedding batch stays this process's unless renewed (renewed every third of it while "
+    "it embeds): a batch of a worker that died is taken up by another within this plus the 2 s poll.",
+)
 
 
 def _key_json(key: ApiKey) -> dict[str, Any]:
@@ -129,6 +142,7 @@ async def keys_revoke(ctx: click.Context, key_id: str) -> None:
     "a lower-priority thread (default: [server] background, else inline); a `caderno worker` child process at "
     "lower priority; or off (run `caderno worker` yourself).",
 )
+@embed_lease_option
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -139,6 +153,7 @@ def serve(
     docs: bool | None,
     max_body_bytes: int | None,
     background: str | None,
+    embed_lease: float,
 ) -> None:
     """Run the HTTP API (and the memory proxy, the inspector, background work) until SIGTERM or Ctrl-C.
 
@@ -176,7 +191,7 @@ def serve(
         settings = dataclasses.replace(settings, max_body_bytes=max_body_bytes)
     if background is not None:
         settings = dataclasses.replace(settings, background=background)
-    run_async(_serve)(ctx, host, port, log_level, wanted, model, settings)
+    run_async(_serve)(ctx, host, port, log_level, wanted, model, settings, embed_lease)
 
 
 def _uvicorn_config(app: Any, host: str, port: int, log_level: str, settings: ServerSettings) -> Any:
@@ -207,11 +222,19 @@ def _uvicorn_config(app: Any, host: str, port: int, log_level: str, settings: Se
 
 
 async def _serve(
-    ctx: click.Context, host: str, port: int, log_level: str, wanted: Any, model: Any, settings: ServerSettings
+    ctx: click.Context,
+    host: str,
+    port: int,
+    log_level: str,
+    wanted: Any,
+    model: Any,
+    settings: ServerSettings,
+    embed_lease: float,
 ) -> None:
     import uvicorn
 
     memory = await open_memory(ctx)
+    memory.indexer.lease_seconds = embed_lease
     memory.turns.lease_seconds = settings.turn_lease
     worker: ChildWorker | None = None
     try:
@@ -225,7 +248,7 @@ async def _serve(
         from ..server.routes import default_routers
 
         if settings.background == "process":
-            worker = ChildWorker(str(ctx.obj["db"]), ctx.obj["config"].path)
+            worker = ChildWorker(str(ctx.obj["db"]), ctx.obj["config"].path, embed_lease=embed_lease)
             worker.start()
             memory.indexer.elsewhere = worker.wake
         elif settings.background == "off":
@@ -271,8 +294,8 @@ class ChildWorker:
     every 5 s); its pending work waits in the database meanwhile.
     """
 
-    def __init__(self, db: str, config_path: Any) -> None:
-        self.env = {**os.environ, "CADERNO_DB": db}
+    def __init__(self, db: str, config_path: Any, *, embed_lease: float = LEASE_SECONDS) -> None:
+        self.env = {**os.environ, "CADERNO_DB": db, "CADERNO_EMBED_LEASE": str(embed_lease)}
         if config_path is not None:
             self.env["CADERNO_CONFIG"] = str(config_path)
         self.process: subprocess.Popen[bytes] | None = None

@@ -249,14 +249,30 @@ class Memory:
         await self.close()
 
     async def run_background(self, *, interval_hours: float | None = None) -> None:
-        """Embed and consolidate forever, a pass every ``interval_hours`` (default 6): for workers."""
+        """Embed and consolidate forever, a pass every ``interval_hours`` (default 6): for workers and servers.
+
+        The embedding worker runs from the start, whether or not anything is
+        appended through this process: it looks at the queue every
+        ``indexer.POLL_SECONDS``, at once after an append here, and on
+        PostgreSQL at once after another process's (its notice), so work
+        queued anywhere — and a batch whose worker died, once its lease runs
+        out — is taken up (``caderno.memory.indexer``).
+        """
         settings = self.consolidation.settings
         period = 3600 * (interval_hours if interval_hours is not None else settings.interval_hours)
-        while True:
-            await self.indexer.flush()
-            report = await self.consolidation.run()
-            log.info("consolidation pass: %s", report)
-            await asyncio.sleep(period)
+        # A store that hears of other processes' appends (PostgreSQL's LISTEN) wakes the worker.
+        watch = getattr(self.store, "watch_embedding_queue", None)
+        if watch is not None:
+            watch(self.indexer.notify)
+        try:
+            self.indexer.start()
+            while True:
+                report = await self.consolidation.run()
+                log.info("consolidation pass: %s", report)
+                await asyncio.sleep(period)
+        finally:
+            if watch is not None:
+                watch(None)
 
     # -- the household four: history and working memory ------------------------------
 

@@ -8,6 +8,14 @@ number of processes, share the queue), embeds them off the event loop, and
 stores the vectors. A failed text is recorded on its queue row with the
 error and retried later with exponential backoff; it never blocks or fails
 an append or a put.
+
+A running worker looks at the queue every ``POLL_SECONDS`` whatever
+happened in its own process, and at once when woken (``notify``: an append
+here; on PostgreSQL, another process's append announced by ``NOTIFY``). It
+renews its batch's lease while the batch embeds, so a lease runs out only
+when its worker stopped: any running worker takes up new work within
+``POLL_SECONDS`` and a dead worker's batch within ``POLL_SECONDS +
+LEASE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -19,11 +27,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..core.clock import utcnow
-from ..core.errors import EmbeddingUnavailable
+from ..core.errors import EmbeddingUnavailable, Unsupported
 from ..stores import ops
 from ..stores.base import EmbeddingJob, Runner
 from ..stores.ops import ItemEmbeddingJob
@@ -45,6 +53,24 @@ BATCH_SECONDS = 10.0
 FIRST_BATCH = 32
 #: How much lower than its process the thread that embeds batches runs (``nice``; Linux).
 EMBED_NICE = 10
+#: Seconds between two looks at the queue when nothing woke the worker. It is
+#: how late a worker may notice work queued by a process that cannot wake it
+#: (SQLite has no notices; a notice lost, or a transaction pooler with no
+#: LISTEN) and a lease that ran out. An idle look is one claim that finds
+#: nothing (an indexed read in a write transaction that writes nothing): 2 s
+#: costs each worker half a statement a second and keeps the wait short.
+POLL_SECONDS = 2.0
+#: Seconds a claimed batch stays its worker's unless renewed (``caderno worker
+#: --embed-lease``). The worker renews it every third of that while the batch
+#: embeds (``RENEWALS_PER_LEASE``), so it runs out only when its worker died
+#: or stalled: then another takes the batch within ``POLL_SECONDS`` + this.
+#: 30 s keeps that wait short; a renewal is one small write every 10 s.
+LEASE_SECONDS = 30.0
+#: Renewals of a batch's lease per lease while it embeds: one late renewal still leaves two thirds of it.
+RENEWALS_PER_LEASE = 3
+#: Seconds before the worker tries again after a round failed (the database
+#: away, say): long enough not to fill a log with one warning every poll.
+RETRY_SECONDS = 10.0
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -67,15 +93,15 @@ class Indexer:
         *,
         items: bool = False,
         batch_size: int = 256,
-        lease_seconds: float = 60.0,
-        idle_seconds: float = 30.0,
+        lease_seconds: float = LEASE_SECONDS,
+        poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.run = run
         self.embedder = embedder
         self.items = items
         self.batch_size = batch_size
         self.lease_seconds = lease_seconds
-        self.idle_seconds = idle_seconds
+        self.poll_seconds = poll_seconds
         self.unavailable: str | None = None
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -86,6 +112,9 @@ class Indexer:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.elsewhere: Callable[[], None] | None = None
         """Set when another process embeds for this one (``caderno serve``'s worker): ``notify`` calls it instead."""
+        self.reported: Callable[[str, int, int], None] | None = None
+        """Called after each batch with the queue's name (``messages``, ``items``), how many were embedded and
+        how many failed (``caderno worker`` prints it)."""
 
     @property
     def active(self) -> bool:
@@ -98,9 +127,21 @@ class Indexer:
         if self.elsewhere is not None:
             self.elsewhere()
             return
+        self.start()
+        self._wake.set()
+
+    def start(self) -> None:
+        """Run the worker in this process from now on, whether or not anything is appended here.
+
+        For a process that runs background work (``Memory.run_background``):
+        the worker then looks at the queue every ``poll_seconds``, so work
+        queued by other processes, and batches whose lease ran out, are taken
+        up here too. Call it on the running event loop.
+        """
+        if not self.active or self._stopping:
+            return
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="caderno-indexer")
-        self._wake.set()
 
     async def flush(self) -> None:
         """Embed everything that is due now (work leased by others is theirs)."""
@@ -135,34 +176,62 @@ class Indexer:
                 done=tuple(row[:3] for row in done), codes=tuple(row[3] for row in done), **rest
             )
 
-        return await self._round(ops.ClaimEmbeddings, embed, finish)
+        return await self._round(ops.ClaimEmbeddings, embed, finish, name="messages", renew=self._renew)
 
     async def _items(self) -> int:
         def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:
             done, failed = self._embed_jobs(jobs, lambda j: list(j.texts))
             return [(j, block.tobytes()) for j, block in done], failed  # one row per text, in order
 
-        return await self._round(ops.ClaimItemEmbeddings, embed, ops.FinishItemEmbeddings)
+        return await self._round(ops.ClaimItemEmbeddings, embed, ops.FinishItemEmbeddings, name="items")
 
     async def _round(
         self,
         claim: Callable[..., ops.Op[Any]],
         embed: Callable[[Any], tuple[list[Any], list[Any]]],
         finish: Callable[..., ops.Op[None]],
+        *,
+        name: str,
+        renew: Callable[[list[Any]], Coroutine[Any, Any, None]] | None = None,
     ) -> int:
-        """Claim a batch, embed it off the event loop, store what came of it; how many jobs."""
+        """Claim a batch, embed it off the event loop (``renew`` keeping its lease), store what came of it; how many jobs."""
         jobs = await self.run(claim(limit=self.claim_size(claim), lease_seconds=self.lease_seconds, now=utcnow()))
         if not jobs:
             return 0
         started = time.perf_counter()
-        done, failed = await asyncio.get_running_loop().run_in_executor(self._thread(), embed, jobs)
+        renewing = asyncio.create_task(renew(jobs), name="caderno-indexer-renew") if renew is not None else None
+        try:
+            done, failed = await asyncio.get_running_loop().run_in_executor(self._thread(), embed, jobs)
+        finally:
+            if renewing is not None:
+                renewing.cancel()
+                await asyncio.gather(renewing, return_exceptions=True)
         self._per_job[claim] = (time.perf_counter() - started) / len(jobs)
         await self.run(
             finish(
                 model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
             )
         )
+        if self.reported is not None:
+            self.reported(name, len(done), len(failed))
         return len(jobs)
+
+    async def _renew(self, jobs: list[EmbeddingJob]) -> None:
+        """Keep a batch's lease while it embeds: every ``1/RENEWALS_PER_LEASE`` of the lease, until cancelled.
+
+        A renewal that fails (the database away) is tried at the next turn;
+        should the lease run out meanwhile, another worker embeds the batch
+        too, which costs time but stores one vector (``ops.RenewEmbeddings``).
+        """
+        keys = tuple((j.resource_id, j.seq) for j in jobs)
+        while True:
+            await asyncio.sleep(self.lease_seconds / RENEWALS_PER_LEASE)
+            try:
+                await self.run(ops.RenewEmbeddings(jobs=keys, lease_seconds=self.lease_seconds, now=utcnow()))
+            except Unsupported:
+                return  # a store without renewals: the batch is sized to fit its lease (``BATCH_SECONDS``)
+            except Exception:
+                log.info("could not renew an embedding batch's lease; trying again", exc_info=True)
 
     def _thread(self) -> concurrent.futures.ThreadPoolExecutor:
         """The one thread that embeds batches, at a lower CPU priority (``EMBED_NICE``)."""
@@ -191,19 +260,21 @@ class Indexer:
             self._executor.shutdown(wait=False)
 
     async def _run(self) -> None:
+        """Embed while there is work; then wait for a wake-up, at most ``poll_seconds`` (``RETRY_SECONDS`` after a failure)."""
         while not self._stopping:
+            wait = self.poll_seconds
             try:
                 handled = await self.run_once()
             except Exception:  # the database went away, say; try again later
-                log.warning("embedding batch failed; retrying in %.0f s", self.idle_seconds, exc_info=True)
-                handled = 0
+                log.warning("embedding batch failed; retrying in %.0f s", RETRY_SECONDS, exc_info=True)
+                handled, wait = 0, RETRY_SECONDS
             if handled or self._stopping or not self.active:
                 if not self.active:
                     return
                 continue
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.idle_seconds)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     async def _ensure_loaded(self) -> bool:
         if not self.active:

@@ -88,6 +88,22 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
     return [ops.EmbeddingJob(resource_id=r[0], seq=r[1], content=r[2], attempts=r[3]) for r in rows]
 
 
+def renew_embeddings(d: Dialect, op: ops.RenewEmbeddings) -> Plan[None]:
+    """Each job's lease to ``now + lease_seconds``, while it is still leased (see ``ops.RenewEmbeddings``)."""
+    # One statement. SKIP LOCKED: a row another transaction holds (a worker
+    # finishing it after this lease ran out, an erase) is left to it, so a
+    # renewal never waits and never deadlocks; it is tried again at the next one.
+    jobs = sorted(op.jobs)
+    yield Q(
+        "UPDATE embedding_queue SET not_before = ? WHERE (resource_id, seq) IN ("
+        "SELECT q.resource_id, q.seq FROM embedding_queue q "
+        "JOIN unnest(?::text[], ?::bigint[]) AS j (resource_id, seq) USING (resource_id, seq) "
+        "WHERE q.not_before > ? ORDER BY q.resource_id, q.seq FOR UPDATE OF q SKIP LOCKED)",
+        (later(d, op.now, op.lease_seconds), [r for r, _ in jobs], [s for _, s in jobs], d.ts(op.now)),
+        "none",
+    )
+
+
 #: ts_rank_cd's weights, in its order {D, C, B, A}: the message's own words
 #: (A) 1, its neighbours' (B) ``CONTEXT_COLUMN_WEIGHT``, its day's (C)
 #: ``DATE_COLUMN_WEIGHT`` (migration 0013_index_time_context labels them);

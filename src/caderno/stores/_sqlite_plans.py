@@ -152,6 +152,16 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
     return [ops.EmbeddingJob(resource_id=r[1], seq=r[0], content=r[2], attempts=r[3]) for r in rows]
 
 
+def renew_embeddings(d: Dialect, op: ops.RenewEmbeddings) -> Plan[None]:
+    """Each job's lease to ``now + lease_seconds``, while it is still leased (see ``ops.RenewEmbeddings``)."""
+    until, now = later(d, op.now, op.lease_seconds), d.ts(op.now)
+    yield Q(
+        "UPDATE embedding_queue SET not_before = ? WHERE seq = ? AND resource_id = ? AND not_before > ?",
+        [(until, seq, rid, now) for rid, seq in op.jobs],
+        "many",
+    )
+
+
 def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
     """BM25 over a message's own stems, its neighbours' (``CONTEXT_COLUMN_WEIGHT``) and its day's (``DATE_COLUMN_WEIGHT``).
 

@@ -128,6 +128,7 @@ __all__ = [
     "ReadWorkingMemoryLog",
     "Reindex",
     "ReleaseConsolidation",
+    "RenewEmbeddings",
     "SearchVectors",
     "SetImportance",
     "UpsertFact",
@@ -502,6 +503,24 @@ class FinishEmbeddings(Op[None]):
     failed: tuple[tuple[str, int, str, float], ...]
     now: datetime
     codes: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RenewEmbeddings(Op[None]):
+    """Extend the lease of claimed jobs ``(resource_id, seq)`` to ``now + lease_seconds`` while a batch embeds.
+
+    Only a job still leased (``not_before`` after ``now``) is extended: one
+    whose lease ran out is whoever claims it next's, and one finished (or
+    queued again by an edit) is not taken back. No token: a renewal that
+    extends a lease another worker took after this one's ran out only
+    delays that batch should its worker die too, and two workers embedding
+    one text store one vector (the finish replaces it, under a unique key).
+    """
+
+    writes: ClassVar[bool] = True
+    jobs: tuple[tuple[str, int], ...]
+    lease_seconds: float
+    now: datetime
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -1165,6 +1184,7 @@ RECALL: frozenset[type[Op[Any]]] = frozenset(
     {
         ClaimEmbeddings,
         FinishEmbeddings,
+        RenewEmbeddings,
         CountPendingEmbeddings,
         ReadVectors,
         LexicalSearch,

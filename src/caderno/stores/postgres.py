@@ -100,6 +100,13 @@ _KEYS_CHANNEL = "caderno_keys"
 _LISTEN_RETRY = 5.0
 #: How long the key listener may take to connect and ``LISTEN`` (seconds), as the first connection at open.
 _LISTEN_CONNECT_TIMEOUT = 10.0
+#: The channel queued embedding work is announced on (payload as ``_KEYS_CHANNEL``'s): the
+#: key listener's session listens to it too, and wakes this process's embedding worker
+#: (``watch_embedding_queue``). A notice only hurries a worker: each one also polls the queue.
+_WORK_CHANNEL = "caderno_work"
+#: The operations whose plans queue embedding work (an ``INSERT`` into ``embedding_queue`` or
+#: ``item_embeddings``; ``tests/stores/test_work_notices.py`` checks the list against the plans).
+_QUEUES_WORK = (ops.Append, ops.EditMessage, ops.ImportResource, ops.Reindex, ops.PutItem)
 #: The listener session's name in ``pg_stat_activity`` (the pool's connections are ``caderno``).
 _LISTENER_NAME = "caderno-keys"
 #: Seconds between two heartbeats of the key listener. A heartbeat is a
@@ -153,6 +160,7 @@ DIALECT = Dialect(
 _OWN: dict[type[Any], Handler] = {
     ops.Append: _postgres_plans.append,
     ops.ClaimEmbeddings: _postgres_plans.claim_embeddings,
+    ops.RenewEmbeddings: _postgres_plans.renew_embeddings,
     ops.LexicalSearch: _postgres_plans.lexical_search,
     ops.ReadBySeq: _postgres_plans.read_by_seq,
     ops.ClaimConsolidation: _postgres_plans.claim_consolidation,
@@ -245,6 +253,7 @@ _ONE_STATEMENT = frozenset(
         ops.ReadFactHistory,
         ops.ForgetFact,
         # recall
+        ops.RenewEmbeddings,
         ops.CountPendingEmbeddings,
         ops.SearchVectors,
         ops.LexicalSearch,
@@ -572,6 +581,9 @@ class PostgresStore:
         self._beats_sent = 0
         self._beats_seen = 0
         self._beat_arrived = asyncio.Event()
+        self._on_work: Callable[[], None] | None = None  # ``watch_embedding_queue``
+        self._work_queued = asyncio.Event()  # ``_announce_work`` sends a notice
+        self._announcer: asyncio.Task[None] | None = None
         self._closing = False  # the listener's loops stop, even should a cancellation get lost
         #: The standby's conninfo (``?read_replica=``), and whether a transaction-mode pooler is in front of it.
         self._replica: str | None = None
@@ -657,9 +669,43 @@ class PostgresStore:
                 await pool.close()
                 raise StorageError(failure)
             self._pool = pool
+            self._closing = False
+            # NOTIFY passes a transaction pooler (only LISTEN needs a session): sent either way.
+            self._announcer = asyncio.create_task(self._announce_work(), name="caderno-work-notices")
             if not self._pooled:  # LISTEN needs a session; behind a transaction pooler keys are read each time
-                self._closing = False
                 self._key_listener = asyncio.create_task(self._listen_for_keys(), name="caderno-keys-listener")
+
+    def watch_embedding_queue(self, wake: Callable[[], None] | None) -> None:
+        """Call ``wake`` (on the event loop) when another process announces embedding work it queued; None: stop.
+
+        ``Memory.run_background`` sets it to wake its embedding worker. The
+        notices come on the key listener's session (``_WORK_CHANNEL``): none
+        behind a transaction pooler, or while that session reconnects — the
+        worker's poll (``caderno.memory.indexer.POLL_SECONDS``) finds the work then.
+        """
+        self._on_work = wake
+
+    async def _announce_work(self) -> None:
+        """Tell every listening process that embedding work was queued, once per burst of appends.
+
+        After the commit, not in the appending transaction: an append alone is
+        one statement without BEGIN/COMMIT, and a ``NOTIFY`` in it would cost
+        it a transaction's round trips. Appends that commit while a notice is
+        on its way share the next one. A notice lost (this process killed
+        between the commit and it, the database away) only leaves the work to
+        the workers' poll.
+        """
+        import psycopg
+        import psycopg_pool
+
+        while not self._closing:
+            await self._work_queued.wait()
+            self._work_queued.clear()
+            try:
+                async with self._pool.connection() as conn:
+                    await conn.execute("SELECT pg_notify(%s, %s)", (_WORK_CHANNEL, self._keys_notice))
+            except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                log.debug("embedding work notice not sent (the workers' poll finds the work): %s", type(exc).__name__)
 
     #: ``KEY_HEARTBEAT_SECONDS``, ``KEY_HEARTBEAT_TIMEOUT`` and ``_LISTEN_RETRY``, per store (a test makes them short).
     key_heartbeat_seconds = KEY_HEARTBEAT_SECONDS
@@ -701,6 +747,8 @@ class PostgresStore:
                     conn = await self._listener_session()
                 async with conn:
                     self.keys.clear()  # changes made while nobody listened
+                    if self._on_work is not None:
+                        self._on_work()  # and work queued meanwhile
                     reader = asyncio.create_task(self._read_notices(conn), name="caderno-keys-notices")
                     try:
                         await self._beat_listener(reader)
@@ -722,6 +770,7 @@ class PostgresStore:
         conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, application_name=_LISTENER_NAME)
         try:
             await conn.execute(f"LISTEN {_KEYS_CHANNEL}")
+            await conn.execute(f"LISTEN {_WORK_CHANNEL}")
             await conn.execute(f"LISTEN {self._beat_channel}")
         except BaseException:
             await conn.close()
@@ -736,6 +785,10 @@ class PostgresStore:
                     self._beat_arrived.set()
                     continue
                 home, _, sender = note.payload.rpartition(" ")
+                if note.channel == _WORK_CHANNEL:
+                    if home == self._keys_home and sender != self._store_id and self._on_work is not None:
+                        self._on_work()  # this store's own appends wake its worker directly
+                    continue
                 if home == self._keys_home and sender != self._store_id:
                     self.keys.clear()  # another store changed a key (this one cleared at its commit)
         finally:
@@ -956,11 +1009,12 @@ class PostgresStore:
         self._hnsw_dims |= new
 
     async def close(self) -> None:
-        if self._key_listener is not None:
-            listener, self._key_listener = self._key_listener, None
-            self._closing = True
-            listener.cancel()
-            await asyncio.gather(listener, return_exceptions=True)
+        self._closing = True
+        for task in (self._key_listener, self._announcer):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._key_listener = self._announcer = None
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -1104,7 +1158,10 @@ class PostgresStore:
                 self.keys.clear()
         # A single one-statement operation is atomic on its own: no BEGIN/COMMIT round trips.
         alone = len(batch) == 1 and one_statement(batch[0])
-        return await self._dispatch(batch, run, writes=writes, alone=alone, snapshot=snapshot)
+        results = await self._dispatch(batch, run, writes=writes, alone=alone, snapshot=snapshot)
+        if any(isinstance(op, _QUEUES_WORK) for op in batch):
+            self._work_queued.set()  # committed: ``_announce_work`` tells the other processes
+        return results
 
     async def _dispatch(
         self,

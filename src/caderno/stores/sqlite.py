@@ -78,6 +78,7 @@ _ERASING = (ops.EraseResource, ops.DeleteThread, ops.DeleteMessage, ops.PopMessa
 
 _OWN: dict[type[Any], Handler] = {
     ops.ClaimEmbeddings: _sqlite_plans.claim_embeddings,
+    ops.RenewEmbeddings: _sqlite_plans.renew_embeddings,
     ops.LexicalSearch: _sqlite_plans.lexical_search,
     ops.ReadBySeq: _sqlite_plans.read_by_seq,
     ops.ClaimConsolidation: _sqlite_plans.claim_consolidation,
