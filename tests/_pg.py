@@ -464,6 +464,20 @@ class Replicated:
     def stop_standby(self) -> None:
         self._ctl("standby", "stop")
 
+    def promote_standby(self) -> None:
+        """``pg_ctl promote`` (as a failover does): the standby becomes a server of its own, no longer replaying."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.root / "standby"), "-w", "promote")
+
+    def remake_standby(self) -> None:
+        """A new standby of the primary in the old one's place and port, as an operator rebuilds one after a failover."""
+        self.stop_standby()
+        shutil.rmtree(self.root / "standby")
+        source = ["-h", "127.0.0.1", "-p", str(self.primary_port), "-U", "postgres"]
+        target = ["-D", str(self.root / "standby"), "-R", "-X", "stream", "-c", "fast", "--no-sync"]
+        self._run(str(self.bindir / "pg_basebackup"), *source, *target)
+        self._append(self.root / "standby" / "postgresql.conf", f"port = {self.standby_port}\n")
+        self.start_standby()
+
     def destroy(self) -> None:
         for name in ("standby", "primary"):
             if (self.root / name / "postmaster.pid").exists():

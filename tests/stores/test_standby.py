@@ -12,19 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 from urllib.parse import quote
 
 import pytest
-from _pg import Replicated, pg_schema
+from _pg import Replicated, pg_schema, replicated
 
 import caderno
 from caderno import Message
 from caderno.core.clock import new_id, utcnow
 from caderno.core.errors import UsageError
 from caderno.core.records import ApiKey
-from caderno.stores import ops, postgres
+from caderno.stores import _replica, ops, postgres
 
 pytestmark = pytest.mark.postgres
 
@@ -54,8 +55,13 @@ def _lsn(url: str, sql: str) -> int:
 
 
 def caught_up(standby: Replicated) -> None:
-    """Wait until the standby has replayed everything the primary has written so far."""
-    target = _lsn(standby.primary_url, "SELECT pg_current_wal_insert_lsn() - '0/0'")
+    """Wait until the standby has replayed everything the primary has written so far.
+
+    The flushed position, not the insert one: after a segment switch (a base
+    backup ends with one) the insert position counts the next page's header,
+    which no replay reaches until the primary writes again.
+    """
+    target = _lsn(standby.primary_url, "SELECT pg_current_wal_flush_lsn() - '0/0'")
     deadline = time.monotonic() + 30
     while _lsn(standby.standby_url, "SELECT pg_last_wal_replay_lsn() - '0/0'") < target:
         assert time.monotonic() < deadline, "the standby did not catch up"
@@ -214,3 +220,157 @@ def test_the_store_url_shows_the_replica_without_its_password() -> None:
     store = postgres.PostgresStore(f"postgresql://app:pw1234@primary/db?schema=s&read_replica={replica}")
     assert store.url == "postgresql://app:***@primary/db?schema=s&read_replica=postgresql://reader:***@standby:5432/db"
     assert store._replica == f"postgresql://reader:{SECRET}@standby:5432/db"
+
+
+# -- retries, lag and promotion ----------------------------------------------------------------
+
+
+def _app(url: str, model: caderno.ScriptedModel) -> tuple[Any, caderno.Memory]:
+    from caderno.memory.connect import open_store
+    from caderno.server import create_app
+    from caderno.server.routes import default_routers
+
+    memory = caderno.Memory(open_store(url), embedder=None)
+    return create_app(memory, model=model, background=False, routers=default_routers()), memory
+
+
+async def test_a_keyed_retry_through_another_server_answers_the_stored_turn_while_the_standby_lags(
+    primary_url: str, standby: Replicated
+) -> None:
+    """Server B never wrote the resource, so it read the key's turn on the standby, which had not replayed it:
+    the append was refused as a duplicate id and the retry answered 400 for a turn that was stored."""
+    pytest.importorskip("uvicorn")
+    import httpx
+    from _serving import serving_app
+
+    from caderno.server.proxy import THREAD_HEADER
+
+    url = _with_replica(primary_url, standby)
+    model_a = caderno.ScriptedModel([Message.assistant("resposta")])
+    model_b = caderno.ScriptedModel([Message.assistant("outra resposta")])
+    (app_a, memory_a), (app_b, _) = _app(url, model_a), _app(url, model_b)
+    turn = {"messages": [{"role": "user", "content": "oi"}, {"role": "assistant", "content": "olá"}]}
+    chat = {"model": "x", "messages": [{"role": "user", "content": "tudo bem?"}]}
+    async with (
+        serving_app(app_a) as (host_a, port_a),
+        serving_app(app_b) as (host_b, port_b),
+        opened(primary_url) as direct,
+    ):
+        token, _ = await memory_a.keys.create(resources=["r"])
+        await direct.append_messages(resource_id="r", thread_id="t", messages=say("antes"))
+        caught_up(standby)
+        answers: dict[str, list[httpx.Response]] = {"append": [], "chat": []}
+        with replay_paused(standby):
+            for base in (f"http://{host_a}:{port_a}", f"http://{host_b}:{port_b}"):
+                headers = {"authorization": f"Bearer {token}"}
+                async with httpx.AsyncClient(base_url=base, headers=headers) as http:
+                    answers["append"].append(
+                        await http.post(
+                            "/v1/resources/r/threads/t/messages", json=turn, headers={"Idempotency-Key": "k-1"}
+                        )
+                    )
+                    answers["chat"].append(
+                        await http.post(
+                            "/v1/chat/completions", json=chat, headers={THREAD_HEADER: "c", "Idempotency-Key": "k-2"}
+                        )
+                    )
+            stored = await texts(direct)
+            chatted = await texts(direct, "c")
+    first, retry = answers["append"]
+    assert first.status_code == 201, first.text
+    assert retry.status_code == 201, retry.text
+    assert retry.json() == first.json()
+    assert stored == ["antes", "oi", "olá"]
+    said, again = answers["chat"]
+    assert said.status_code == again.status_code == 200, again.text
+    assert again.json()["id"] == said.json()["id"]
+    assert again.json()["choices"][0]["message"]["content"] == "resposta"
+    assert model_b.requests == []  # the retry called no model
+    assert chatted == ["tudo bem?", "resposta"]
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == postgres.__name__ and r.levelno >= logging.WARNING]
+
+
+async def _until(condition: Callable[[], Awaitable[bool]], what: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not await condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def quick_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standby's state re-read every 0.1 s, a lag of 0.5 s too much, a failed standby tried again after 0.2 s."""
+    monkeypatch.setattr(_replica, "STANDBY_CHECK_SECONDS", 0.1)
+    monkeypatch.setattr(_replica, "STANDBY_MAX_LAG_SECONDS", 0.5)
+    monkeypatch.setattr(postgres, "STANDBY_RETRY_SECONDS", 0.2)
+
+
+async def test_a_standby_that_lags_past_the_bound_is_skipped_until_it_catches_up(
+    primary_url: str, standby: Replicated, caplog: pytest.LogCaptureFixture, quick_checks: None
+) -> None:
+    caplog.set_level(logging.INFO)
+    url = _with_replica(primary_url, standby)
+    async with opened(primary_url) as direct, opened(url) as reader, opened(url) as writer:
+        await direct.append_messages(resource_id="r", thread_id="t", messages=say("one"))
+        caught_up(standby)
+        assert await texts(reader) == ["one"]
+        with replay_paused(standby):
+            await direct.append_messages(resource_id="r", thread_id="t", messages=say("two"))
+            started = time.monotonic()
+            await _until(lambda: _sees(reader, "two"), "a lagging standby kept answering")
+            # Not before the bound: the standby answered while it was less than 0.5 s behind.
+            assert time.monotonic() - started >= 0.5 - 0.1
+            await writer.append_messages(resource_id="r", thread_id="t", messages=say("three"))
+            assert await texts(writer) == ["one", "two", "three"]  # read your writes holds
+            for _ in range(5):
+                assert await texts(reader) == ["one", "two", "three"]  # every read: the primary
+        lagging = _warnings(caplog)
+        assert len(lagging) == 1 and "behind the primary" in lagging[0], lagging
+        # Caught up: reads go to the standby again (one that misses a write made while replay is paused).
+        await _until(lambda: _read_then_logged(reader, caplog, "caught up"), "the standby was never read again")
+        with replay_paused(standby):
+            await direct.append_messages(resource_id="r", thread_id="t", messages=say("late"))
+            assert "late" not in await texts(reader)
+
+
+async def _sees(memory: caderno.Memory, text: str) -> bool:
+    return text in await texts(memory)
+
+
+async def _read_then_logged(memory: caderno.Memory, caplog: pytest.LogCaptureFixture, words: str) -> bool:
+    await texts(memory)  # a read is what looks at the standby again
+    return any(words in r.getMessage() for r in caplog.records)
+
+
+async def test_a_promoted_standby_is_left_alone_loudly_and_read_again_once_it_is_a_standby(
+    caplog: pytest.LogCaptureFixture, quick_checks: None
+) -> None:
+    """After ``promote`` the store kept reading the promoted server, frozen at the promotion, and logged nothing.
+
+    A pair of its own: the session's standby is shared by the other tests.
+    """
+    caplog.set_level(logging.INFO)
+    with replicated() as pair, pg_schema(pair.primary_url) as primary:
+        async with opened(primary) as direct, opened(_with_replica(primary, pair)) as reader:
+            await direct.append_messages(resource_id="r", thread_id="t", messages=say("one"))
+            caught_up(pair)
+            assert await texts(reader) == ["one"]
+            pair.promote_standby()
+            for n in range(20):  # each read after the first checks: none is stale
+                await direct.append_messages(resource_id="r", thread_id="t", messages=say(f"n{n}"))
+                await _until(lambda n=n: _sees(reader, f"n{n}"), "the promoted server answered")  # type: ignore[misc]
+                if n >= 5:
+                    assert (await texts(reader))[-1] == f"n{n}"
+                await asyncio.sleep(0.02)
+            promoted = _warnings(caplog)
+            assert len(promoted) == 1 and "pg_is_in_recovery() is false" in promoted[0], promoted
+            pair.remake_standby()
+            caught_up(pair)
+            await _until(lambda: _read_then_logged(reader, caplog, "answers again"), "the new standby was never read")
+            with replay_paused(pair):
+                await direct.append_messages(resource_id="r", thread_id="t", messages=say("late"))
+                assert "late" not in await texts(reader)
+        assert len(_warnings(caplog)) == 1

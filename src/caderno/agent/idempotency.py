@@ -13,6 +13,14 @@ OpenAI SDK (and any careful client) sends the request again. With an
   ``IDEMPOTENCY_WINDOW`` messages are searched for those ids: found, the
   stored turn is the answer.
 
+On any server of one PostgreSQL with a read replica: the check may read a
+standby that has not replayed the stored turn yet; then the append is refused
+by the derived ids, and the refused write makes the store read that resource
+on the primary until the standby has replayed past it, so the check after
+the refusal finds the turn (``tests/stores/test_standby.py``). ``AgentChat``
+checks after taking the thread's turn lease, a write to the resource: its
+check reads the primary too.
+
 Safe across resources and threads: both are part of the derived id, so the
 same key sent for resource A and for resource B names different messages,
 and a key holder of A cannot occupy an id that B's turn will need.

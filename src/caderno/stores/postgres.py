@@ -29,9 +29,14 @@ With ``?read_replica=URL`` (a hot standby of the same server), a batch in
 which no operation writes and every operation names its resource reads from
 the standby, unless this store wrote to one of those resources and the
 standby has not replayed that write yet (read your writes: the primary's WAL
-position after each write against the standby's ``pg_last_wal_replay_lsn()``).
-Everything else — writes, global reads such as API key lookups — goes to the
-primary, and so does every read while the standby is down or failing.
+position after each write against the standby's ``pg_last_wal_replay_lsn()``;
+a write that failed counts too, at the primary's position when it failed: a
+duplicate id or a version conflict is state the next read must see). The
+standby is also skipped while it lags more than ``STANDBY_MAX_LAG_SECONDS``
+behind the primary, and left alone once it is no longer a standby (promoted):
+see ``_replica``. Everything else — writes, global reads such as API key
+lookups — goes to the primary, and so does every read while the standby is
+down or failing.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from ..core.redact import redact_url, scrub, secrets_of, split_url
 from . import _migrate, _plans, _postgres_plans, ops
 from ._cache import KeyCache
 from ._postgres_schema import HNSW_MAX_DIM, LEDGER, MIGRATION_LOCK, MIGRATIONS, VECTOR_COLUMN, hnsw_index
+from ._replica import PRIMARY_FLUSHED, StandbyGone, StandbyWatch
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan, to_pyformat
 
 T = TypeVar("T")
@@ -476,8 +482,6 @@ _UNKNOWN_LSN = 1 << 64
 
 #: SQL of the primary's WAL position (a whole number) once a write committed.
 _WRITTEN_LSN = "SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint"
-#: SQL of how far a standby has replayed (NULL on a server that is not a standby).
-_REPLAYED_LSN = "SELECT (pg_last_wal_replay_lsn() - '0/0')::bigint"
 
 
 class _Written:
@@ -634,7 +638,7 @@ class PostgresStore:
         self._standby_pool: Any = None
         self._standby_lock = asyncio.Lock()
         self._standby_down_until = 0.0
-        self._standby_replayed = 0
+        self._standby_watch = StandbyWatch(self._replica_url)
         self._standby_failing = False
 
     # -- connections ---------------------------------------------------------------
@@ -1192,7 +1196,18 @@ class PostgresStore:
                 lsn = _UNKNOWN_LSN
             self._written.note(resources, lsn)
 
-        return await self._tx(run, write=True, alone=alone, after=note)
+        try:
+            return await self._tx(run, write=True, alone=alone, after=note)
+        except StorageError:  # it may have committed (the connection died): read it back from the primary
+            self._written.note(resources, _UNKNOWN_LSN)
+            raise
+        except Exception:
+            # Refused on the primary (a message id already stored, a version conflict): what it ran
+            # into may not be on the standby yet, and the caller's next read (the stored turn of an
+            # idempotency key, the current version) must see it.
+            failed = await self._primary_position(_WRITTEN_LSN)
+            self._written.note(resources, _UNKNOWN_LSN if failed is None else failed)
+            raise
 
     # -- the standby ---------------------------------------------------------------------
 
@@ -1218,19 +1233,18 @@ class PostgresStore:
             if pool is None:
                 return None
             async with pool.connection(timeout=STANDBY_CONNECT_TIMEOUT) as conn:
-                needed = self._written.needed(resources)
-                if needed > self._standby_replayed:
-                    replayed = (await (await conn.execute(_REPLAYED_LSN)).fetchone())[0]
-                    if replayed is None:
-                        failure, lost = "it is not a hot standby (pg_last_wal_replay_lsn() is null)", True
-                    else:
-                        self._standby_replayed = max(self._standby_replayed, replayed)
-                        self._written.replayed(self._standby_replayed)
-                        if needed > self._standby_replayed:
-                            return None
-                if failure is None:
-                    local = self._local(self._replica_pooled)
-                    results = await _run_on(conn, fn, alone=alone, local=local, snapshot=snapshot)
+                watch, seen = self._standby_watch, self._standby_watch.replayed
+                # Bounded: while the primary is down the standby still answers (without a new sample).
+                sample = functools.partial(self._primary_position, PRIMARY_FLUSHED, timeout=STANDBY_CONNECT_TIMEOUT)
+                ready = await watch.ready(conn, self._written.needed(resources), sample)
+                if watch.replayed != seen:
+                    self._written.replayed(watch.replayed)
+                if not ready:
+                    return None
+                local = self._local(self._replica_pooled)
+                results = await _run_on(conn, fn, alone=alone, local=local, snapshot=snapshot)
+        except StandbyGone as exc:  # promoted: left alone like a standby that is down, and checked again later
+            failure, lost = str(exc), True
         except psycopg.OperationalError as exc:  # cannot connect, connection lost, pool timed out
             failure, lost = scrub(str(exc), self._secrets), True
         except psycopg.Error as exc:  # the statement failed there (a recovery conflict…): the primary answers it
@@ -1271,13 +1285,25 @@ class PostgresStore:
                 self._standby_pool = pool
             return self._standby_pool
 
+    async def _primary_position(self, sql: str, *, timeout: float | None = None) -> int | None:
+        """The primary's WAL position ``sql`` reads, or None when it cannot be read within ``timeout`` seconds."""
+
+        async def read(conn: Any) -> int:
+            position: int = (await (await conn.execute(sql)).fetchone())[0]
+            return position
+
+        try:
+            return await asyncio.wait_for(self._tx(read, write=False, alone=True), timeout)
+        except (StorageError, TimeoutError):
+            return None
+
     async def _standby_failed(self, failure: str, *, lost: bool) -> None:
         if not self._standby_failing:
             self._standby_failing = True
             log.warning("read replica %s failed, reads go to the primary: %s", self._replica_url, failure)
         if lost:  # closed, so that its pool stops reconnecting in the background; tried again later
             self._standby_down_until = time.monotonic() + STANDBY_RETRY_SECONDS
-            self._standby_replayed = 0  # what answers next may be another standby, further behind
+            self._standby_watch.forget()
             pool, self._standby_pool = self._standby_pool, None
             if pool is not None:
                 await pool.close()
