@@ -126,6 +126,12 @@ MULTI_SHARD = [
         locks=True,
     ),
     MultiShard(
+        "RenewTaskClaims",
+        "UPDATE scheduled_tasks",
+        "per claimed task batch: every third of the claim's lease (20 s by default) while the batch runs",
+        "the tasks of one claim, by their claim token, wherever their resources are",
+    ),
+    MultiShard(
         "FindConsolidationCandidates",
         "SELECT events",
         CONSOLIDATION_PASS,
