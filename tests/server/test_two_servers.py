@@ -264,6 +264,46 @@ def test_a_server_killed_mid_turn_stores_nothing_and_frees_the_thread_for_b(pair
     assert stored == [("user", "mensagem pelo B"), ("assistant", "B respondeu")]
 
 
+def test_the_sdks_retry_through_another_server_while_the_first_is_stopped_stores_the_turn_once(pair: Pair) -> None:
+    """The OpenAI SDK times out on a stalled server and retries on another, with no key: one turn stored.
+
+    The first server is SIGSTOPped while its model call runs (a long GC
+    pause, a VM migration), past its turn lease; the client's retry
+    (``x-stainless-retry-count``) reaches B, which takes the thread, finds
+    nothing stored and answers. When the first server is continued its model
+    call ends and its commit finds its lease's token gone: it stores nothing.
+    Before the lease was a fence, its commit re-created the lease B had given
+    back and the same turn was stored twice (10 of 10 threads).
+    """
+    pair.upstream.script += [text("resposta do servidor parado"), text("resposta pelo B")]
+    pair.upstream.delays += [4.0]  # the stalled server's model call, answered while it is stopped
+    sent = len(pair.upstream.requests)
+    body = {"model": "m", "messages": [{"role": "user", "content": "quanto gastamos em junho?"}]}
+    headers = {**pair.headers, THREAD_HEADER: "sdk-retry"}
+    with serving(pair.url, pair.config, env=pair.env) as stalled:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(
+                httpx.post, f"{stalled.base}/v1/chat/completions", json=body, headers=headers, timeout=60
+            )
+            _wait_for(lambda: len(pair.upstream.requests) > sent, 10, "the first server's model call")
+            stalled.process.send_signal(signal.SIGSTOP)
+            try:
+                # The client gave up on the first server and retries on B (turn_wait 10 s > turn_lease 2 s).
+                retry = httpx.post(
+                    f"{pair.b.base}/v1/chat/completions",
+                    json=body,
+                    headers={**headers, "x-stainless-retry-count": "1"},
+                    timeout=60,
+                )
+            finally:
+                stalled.process.send_signal(signal.SIGCONT)
+            assert retry.status_code == 200, retry.text
+            late = first.result()  # the first server's turn, continued: refused, nothing stored
+    assert late.status_code == 409 and late.json()["type"].endswith("/thread-busy"), late.text
+    stored = [(m["role"], m["content"]) for m in pair.messages(pair.b, "sdk-retry")]
+    assert stored == [("user", "quanto gastamos em junho?"), ("assistant", "resposta pelo B")]
+
+
 def test_each_message_is_embedded_once_and_the_due_task_ran_once(pair: Pair) -> None:
     from caderno.memory.importance import embeddable
 
