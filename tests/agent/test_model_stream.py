@@ -16,7 +16,7 @@ pytest.importorskip("uvicorn")
 from _upstream import Reply, Upstream, calls, events, refuse, serving, text, usage_of  # noqa: E402
 
 from caderno import Message, ScriptedModel, ToolCall  # noqa: E402
-from caderno.agent.models import Delta, OpenAIChatModel, stream_reply  # noqa: E402
+from caderno.agent.models import Delta, OpenAIChatModel, RetryPolicy, stream_reply  # noqa: E402
 from caderno.core.errors import ModelError  # noqa: E402
 
 KEY = "sk-upstream-secret-0123456789"
@@ -289,3 +289,45 @@ async def test_a_streamed_answer_of_another_shape_is_the_fixed_sentence(
             await collect(model)
     assert str(caught.value) == "the model call failed: the upstream's answer is not in the expected format"
     assert unchained(caught.value) and "model call to" in caplog.text and LEAKED not in caplog.text
+
+
+# -- retries: only before the first piece --------------------------------------------------------
+
+
+async def test_a_503_before_the_stream_began_is_tried_again() -> None:
+    from fastapi import Response
+
+    busy = Response('{"error": "busy"}', status_code=503, media_type="application/json", headers={"Retry-After": "0"})
+    upstream = Upstream(script=[lambda body: busy, text(TEXT)])
+    async with served(upstream) as model:
+        items = await collect(model)
+    assert isinstance(items[-1], Message) and items[-1].content == TEXT
+    assert len(upstream.requests) == 2 and upstream.requests[0] == upstream.requests[1]
+
+
+async def test_a_stream_cut_after_its_first_piece_is_not_tried_again() -> None:
+    """The client has read part of the reply: a second request would start it over, so none is made."""
+    requests = 0
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        requests += 1
+        await reader.readuntil(b"\r\n\r\n")
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 100000\r\n\r\n"
+        writer.write(head + f"data: {GOOD}\n\n".encode())
+        await writer.drain()
+        writer.close()  # cut: far fewer bytes than the length promised
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = OpenAIChatModel(model="m", base_url=f"http://127.0.0.1:{port}/v1", retry=RetryPolicy(first_delay=0.01))
+    got: list[Delta | Message] = []
+    try:
+        with pytest.raises(ModelError, match="could not be reached") as caught:
+            async for item in model.stream([Message.user("oi")], []):
+                got.append(item)
+    finally:
+        await model.aclose()
+        server.close()
+        await server.wait_closed()
+    assert got == [Delta(content="Hi")] and requests == 1 and unchained(caught.value)

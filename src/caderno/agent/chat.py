@@ -66,7 +66,7 @@ from ..tools.working_memory import UPDATE_WORKING_MEMORY, WM_SOURCE
 from .approval import Approval, ApprovalRequest, Approver, command_of, decide, default_prefix
 from .function_tools import Tool, ToolSpec, collect_tools
 from .idempotency import IDEMPOTENCY_WINDOW, RETRY_WINDOW, check_key, check_same, find_repeat, find_turn, turn_ids
-from .models import Delta, Model, call_model, check_settings, stream_reply
+from .models import Delta, Model, call_model, check_settings, stream_reply, turn_deadline
 from .task_tools import SCHEDULE
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "AgentChat", "ChatResult", "DeltaSink", "RecallSettings", "ToolCallRecord"]
@@ -533,8 +533,10 @@ class AgentChat:
     async def _turn(self, spec: _Turn) -> ChatResult:
         """Converse within the deadline, then commit (the commit is never cut short)."""
         try:
+            # turn_deadline: a model call's retries give up before the turn's deadline cuts them.
             async with asyncio.timeout(self.turn_timeout):
-                turn, records, held, state, prompt = await self._converse(spec)
+                with turn_deadline(self.turn_timeout):
+                    turn, records, held, state, prompt = await self._converse(spec)
         except TimeoutError:
             raise ModelError(
                 f"the turn did not finish within turn_timeout={self.turn_timeout} seconds; nothing was stored"

@@ -19,15 +19,34 @@ another shape (its ``usage`` counts included) is "the upstream's answer is
 not in the expected format", never the parser's own words. ``content`` as a
 list of text parts, which some OpenAI-compatible servers send (whole or
 streamed), is read as the parts' text joined.
+
+``OpenAIChatModel`` retries what a retry can cure, as the official ``openai``
+client does: an HTTP 429 or 5xx answer, and a connection that failed or was
+cut before the answer (``RetryPolicy``). It waits with exponential backoff and
+full jitter, or what the upstream's ``Retry-After`` asks (in seconds or as an
+HTTP date, capped); it stops when the attempts are spent, when the next wait
+would end past ``RetryPolicy.budget`` seconds from the first request, or past
+the turn's own deadline (``turn_deadline``, which ``AgentChat`` sets from its
+``turn_timeout``). Then the last failure is raised in the same fixed words. A
+stream is retried only before its first piece: after that, the client has
+already read part of the reply. Any other 4xx (a bad key, a bad request) and a
+read timeout are never retried: the same request would fail the same way, or
+wait the whole timeout again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import email.utils
 import inspect
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -47,10 +66,12 @@ __all__ = [
     "Model",
     "ModelRequest",
     "OpenAIChatModel",
+    "RetryPolicy",
     "ScriptedModel",
     "call_model",
     "check_settings",
     "stream_reply",
+    "turn_deadline",
     "wire_call",
 ]
 
@@ -79,6 +100,23 @@ _RANGES = {
     "presence_penalty": (-2.0, 2.0),
     "frequency_penalty": (-2.0, 2.0),
 }
+#: Attempts of one model call, the first included: two retries, as the official ``openai`` client makes
+#: by default. A third retry rarely finds an overloaded upstream recovered and holds the turn longer.
+RETRY_ATTEMPTS = 3
+#: Longest a model call goes on retrying, in seconds from its first request: a quarter of the turn's
+#: default deadline (``AgentChat``'s ``TURN_TIMEOUT``, 120 s), which leaves the rest to the turn's
+#: other steps. No wait starts that would end past it, nor past the turn's own deadline.
+RETRY_BUDGET = 30.0
+#: The first backoff's ceiling, in seconds (then doubled each retry, up to ``RETRY_MAX_DELAY``): the
+#: ``openai`` client's values, which clear a rate limiter's one-second window on the second try.
+RETRY_FIRST_DELAY = 0.5
+RETRY_MAX_DELAY = 8.0
+#: Most seconds of an upstream's ``Retry-After`` that are waited: OpenAI asks for a few seconds; a
+#: longer ask (a daily quota spent) will not clear within a turn, and the call fails at once instead.
+RETRY_AFTER_MAX = 20.0
+#: HTTP statuses worth another try: rate limited, and the upstream's own failures (overloaded, a
+#: gateway in front of it that lost it). Any other 4xx says the request itself is wrong.
+RETRY_STATUSES = frozenset({429, *range(500, 600)})
 #: Most stop sequences (the OpenAI API's own limit) and the characters of each.
 MAX_STOPS, MAX_STOP_CHARS = 4, 1000
 #: Largest ``response_format`` (a JSON schema, serialized): real schemas are a few kilobytes.
@@ -443,6 +481,93 @@ class _Accumulated:
         return out
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryPolicy:
+    """How ``OpenAIChatModel`` retries a call that failed in a way a retry can cure (see the module docstring)."""
+
+    attempts: int = RETRY_ATTEMPTS
+    """Attempts of one call, the first included (1: never retry)."""
+    budget: float = RETRY_BUDGET
+    """Seconds from the first request past which no wait may end."""
+    first_delay: float = RETRY_FIRST_DELAY
+    """Ceiling of the first backoff, in seconds; doubled each retry up to ``max_delay``, jittered below it."""
+    max_delay: float = RETRY_MAX_DELAY
+    """Largest backoff ceiling, in seconds."""
+    retry_after_max: float = RETRY_AFTER_MAX
+    """Most seconds of ``Retry-After`` honoured; a longer ask ends the retries."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise UsageError(f"a model call makes at least 1 attempt, not {self.attempts!r}")
+        for name in ("budget", "first_delay", "max_delay", "retry_after_max"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise UsageError(
+                    f"the retry {name.replace('_', ' ')} is a number of seconds of at least 0, not {value!r}"
+                )
+
+    def backoff(self, retry: int) -> float:
+        """The wait before retry number ``retry`` (1 for the first): full jitter under a doubling ceiling.
+
+        Full jitter (a uniform draw from zero to the ceiling) spreads the retries
+        of many clients that failed at once, so they do not return together.
+        """
+        return random.uniform(0.0, min(self.max_delay, self.first_delay * 2 ** (retry - 1)))
+
+
+_DEADLINE: ContextVar[float | None] = ContextVar("caderno_model_deadline", default=None)
+
+
+@contextlib.contextmanager
+def turn_deadline(seconds: float | None) -> Iterator[None]:
+    """Model calls made inside start no retry wait that would end more than ``seconds`` from now.
+
+    ``AgentChat`` wraps each turn in it with its ``turn_timeout``, so a retrying
+    model call gives up in its own words (the upstream's last failure) rather
+    than being cut by the turn's deadline in the middle of a wait. ``None``: no
+    deadline beyond the retry budget. An inner deadline never extends an outer one.
+    """
+    if seconds is None:
+        yield
+        return
+    end = time.monotonic() + seconds
+    outer = _DEADLINE.get()
+    token = _DEADLINE.set(end if outer is None else min(outer, end))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """The seconds an upstream's ``Retry-After`` asks for (seconds, or an HTTP date); ``None`` when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    if seconds != seconds:  # NaN
+        return None
+    return max(0.0, seconds)
+
+
+class _Retry(Exception):
+    """A failure worth another try: the error a client reads if none is left, and the wait the upstream asked for."""
+
+    def __init__(self, error: ModelError, asked: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.asked = asked
+
+
 class OpenAIChatModel:
     """OpenAI-compatible chat completions with tool calling (extra ``openai``).
 
@@ -455,16 +580,25 @@ class OpenAIChatModel:
         base_url: API root (default ``OPENAI_BASE_URL`` or the OpenAI API).
         api_key: bearer token (default ``OPENAI_API_KEY``; local servers need none).
         timeout: seconds per request (while streaming: the longest wait for the next piece).
+        retry: when and how long to retry a 429, a 5xx or a failed connection (``RetryPolicy()``:
+            ``RETRY_ATTEMPTS`` attempts within ``RETRY_BUDGET`` seconds; ``RetryPolicy(attempts=1)``: never).
     """
 
     def __init__(
-        self, *, model: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
         try:
             import httpx
         except ImportError:
             raise MissingExtra("openai", "httpx") from None
         self.model = model
+        self.retry = retry if retry is not None else RetryPolicy()
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         key = api_key or os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -476,8 +610,7 @@ class OpenAIChatModel:
 
     def _fail(self, said: str, detail: str) -> ModelError:
         """A ``ModelError`` a client may read; ``detail`` (the upstream's words) goes to the log, scrubbed."""
-        where = redact_text(redact_url(self.base_url), self._secrets)
-        log.warning("model call to %s failed: %s", where, redact_text(detail, self._secrets))
+        log.warning("model call to %s failed: %s", self._where(), redact_text(detail, self._secrets))
         return ModelError(f"the model call failed: {said}")
 
     def _transport_failure(self, exc: Exception) -> ModelError:
@@ -497,11 +630,10 @@ class OpenAIChatModel:
             body["tools"] = [t.to_openai() for t in tools]
         return body
 
-    def _check_status(self, response: httpx.Response) -> None:
-        """Raise for an HTTP error status; the response's body must have been read (it goes to the log)."""
-        if response.status_code >= 400:
-            said = f"HTTP {response.status_code} from the upstream"
-            raise self._fail(said, f"HTTP {response.status_code}: {response.text[:LOGGED_BODY_CHARS]}")
+    def _status_error(self, response: httpx.Response, body: str) -> ModelError:
+        """The error of an HTTP error status; ``body`` (what the upstream said) goes to the log."""
+        said = f"HTTP {response.status_code} from the upstream"
+        return self._fail(said, f"HTTP {response.status_code}: {body[:LOGGED_BODY_CHARS]}")
 
     def _answer(self, response: httpx.Response) -> Message:
         """A whole (non-streamed) chat-completion answer as the reply."""
@@ -518,18 +650,81 @@ class OpenAIChatModel:
         except _Malformed as exc:
             raise self._fail(exc.said, str(exc)[:LOGGED_BODY_CHARS]) from None
 
-    async def complete(
-        self, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None = None
-    ) -> Message:
-        """One answer; ``settings`` (``check_settings``: temperature, max_tokens, response_format…) go in the request."""
+    async def _send(self, body: dict[str, Any], *, stream: bool) -> httpx.Response:
+        """POST ``body``, retried by ``self.retry``; the response has a status below 400.
+
+        A streamed response has only its headers read: its caller reads the
+        body and closes it. What a client reads when the retries end is the
+        last failure, in the same fixed words as a call that is never retried.
+        """
+        import httpx
+
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._attempt(body, stream=stream)
+            except _Retry as failed:
+                wait = self._wait(failed, attempt, started)
+                if wait is None:
+                    raise failed.error from None
+                log.info(
+                    "model call to %s: retry %d of %d in %.2f s", self._where(), attempt, self.retry.attempts - 1, wait
+                )
+                await asyncio.sleep(wait)
+            except httpx.HTTPError as exc:  # a failure no retry cures (a read timeout, a bad URL)
+                raise self._transport_failure(exc) from None
+
+    async def _attempt(self, body: dict[str, Any], *, stream: bool) -> httpx.Response:
+        """One request. Raises ``_Retry`` for a failure worth another try, ``ModelError`` for one that is not."""
         import httpx
 
         # ``from None`` throughout: a chained httpx error names the URL, password included.
         try:
-            response = await self._client.post("/chat/completions", json=self._body(messages, tools, settings))
-        except httpx.HTTPError as exc:
-            raise self._transport_failure(exc) from None
-        self._check_status(response)
+            request = self._client.build_request("POST", "/chat/completions", json=body)
+            response = await self._client.send(request, stream=stream)
+        except (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ConnectTimeout) as exc:
+            # Refused, reset or closed before an answer: nothing was answered, so asking again is safe.
+            raise _Retry(self._transport_failure(exc)) from None
+        if response.status_code < 400:
+            return response
+        try:
+            said = (await response.aread()).decode("utf-8", "replace")
+        except httpx.HTTPError:
+            said = "(its body was cut)"  # the status says enough; the body would only have gone to the log
+        finally:
+            await response.aclose()
+        error = self._status_error(response, said)
+        if response.status_code in RETRY_STATUSES:
+            raise _Retry(error, _retry_after(response.headers.get("retry-after")))
+        raise error
+
+    def _wait(self, failed: _Retry, attempt: int, started: float) -> float | None:
+        """Seconds to wait before the next attempt, or ``None`` when the call must give up now."""
+        policy = self.retry
+        if attempt >= policy.attempts:
+            return None
+        if failed.asked is not None:
+            if failed.asked > policy.retry_after_max:
+                return None  # the upstream will not be ready within a turn
+            wait = failed.asked
+        else:
+            wait = policy.backoff(attempt)
+        end = time.monotonic() + wait
+        deadline = _DEADLINE.get()
+        if end > started + policy.budget or (deadline is not None and end >= deadline):
+            return None
+        return wait
+
+    def _where(self) -> str:
+        return redact_text(redact_url(self.base_url), self._secrets)
+
+    async def complete(
+        self, messages: list[Message], tools: list[ToolSpec], settings: Mapping[str, Any] | None = None
+    ) -> Message:
+        """One answer; ``settings`` (``check_settings``: temperature, max_tokens, response_format…) go in the request."""
+        response = await self._send(self._body(messages, tools, settings), stream=False)
         return self._answer(response)
 
     async def stream(
@@ -539,7 +734,8 @@ class OpenAIChatModel:
 
         The same request as ``complete`` with ``"stream": true`` (and the usage
         asked for), read event by event. An upstream that answers with one JSON
-        object instead is read as a whole answer.
+        object instead is read as a whole answer. Retried as ``complete`` is, only
+        until the upstream has accepted the request: never once a piece has come.
 
         Raises:
             ModelError: as ``complete`` does, and for a stream that is malformed or ends without a reply.
@@ -548,33 +744,32 @@ class OpenAIChatModel:
 
         body = self._body(messages, tools, settings) | {"stream": True, "stream_options": {"include_usage": True}}
         seen = _Accumulated()
+        response = await self._send(body, stream=True)
         # ``from None`` throughout: a chained httpx error names the URL, password included.
         try:
-            async with self._client.stream("POST", "/chat/completions", json=body) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    self._check_status(response)
-                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if kind == "application/json" or kind.endswith("+json"):
-                    await response.aread()
-                    reply = self._answer(response)
-                    for delta in _pieces(reply):
-                        yield delta
-                    yield reply
-                    return
-                async for data in _events(response):
-                    if data == "[DONE]":
-                        break
-                    try:
-                        deltas = seen.add(json.loads(data))
-                    except ValueError as exc:
-                        raise self._fail(_Malformed.said, f"{exc!r} in the event {data[:LOGGED_BODY_CHARS]}") from None
-                    except _Malformed as exc:
-                        raise self._fail(exc.said, f"{exc} (the event: {data[:LOGGED_BODY_CHARS]})") from None
-                    for delta in deltas:
-                        yield delta
+            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind == "application/json" or kind.endswith("+json"):
+                await response.aread()
+                reply = self._answer(response)
+                for delta in _pieces(reply):
+                    yield delta
+                yield reply
+                return
+            async for data in _events(response):
+                if data == "[DONE]":
+                    break
+                try:
+                    deltas = seen.add(json.loads(data))
+                except ValueError as exc:
+                    raise self._fail(_Malformed.said, f"{exc!r} in the event {data[:LOGGED_BODY_CHARS]}") from None
+                except _Malformed as exc:
+                    raise self._fail(exc.said, f"{exc} (the event: {data[:LOGGED_BODY_CHARS]})") from None
+                for delta in deltas:
+                    yield delta
         except httpx.HTTPError as exc:
             raise self._transport_failure(exc) from None
+        finally:
+            await response.aclose()
         if not seen.choices:
             raise self._fail(_Malformed.said, "the stream ended without any choice")
         yield self._reply(seen)
