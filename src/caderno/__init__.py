@@ -19,6 +19,7 @@ from .memory.facade import AgentMemory, Memory
 from .memory.journal import Journal
 from .memory.notebook import Notebook
 from .memory.recall import Recalled
+from .memory.sync import SyncMemory, connect_sync
 from .memory.tri_hybrid import ContextParts
 from .stores.base import Store
 from .stores.memory import InMemoryStore
@@ -48,6 +49,7 @@ __all__ = [
     "ScriptedModel",
     "StorageError",
     "Store",
+    "SyncMemory",
     "Thread",
     "Tool",
     "ToolCall",
@@ -58,6 +60,7 @@ __all__ = [
     "WorkingMemory",
     "__version__",
     "connect",
+    "connect_sync",
     "errors",
     "tool",
 ]
