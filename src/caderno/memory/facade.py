@@ -51,7 +51,7 @@ from .importance import EMBEDDED_ROLES
 from .indexer import Indexer
 from .messages import Messages, detached
 from .notebook import MEMORY_CHAR_LIMIT, USER_CHAR_LIMIT, StoredNotebook
-from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Recalled, RecallPlan, Retriever, VectorIndex
+from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Hits, RecallPlan, Retriever, VectorIndex
 from .state import Keys, Macros, Prefixes, Tasks
 from .threads import Threads
 from .tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, ContextParts, gather_context
@@ -419,8 +419,16 @@ class Memory:
         message_range: tuple[int, int] | int | None = None,
         top: int | None = None,
         now: datetime | None = None,
-    ) -> list[Recalled]:
+        embed_pending: bool = True,
+    ) -> Hits:
         """Find past messages: recent + salient + relevant + lexical (+ when), fused.
+
+        What was just appended is found by meaning, in this process or
+        another, with no ``flush()``: the resource's messages still waiting
+        for a vector are embedded first, newest first, at most
+        ``caderno.memory.indexer.RECALL_EMBED_LIMIT`` (past it, and for a
+        text whose embedding failed, ``Hits.not_searchable`` says how many
+        the relevant leg could not see; the other legs see them all).
 
         Args:
             resource_id: whose messages.
@@ -435,9 +443,12 @@ class Memory:
             top: keep only the best ``top`` hits by fused score.
             now: the moment the question is asked, which "yesterday" or
                 "two weeks ago" in it count from (default: now).
+            embed_pending: embed the resource's pending messages first
+                (default); False searches only the vectors already stored.
 
         Returns:
-            Deduplicated hits in conversation order (thread, then sequence).
+            Deduplicated hits in conversation order (thread, then sequence):
+            a list, with ``not_searchable`` (see above).
         """
         plan = await self._recall_plan(
             resource_id=resource_id,
@@ -452,6 +463,7 @@ class Memory:
             message_range=message_range,
             top=top,
             now=now,
+            embed_pending=embed_pending,
         )
         return await self._finish_recall(plan, await self.batch(plan.reads) if plan.reads else [])
 
@@ -470,6 +482,7 @@ class Memory:
         message_range: tuple[int, int] | int | None = None,
         top: int | None = None,
         now: datetime | None = None,
+        embed_pending: bool = True,
     ) -> RecallPlan:
         """``recall`` in two halves, for a caller that reads the legs inside a batch of its own (a turn
         reads them with its context, through ``memory.turns.recall_plan``): the plan's ``reads``, then
@@ -518,12 +531,15 @@ class Memory:
             message_range=message_range,
             top=top,
             now=utcnow() if now is None else now,
+            embed_pending=embed_pending,
         )
 
-    async def _finish_recall(self, plan: RecallPlan, results: list[Any], *, top: int | None = None) -> list[Recalled]:
+    async def _finish_recall(self, plan: RecallPlan, results: list[Any], *, top: int | None = None) -> Hits:
         """The hits of a ``recall_plan`` whose ``reads`` gave ``results`` (``top`` overrides the plan's)."""
         hits = await plan.finish(results, top=top)
-        return [dataclasses.replace(h, message=detached([h.message])[0]) for h in hits]
+        out = Hits(dataclasses.replace(h, message=detached([h.message])[0]) for h in hits)
+        out.not_searchable = hits.not_searchable
+        return out
 
     async def get_context(
         self,
@@ -574,7 +590,7 @@ class Memory:
         ):
             raise UsageError(f"min_similarity must be a number from -1 to 1, not {min_similarity!r}")
         # recall checks the query, scope and now; with every leg off it reads nothing.
-        off = {"recent": 0, "salient": 0, "relevant": 0, "lexical": 0}
+        off: dict[str, Any] = {"recent": 0, "salient": 0, "relevant": 0, "lexical": 0}
         await self.recall(resource_id=resource_id, query=query, thread_id=thread_id, scope=scope, now=now, **off)
         return await gather_context(
             self.recall,

@@ -68,6 +68,22 @@ POLL_SECONDS = 2.0
 LEASE_SECONDS = 30.0
 #: Renewals of a batch's lease per lease while it embeds: one late renewal still leaves two thirds of it.
 RENEWALS_PER_LEASE = 3
+#: Most of a resource's pending messages one recall embeds before it searches
+#: (``Indexer.embed_pending``). What a caller just wrote is a few messages;
+#: 256 covers a long conversation appended at once and costs about 2-3 s of
+#: MiniLM on one CPU core (~10 ms a message), the most a recall should wait.
+#: Past it the hits say how many are not yet searchable by meaning
+#: (``Hits.not_searchable``); a worker or ``caderno reindex`` embeds the rest.
+RECALL_EMBED_LIMIT = 256
+#: Jobs a recall claims at a time while it embeds its resource's pending
+#: messages: small enough that a claim's lease never runs out mid-batch.
+RECALL_CLAIM = 32
+#: Seconds a recall waits for its resource's messages another worker has
+#: claimed and is embedding (a claim of ``FIRST_BATCH`` short texts takes
+#: well under a second), polling every ``RECALL_POLL_SECONDS``. Past it
+#: those count as not yet searchable.
+RECALL_WAIT_SECONDS = 2.0
+RECALL_POLL_SECONDS = 0.05
 #: Seconds before the worker tries again after a round failed (the database
 #: away, say): long enough not to fill a log with one warning every poll.
 RETRY_SECONDS = 10.0
@@ -103,6 +119,8 @@ class Indexer:
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.unavailable: str | None = None
+        self.recall_limit = RECALL_EMBED_LIMIT
+        """Most pending messages of its resource a recall embeds first (``embed_pending``)."""
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -148,6 +166,59 @@ class Indexer:
         while await self.run_once():
             pass
 
+    async def embed_pending(
+        self,
+        resource_id: str,
+        *,
+        everything: bool = False,
+        wait: float = RECALL_WAIT_SECONDS,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Embed ``resource_id``'s pending messages, newest first, before a recall; how many still wait.
+
+        At most ``recall_limit`` of them, or all with ``everything`` (the
+        CLI's recall, which shows a progress bar). Jobs another worker holds
+        are not embedded twice: they are waited for, at most ``wait``
+        seconds, while they are not past their lease; a job whose embedding
+        failed before waits out its backoff and counts as waiting. Even
+        should a lease run out mid-batch, a text embedded twice keeps one
+        vector (the finish replaces it). The embedding runs in a thread at
+        the caller's priority: someone waits for it. ``progress(done,
+        total)`` is called after each batch.
+
+        Returns how many of the resource's messages still wait for a
+        vector (0 when embeddings are off: there is nothing to wait for).
+        """
+        if not self.active or not await self._ensure_loaded():
+            return 0
+        left = await self.run(ops.CountPendingEmbeddings(resource_id=resource_id))
+        if not left:
+            return 0
+        budget = left if everything else min(left, self.recall_limit)
+        done = 0
+        deadline = time.monotonic() + wait
+        while True:
+            while done < budget:
+                claim = ops.ClaimEmbeddings(
+                    resource_id=resource_id,
+                    limit=min(RECALL_CLAIM, budget - done),
+                    lease_seconds=self.lease_seconds,
+                    now=utcnow(),
+                )
+                jobs = await self.run(claim)
+                if not jobs:
+                    break
+                await self._finish_messages(jobs, await asyncio.to_thread(self._embed_messages, jobs))
+                done += len(jobs)
+                if progress is not None:
+                    progress(done, budget)
+            left = await self.run(ops.CountPendingEmbeddings(resource_id=resource_id))
+            if not left or done >= budget or time.monotonic() >= deadline:
+                return left
+            if not await self.run(ops.CountPendingEmbeddings(resource_id=resource_id, failed=False)):
+                return left  # only failed jobs wait, for their backoff: not worth waiting for
+            await asyncio.sleep(RECALL_POLL_SECONDS)
+
     async def run_once(self) -> int:
         """Claim, embed and store one batch of messages and one of items; returns how many jobs it handled."""
         async with self._lock:
@@ -158,25 +229,34 @@ class Indexer:
                 handled += await self._items()
             return handled
 
+    def _embed_messages(self, jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
+        """Vectors (with their codes) of the jobs that embedded, and the failures."""
+        done, failed = self._embed_jobs(jobs, lambda j: [j.content])
+        codes = quantize([block[0] for _, block in done]) if done else []
+        return (
+            [
+                (j.resource_id, j.seq, block[0].tobytes(), c.tobytes())
+                for (j, block), c in zip(done, codes, strict=True)
+            ],
+            [(j.resource_id, j.seq, error, wait) for j, error, wait in failed],
+        )
+
+    def _finish_op(self, *, done: tuple[tuple[str, int, bytes, bytes], ...], **rest: Any) -> ops.FinishEmbeddings:
+        """Each vector stored with its codes (the vector cache's form of it, read at its first load)."""
+        return ops.FinishEmbeddings(done=tuple(row[:3] for row in done), codes=tuple(row[3] for row in done), **rest)
+
+    async def _finish_messages(self, jobs: list[EmbeddingJob], result: tuple[list[Any], list[Any]]) -> None:
+        done, failed = result
+        await self.run(
+            self._finish_op(
+                model=self.embedder.name, dim=self.embedder.dim, done=tuple(done), failed=tuple(failed), now=utcnow()
+            )
+        )
+
     async def _messages(self) -> int:
-        def embed(jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
-            done, failed = self._embed_jobs(jobs, lambda j: [j.content])
-            codes = quantize([block[0] for _, block in done]) if done else []
-            return (
-                [
-                    (j.resource_id, j.seq, block[0].tobytes(), c.tobytes())
-                    for (j, block), c in zip(done, codes, strict=True)
-                ],
-                [(j.resource_id, j.seq, error, wait) for j, error, wait in failed],
-            )
-
-        def finish(*, done: tuple[tuple[str, int, bytes, bytes], ...], **rest: Any) -> ops.FinishEmbeddings:
-            """Each vector stored with its codes (the vector cache's form of it, read at its first load)."""
-            return ops.FinishEmbeddings(
-                done=tuple(row[:3] for row in done), codes=tuple(row[3] for row in done), **rest
-            )
-
-        return await self._round(ops.ClaimEmbeddings, embed, finish, name="messages", renew=self._renew)
+        return await self._round(
+            ops.ClaimEmbeddings, self._embed_messages, self._finish_op, name="messages", renew=self._renew
+        )
 
     async def _items(self) -> int:
         def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:

@@ -57,6 +57,7 @@ from .when import find_window
 __all__ = [
     "DEFAULT_MIN_SIMILARITY",
     "FUSION",
+    "Hits",
     "LEG_WEIGHTS",
     "MAX_LEG_LIMIT",
     "MAX_MESSAGE_RANGE",
@@ -188,6 +189,19 @@ class Recalled:
     """Fused score (``fuse``): higher is better; comparable within one recall only."""
     scores: dict[str, float] = field(default_factory=dict)
     """Each leg's own score (similarity, text rank, importance)."""
+
+
+class Hits(list[Recalled]):
+    """What ``Memory.recall`` returns: the hits, a list as before, and how many messages it could not search by meaning.
+
+    A recall first embeds the resource's pending messages, at most
+    ``caderno.memory.indexer.RECALL_EMBED_LIMIT`` of them (newest first);
+    ``not_searchable`` counts those still waiting for a vector after that
+    (beyond the bound, failed and retried later, or held by a worker past
+    the wait). The lexical, salient and recent legs find them all the same.
+    """
+
+    not_searchable: int = 0
 
 
 #: The search scans ``k * OVERSAMPLE`` candidates (at least ``MIN_CANDIDATES``)
@@ -615,11 +629,14 @@ class RecallPlan:
     min_similarity: float
     message_range: tuple[int, int] | int | None
     top: int | None
+    not_searchable: int = 0
 
-    async def finish(self, results: list[Any], *, top: int | None = None) -> list[Recalled]:
+    async def finish(self, results: list[Any], *, top: int | None = None) -> Hits:
         """The hits, from the reads' ``results``; ``top`` overrides the plan's (a turn knows it once its history is read)."""
         legs = await self.retriever._legs(self, results)
-        return await self.retriever._fuse(self, legs, top if top is not None else self.top)
+        hits = Hits(await self.retriever._fuse(self, legs, top if top is not None else self.top))
+        hits.not_searchable = self.not_searchable
+        return hits
 
 
 class Retriever:
@@ -652,6 +669,7 @@ class Retriever:
         message_range: tuple[int, int] | int | None,
         top: int | None,
         now: datetime,
+        embed_pending: bool = True,
     ) -> RecallPlan:
         """The legs' reads (for any batch of the caller's: a turn reads them with its context), the query
         embedding started beside them, and what ``finish`` needs to fuse what they find.
@@ -662,6 +680,11 @@ class Retriever:
         None, to the sum of the legs' limits: the most a caller got before
         pools were deepened, so a caller that sizes its context by the
         limits still can.
+
+        With ``embed_pending`` (and the relevant leg on), the resource's
+        messages still waiting for a vector are embedded first, up to a
+        bound (``Indexer.embed_pending``), so what was just written is
+        found by meaning; those left are counted in ``not_searchable``.
         """
         check_query(query)
         check_recall_numbers(limits, message_range, top)
@@ -679,6 +702,9 @@ class Retriever:
         if (n := depth["lexical"]) and terms:
             reads["lexical"] = ops.LexicalSearch(resource_id=resource_id, terms=tuple(terms), limit=n, thread_id=within)
         vector: Any = None
+        not_searchable = 0
+        if embed_pending and depth["relevant"] and text.strip() and self.indexer.active:
+            not_searchable = await self.indexer.embed_pending(resource_id)
         if depth["relevant"] and text.strip() and self.indexer.active:
             model = self.indexer.embedder.name
             if self.supports(ops.SearchVectors):  # the store searches: the search needs the vector first
@@ -710,6 +736,7 @@ class Retriever:
             min_similarity=min_similarity,
             message_range=message_range,
             top=top,
+            not_searchable=not_searchable,
         )
 
     async def _legs(self, plan: RecallPlan, results: list[Any]) -> dict[str, list[tuple[int, float, Any]]]:

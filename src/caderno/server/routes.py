@@ -625,9 +625,34 @@ async def edit_notebook(memory: Mem, rid: OwnResource, target: Target, body: s.N
 # -- recall and facts --------------------------------------------------------------------
 
 
-@v1.post(RP + "/recall", operation_id="recall", tags=["recall"], response_model=list[s.RecallHit])
-async def recall(memory: Mem, rid: OwnResource, body: s.RecallIn) -> list[dict[str, Any]]:
-    """Past messages: recent + salient + relevant + lexical, fused; in conversation order."""
+#: The response header that says how many of the resource's messages the recall could not search by
+#: meaning (``Hits.not_searchable``): a header, so the body stays the list clients already read.
+NOT_SEARCHABLE_HEADER = "Caderno-Not-Searchable"
+
+
+@v1.post(
+    RP + "/recall",
+    operation_id="recall",
+    tags=["recall"],
+    response_model=list[s.RecallHit],
+    responses={
+        200: {
+            "headers": {
+                NOT_SEARCHABLE_HEADER: {
+                    "description": "How many of the resource's messages were not yet searchable by meaning "
+                    "(still waiting for a vector after the recall embedded what it could); 0 when none.",
+                    "schema": {"type": "integer", "minimum": 0},
+                }
+            }
+        }
+    },
+)
+async def recall(response: Response, memory: Mem, rid: OwnResource, body: s.RecallIn) -> list[dict[str, Any]]:
+    """Past messages: recent + salient + relevant + lexical, fused; in conversation order.
+
+    The resource's messages still waiting for a vector are embedded first (up to a bound), so what was
+    just appended is found by meaning; the ``Caderno-Not-Searchable`` header counts those left.
+    """
     hits = await memory.recall(
         resource_id=rid,
         query=body.query,
@@ -640,6 +665,7 @@ async def recall(memory: Mem, rid: OwnResource, body: s.RecallIn) -> list[dict[s
         top=body.top,
         message_range=body.message_range,
     )
+    response.headers[NOT_SEARCHABLE_HEADER] = str(hits.not_searchable)
     return [
         {
             "message": _message(h.message),

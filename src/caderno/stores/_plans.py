@@ -477,7 +477,11 @@ def vector_text(vector: bytes) -> str:
 
 
 def count_pending_embeddings(d: Dialect, op: ops.CountPendingEmbeddings) -> Plan[int]:
-    row = yield Q("SELECT count(*) FROM embedding_queue", (), "one")
+    where = ["resource_id = ?"] if op.resource_id is not None else []
+    if not op.failed:
+        where.append("attempts = 0")
+    sql = "SELECT count(*) FROM embedding_queue" + (" WHERE " + " AND ".join(where) if where else "")
+    row = yield Q(sql, () if op.resource_id is None else (op.resource_id,), "one")
     return int(row[0])
 
 

@@ -73,12 +73,19 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
     # SKIP LOCKED: workers on any number of machines take disjoint batches
     # without waiting on each other; the lease (not_before) then keeps the
     # batch theirs after this transaction commits.
-    rows = yield Q(
+    # With resource_id: that resource's due jobs, newest first (a recall embedding what was just written).
+    select = (
         "SELECT q.resource_id, q.seq, e.content, q.attempts FROM embedding_queue q "
-        "JOIN events e ON e.resource_id = q.resource_id AND e.seq = q.seq "
-        "WHERE q.not_before <= ? ORDER BY q.not_before, q.seq LIMIT ? FOR UPDATE OF q SKIP LOCKED",
-        (d.ts(op.now), op.limit),
+        "JOIN events e ON e.resource_id = q.resource_id AND e.seq = q.seq WHERE q.not_before <= ? "
     )
+    if op.resource_id is None:
+        query = Q(select + "ORDER BY q.not_before, q.seq LIMIT ? FOR UPDATE OF q SKIP LOCKED", (d.ts(op.now), op.limit))
+    else:
+        query = Q(
+            select + "AND q.resource_id = ? ORDER BY q.seq DESC LIMIT ? FOR UPDATE OF q SKIP LOCKED",
+            (d.ts(op.now), op.resource_id, op.limit),
+        )
+    rows = yield query
     until = later(d, op.now, op.lease_seconds)
     yield Q(
         "UPDATE embedding_queue SET not_before = ? WHERE resource_id = ? AND seq = ?",

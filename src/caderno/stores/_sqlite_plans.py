@@ -141,12 +141,30 @@ _NEW_JOBS = (
 _DUE_TAKEN_JOBS = _JOBS + "WHERE q.not_before <> '' AND q.not_before <= ? ORDER BY q.not_before, q.seq LIMIT ?"
 
 
+#: One resource's due jobs, newest first (``ClaimEmbeddings.resource_id``).
+_RESOURCE_JOBS = _JOBS + "WHERE q.resource_id = ? AND q.not_before <= ? ORDER BY q.seq DESC LIMIT ?"
+
+
 def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:
-    """New jobs first, then taken ones due again: the order of ``not_before``, then seq (``''`` is the least)."""
+    """New jobs first, then taken ones due again: the order of ``not_before``, then seq (``''`` is the least).
+
+    With ``resource_id``, that resource's due jobs, newest first; new jobs
+    of any resource left below the highest one taken become ``'0'`` (due,
+    queued behind others), so new jobs still all lie above the taken ones.
+    """
     # The single writer serialises claims, so a plain read-then-lease is enough.
-    rows = list((yield Q(_NEW_JOBS, (op.limit,))))
-    if len(rows) < op.limit:
-        rows += yield Q(_DUE_TAKEN_JOBS, (d.ts(op.now), op.limit - len(rows)))
+    if op.resource_id is not None:
+        rows = list((yield Q(_RESOURCE_JOBS, (op.resource_id, d.ts(op.now), op.limit))))
+        if rows:
+            yield Q(
+                "UPDATE embedding_queue SET not_before = '0' WHERE not_before = '' AND seq < ?",
+                (max(r[0] for r in rows),),
+                "none",
+            )
+    else:
+        rows = list((yield Q(_NEW_JOBS, (op.limit,))))
+        if len(rows) < op.limit:
+            rows += yield Q(_DUE_TAKEN_JOBS, (d.ts(op.now), op.limit - len(rows)))
     until = later(d, op.now, op.lease_seconds)
     yield Q("UPDATE embedding_queue SET not_before = ? WHERE seq = ?", [(until, r[0]) for r in rows], "many")
     return [ops.EmbeddingJob(resource_id=r[1], seq=r[0], content=r[2], attempts=r[3]) for r in rows]

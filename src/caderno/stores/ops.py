@@ -478,12 +478,16 @@ class ClaimEmbeddings(Op[list[EmbeddingJob]]):
     A claimed job is invisible to other workers until its lease ends, so
     workers in any number of processes share the queue without doubling
     work; a worker that dies just lets the lease expire.
+
+    ``resource_id``: only that resource's jobs, newest first (a recall
+    embedding what was just written before it searches).
     """
 
     writes: ClassVar[bool] = True
     limit: int
     lease_seconds: float
     now: datetime
+    resource_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -525,7 +529,14 @@ class RenewEmbeddings(Op[None]):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CountPendingEmbeddings(Op[int]):
-    """How many messages wait for a vector (leased or not)."""
+    """How many messages wait for a vector (leased or not); ``resource_id``: that resource's only.
+
+    ``failed=False`` leaves out the jobs whose embedding failed before (they
+    wait out a backoff, not a worker that is embedding them now).
+    """
+
+    resource_id: str | None = None
+    failed: bool = True
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -318,6 +318,9 @@ export interface paths {
         /**
          * Recall
          * @description Past messages: recent + salient + relevant + lexical, fused; in conversation order.
+         *
+         *     The resource's messages still waiting for a vector are embedded first (up to a bound), so what was
+         *     just appended is found by meaning; the ``Caderno-Not-Searchable`` header counts those left.
          */
         post: operations["recall"];
         delete?: never;
@@ -2225,10 +2228,13 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description A JSON Merge Patch (RFC 7396): objects merge, null deletes, the rest replaces. */
+        /** @description A JSON Merge Patch (RFC 7396): objects merge, null deletes, the rest replaces. Sent as application/merge-patch+json or, read the same way, application/json. */
         requestBody: {
             content: {
                 "application/merge-patch+json": {
+                    [key: string]: unknown;
+                };
+                "application/json": {
                     [key: string]: unknown;
                 };
             };
@@ -2542,6 +2548,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description How many of the resource's messages were not yet searchable by meaning (still waiting for a vector after the recall embedded what it could); 0 when none. */
+                    "Caderno-Not-Searchable"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -1,0 +1,113 @@
+"""A recall finds what was just written by meaning, with no ``flush()``: it embeds the resource's pending messages first.
+
+The user's first script (append "I love hiking in the Alps", recall
+"mountains") on a SQLite file and on PostgreSQL, in one process and across
+two; and the bound: more pending than ``RECALL_EMBED_LIMIT`` and the hits say
+how many were not searchable by meaning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+
+import caderno
+from caderno import Message
+from caderno.core.clock import utcnow
+from caderno.embeddings import HashingEmbedder
+from caderno.memory import indexer
+from caderno.stores import ops
+from conftest import python_env
+
+HIKING = "I love hiking in the Alps"
+
+
+def _by_meaning(hits: list[caderno.Recalled], text: str) -> bool:
+    """Whether the relevant leg (the one that searches by meaning) found ``text``: no word of it is in the query."""
+    return any(h.message.content == text and "relevant" in h.reasons for h in hits)
+
+
+async def test_a_recall_right_after_an_append_finds_it_by_meaning(shared_url: str) -> None:
+    async with caderno.connect(shared_url) as memory:
+        await memory.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
+        hits = await memory.recall(resource_id="u", query="mountains")
+        assert _by_meaning(hits, HIKING), hits
+        assert hits.not_searchable == 0
+
+
+async def test_a_recall_finds_what_another_process_just_appended(shared_url: str) -> None:
+    # The other process does not embed (embedder=None), as a server whose worker runs elsewhere:
+    # the message waits in the queue, and this process's recall embeds it.
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        import caderno
+        from caderno import Message
+
+        async def main():
+            async with caderno.connect(sys.argv[1], embedder=None) as memory:
+                await memory.append_messages(resource_id="u", thread_id="t", messages=[Message.user({HIKING!r})])
+
+        asyncio.run(main())
+        """
+    )
+    subprocess.run([sys.executable, "-c", script, shared_url], env=python_env(), check=True, timeout=120)
+    async with caderno.connect(shared_url) as memory:
+        assert await memory.run(ops.CountPendingEmbeddings(resource_id="u")) == 1
+        hits = await memory.recall(resource_id="u", query="mountains")
+        assert _by_meaning(hits, HIKING), hits
+        assert await memory.run(ops.CountPendingEmbeddings()) == 0
+
+
+async def test_past_the_bound_the_hits_say_how_many_were_not_searchable(shared_url: str) -> None:
+    embedder = HashingEmbedder(64)
+    async with caderno.connect(shared_url, embedder=None) as writer:  # queued, not embedded
+        await writer.append_messages(
+            resource_id="u", thread_id="t", messages=[Message.user(f"note number {i}") for i in range(12)]
+        )
+        await writer.append_messages(resource_id="other", thread_id="t", messages=[Message.user("elsewhere")])
+    async with caderno.connect(shared_url, embedder=embedder) as memory:
+        assert memory.indexer.recall_limit == indexer.RECALL_EMBED_LIMIT
+        memory.indexer.recall_limit = 5
+        hits = await memory.recall(resource_id="u", query="note")
+        assert hits.not_searchable == 7  # 12 pending, 5 embedded (the newest), 7 left
+        rows = await memory.run(ops.ReadVectors(resource_id="u", model=embedder.name, after_id=0))
+        assert len(rows.seqs) == 5
+        # Another resource's pending message is not this recall's work.
+        assert await memory.run(ops.CountPendingEmbeddings(resource_id="other")) == 1
+        # Off: nothing embedded, nothing counted.
+        again = await memory.recall(resource_id="u", query="note", embed_pending=False)
+        assert again.not_searchable == 0
+        assert await memory.run(ops.CountPendingEmbeddings(resource_id="u")) == 7
+        # The next recalls take the rest, and a worker's claim still finds the other resource's job.
+        await memory.recall(resource_id="u", query="note")
+        last = await memory.recall(resource_id="u", query="note")
+        assert last.not_searchable == 0
+        await memory.flush()
+        assert await memory.run(ops.CountPendingEmbeddings()) == 0
+
+
+async def test_a_recall_waits_for_a_batch_another_worker_holds_and_embeds_it_once(shared_url: str) -> None:
+    embedder = HashingEmbedder(64)
+    async with caderno.connect(shared_url, embedder=None) as writer:
+        await writer.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
+    async with (
+        caderno.connect(shared_url, embedder=embedder) as other,
+        caderno.connect(shared_url, embedder=embedder) as memory,
+    ):
+        # Another worker claims the job (its lease holds it), then finishes it while this recall waits.
+        (job,) = await other.run(ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
+
+        async def finish_later() -> None:
+            await asyncio.sleep(0.3)  # the other worker's embedding time; the outcome holds whichever finishes first
+            await other.indexer._finish_messages([job], other.indexer._embed_messages([job]))
+
+        finishing = asyncio.create_task(finish_later())
+        hits = await memory.recall(resource_id="u", query="hiking Alps")
+        await finishing
+        assert hits.not_searchable == 0
+        rows = await memory.run(ops.ReadVectors(resource_id="u", model=embedder.name, after_id=0))
+        assert len(rows.seqs) == 1  # embedded once, by the worker that held it
+        assert any("relevant" in h.reasons for h in hits)
