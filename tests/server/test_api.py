@@ -169,12 +169,39 @@ async def test_positions_over_http_say_nothing_of_other_tenants(api: Api) -> Non
         assert all("seq" not in m for m in r.json() + stored)
 
 
+async def test_working_memory_patch_as_plain_json_is_a_merge_patch(api: Api) -> None:
+    """What ``curl --json`` sends (``application/json``) is read as the merge patch it is meant to be."""
+    async with api.client(await api.key("casa")) as c:
+        r = await c.patch(f"{R}/working-memory", json={"lista": ["pao"], "loja": {"nome": "X", "rua": "Y"}})
+        assert r.status_code == 200 and r.headers["etag"] == '"1"'
+        r = await c.patch(
+            f"{R}/working-memory",
+            content=b'{"loja": {"rua": null}, "meta": 3}',
+            headers={"content-type": "application/json; charset=utf-8", "if-match": '"1"'},
+        )
+        assert r.status_code == 200 and r.headers["etag"] == '"2"'
+        assert r.json()["data"] == {"lista": ["pao"], "loja": {"nome": "X"}, "meta": 3}
+        stale = await c.patch(f"{R}/working-memory", json={"a": 1}, headers={"if-match": '"1"'})
+        assert_problem(stale, 412, "precondition-failed")
+        broken = await c.patch(f"{R}/working-memory", content=b'{"a": ', headers={"content-type": "application/json"})
+        assert_problem(broken, 400, "invalid-request")
+        after = await c.get(f"{R}/working-memory")
+        assert after.json()["version"] == 2 and after.json()["data"]["meta"] == 3  # nothing refused was stored
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc"])
+async def test_docs_while_off_say_how_to_turn_them_on(api: Api, path: str) -> None:
+    async with api.client() as c:
+        body = assert_problem(await c.get(path), 404, "not-found")
+    assert "caderno serve --docs" in body["detail"] and "/openapi.json" in body["detail"]
+
+
 async def test_working_memory_etag_if_match_and_merge_patch(api: Api) -> None:
     async with api.client(await api.key("casa")) as c:
         r = await c.get(f"{R}/working-memory")
         assert r.json() == {"data": None, "version": 0, "updated_at": None} and r.headers["etag"] == '"0"'
-        refused = await c.patch(f"{R}/working-memory", json={"a": 1})  # application/json
-        assert_problem(refused, 415, "unsupported-media-type")
+        refused = await c.patch(f"{R}/working-memory", content=b'{"a": 1}', headers={"content-type": "text/plain"})
+        assert "application/merge-patch+json" in assert_problem(refused, 415, "unsupported-media-type")["detail"]
         r = await c.patch(
             f"{R}/working-memory",
             content=b'{"lista": ["pao"], "loja": {"nome": "X"}}',

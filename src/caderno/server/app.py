@@ -93,10 +93,9 @@ def create_app(
     problems.install(app)
     for install in routers or []:
         install(app)
-    if docs:
-        from .docs import install_docs
+    from .docs import install_docs, install_docs_off
 
-        install_docs(app)
+    (install_docs if docs else install_docs_off)(app)
     # Added last, so it wraps every other middleware (``BodyLimit`` included).
     app.add_middleware(Edge, max_body_bytes=max_body_bytes)
     return app

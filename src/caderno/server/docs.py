@@ -8,7 +8,9 @@ Content-Security-Policy whose ``script-src`` allows exactly one pinned file
 (the exact version's URL: jsDelivr serves a published npm version
 unchanged) and the hash of the page's own inline start-up script — nothing
 else may run. The OpenAPI document itself (``/openapi.json``) is plain JSON
-and always served: clients are generated from it.
+and always served: clients are generated from it. While they are off, both
+paths answer a 404 problem whose sentence says how to turn them on, so someone
+who followed FastAPI's habit of opening ``/docs`` learns why there is nothing.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import re
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
-__all__ = ["REDOC_JS", "SWAGGER_CSS", "SWAGGER_JS", "install_docs"]
+from .problems import problem
+
+__all__ = ["DOCS_OFF", "REDOC_JS", "SWAGGER_CSS", "SWAGGER_JS", "install_docs", "install_docs_off"]
 
 #: Pinned versions (a floating ``@5`` would let the CDN change the code the CSP allows).
 SWAGGER_JS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.17.14/swagger-ui-bundle.js"
@@ -30,6 +34,13 @@ REDOC_JS = "https://cdn.jsdelivr.net/npm/redoc@2.1.5/bundles/redoc.standalone.js
 #: ReDoc's web fonts (style sheet and font files).
 _FONTS_CSS = "https://fonts.googleapis.com"
 _FONTS = "https://fonts.gstatic.com"
+
+#: What ``/docs`` and ``/redoc`` say while they are off.
+DOCS_OFF = (
+    "the API documentation pages are off on this server; start it with 'caderno serve --docs' "
+    "(or docs = true under [server] in its config) to serve /docs and /redoc. "
+    "The OpenAPI document is always at /openapi.json"
+)
 
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
@@ -74,3 +85,13 @@ def install_docs(app: FastAPI) -> None:
     async def redoc() -> HTMLResponse:
         page = get_redoc_html(openapi_url=url, title=title, redoc_js_url=REDOC_JS)
         return _secured(page, _csp(bytes(page.body).decode(), REDOC_JS, _FONTS_CSS, _FONTS))
+
+
+def install_docs_off(app: FastAPI) -> None:
+    """Answer ``/docs`` and ``/redoc`` (and Swagger's OAuth page) with a 404 that says how to turn them on."""
+
+    async def off() -> JSONResponse:
+        return problem(404, "not-found", "Not found", DOCS_OFF)
+
+    for path in ("/docs", "/docs/oauth2-redirect", "/redoc"):
+        app.add_api_route(path, off, methods=["GET"], include_in_schema=False)

@@ -13,7 +13,8 @@ statuses HTTP itself defines:
 - ``403``: a resource key asking for approval bypass (a trusted task, an
   import holding approved prefixes or trusted tasks): admin keys only.
 - ``413``: a body over the size limits (``BodyLimit``, below).
-- ``415``: a working-memory ``PATCH`` that is not ``application/merge-patch+json``.
+- ``415``: a working-memory ``PATCH`` that is neither ``application/merge-patch+json``
+  nor ``application/json`` (read as a merge patch too: what curl users send).
 
 Choices worth knowing when writing a client:
 
@@ -70,6 +71,9 @@ MAX_IMPORT_BYTES = 16 * 1024 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 MERGE_PATCH = "application/merge-patch+json"
+#: Content types a working-memory ``PATCH`` is read from, always as a merge patch: plain JSON is what
+#: ``curl --json`` and most HTTP clients send, and no other patch format is offered it could be confused with.
+PATCH_TYPES = (MERGE_PATCH, "application/json")
 
 
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -535,16 +539,20 @@ async def get_working_memory(response: Response, memory: Mem, rid: OwnResource) 
         ],
         "requestBody": {
             "required": True,
-            "content": {MERGE_PATCH: {"schema": {"type": "object", "additionalProperties": True}}},
-            "description": "A JSON Merge Patch (RFC 7396): objects merge, null deletes, the rest replaces.",
+            "content": {kind: {"schema": {"type": "object", "additionalProperties": True}} for kind in PATCH_TYPES},
+            "description": (
+                "A JSON Merge Patch (RFC 7396): objects merge, null deletes, the rest replaces. "
+                "Sent as application/merge-patch+json or, read the same way, application/json."
+            ),
         },
     },
 )
 async def patch_working_memory(request: Request, response: Response, memory: Mem, rid: OwnResource) -> Any:
     """Apply a JSON Merge Patch atomically; the new version comes back as ``ETag``."""
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if kind != MERGE_PATCH:
-        return problem(415, "unsupported-media-type", "Unsupported media type", f"send the patch as {MERGE_PATCH}")
+    if kind not in PATCH_TYPES:
+        detail = f"send the patch as {MERGE_PATCH} (or application/json, read as a merge patch)"
+        return problem(415, "unsupported-media-type", "Unsupported media type", detail)
     condition = request.headers.get("if-match")
     expected = _if_match(condition)
     if isinstance(expected, _NeverMatches):
