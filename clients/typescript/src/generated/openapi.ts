@@ -318,6 +318,9 @@ export interface paths {
         /**
          * Recall
          * @description Past messages: recent + salient + relevant + lexical, fused; in conversation order.
+         *
+         *     The resource's messages still waiting for a vector are embedded first (up to a bound), so what was
+         *     just appended is found by meaning; the ``Caderno-Not-Searchable`` header counts those left.
          */
         post: operations["recall"];
         delete?: never;
@@ -2545,6 +2548,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description How many of the resource's messages were not yet searchable by meaning (still waiting for a vector after the recall embedded what it could); 0 when none. */
+                    "Caderno-Not-Searchable"?: number;
                     [name: string]: unknown;
                 };
                 content: {
