@@ -7,13 +7,19 @@ anywhere the process can reach. The *directory* may be a link; that is the
 user's choice of where the files live. Refusals are ``OSError`` with
 ``errno.ELOOP`` (what ``O_NOFOLLOW`` itself raises), for the caller to turn
 into its own error.
+
+Portable: nothing here needs a POSIX-only module. Where ``fcntl`` exists a
+lock is ``flock`` on a descriptor opened without following links; elsewhere
+(Windows) it is ``filelock``'s, after the same refusal of a link. The
+``O_NOFOLLOW``, ``O_NONBLOCK`` and ``O_CLOEXEC`` flags are 0 where the OS
+lacks them, and a link is then refused by ``lstat`` before the open
+(``tests/test_portability.py`` imports caderno with ``fcntl`` unavailable).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import glob
 import os
 import stat
@@ -21,6 +27,20 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+
+_fcntl: ModuleType | None
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows: locks go through filelock (``locked``)
+    _fcntl = None
+
+#: ``os.open`` flags that POSIX has and Windows lacks; 0 where missing. Without O_NOFOLLOW a link
+#: is refused by ``_refuse_link`` before the open; Windows descriptors are not inherited by a
+#: child process anyway (PEP 446), and a FIFO cannot be planted there.
+_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 
 
 def caderno_home() -> Path:
@@ -37,13 +57,28 @@ def locked(path: Path) -> Iterator[None]:
             neither followed nor created through), or any error opening it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    lock = Path(f"{path}.lock")
+    if _fcntl is None:
+        if os.path.islink(lock):  # filelock's own open is not ours to audit: refuse a link first
+            raise OSError(errno.ELOOP, "is a symbolic link", str(lock))
+        import filelock  # only where fcntl is missing: Windows, whose locks it takes with msvcrt
+
+        with filelock.FileLock(lock):
+            yield
+        return
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _fcntl.flock(fd, _fcntl.LOCK_EX)
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        _fcntl.flock(fd, _fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _refuse_link(path: Path) -> None:
+    """Raise ``ELOOP`` when ``path`` is a symbolic link and the OS has no ``O_NOFOLLOW`` to refuse it on open."""
+    if not _NOFOLLOW and os.path.islink(path):
+        raise OSError(errno.ELOOP, "is a symbolic link", str(path))
 
 
 #: Mode of the files caderno creates that hold a user's data (databases,
@@ -61,11 +96,12 @@ def create_private(path: Path) -> bool:
     meanwhile, and ``O_NOFOLLOW`` never creates through a planted link.
     """
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, PRIVATE_MODE)
     except FileExistsError:
         return False
     try:
-        os.fchmod(fd, PRIVATE_MODE)  # the mode of os.open is filtered by the umask; this is not
+        if hasattr(os, "fchmod"):  # Windows before 3.13 has none (and no such modes to set)
+            os.fchmod(fd, PRIVATE_MODE)  # the mode of os.open is filtered by the umask; this is not
     finally:
         os.close(fd)
     return True
@@ -85,11 +121,13 @@ def open_append(path: Path) -> int:
             other than a regular file, or the error of the open itself.
     """
     create_private(path)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    _refuse_link(path)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        os.set_blocking(fd, True)  # a regular file never blocks; writes and fsync as usual
+        if _NONBLOCK:
+            os.set_blocking(fd, True)  # a regular file never blocks; writes and fsync as usual
     except BaseException:
         os.close(fd)
         raise
@@ -110,7 +148,8 @@ def read_regular(path: Path, *, max_bytes: int) -> bytes:
             other than a regular file, ``EFBIG`` when it holds more than
             ``max_bytes``, or the error of the read itself.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    _refuse_link(path)
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -159,6 +198,8 @@ def atomic_write(path: Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    if os.name != "posix":
+        return  # Windows cannot open a directory to fsync it; its rename is durable by itself (NTFS journal)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
