@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -189,7 +190,7 @@ def test_close_from_another_thread_ends_a_call_in_flight_and_refuses_later_calls
 
 
 @pytest.fixture
-def opened(tmp_path: Path) -> SyncMemory:
+def opened(tmp_path: Path) -> Iterator[SyncMemory]:
     with connect_sync(tmp_path / "opened.db") as memory:
         memory.append_messages(resource_id=R, thread_id=T, messages=[Message.user("before")])
         yield memory
