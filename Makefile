@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-capacity bench-langgraph-store bench-round-trips bench-proxy bench-loop-lag lint clean
+.PHONY: install demo test docs dist bench bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-capacity bench-langgraph-store bench-round-trips bench-proxy bench-loop-lag lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,openai,server,mcp,langgraph,openai-agents,multilingual]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs,postgres,openai,server,mcp,langgraph,openai-agents,multilingual]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -20,17 +20,28 @@ demo: $(STAMP)
 	$(BIN)/caderno --db caderno-demo.db demo
 
 ## The whole test suite (starts PostgreSQL when it is installed but down),
-## after the type checker (the store port is a typed contract) and the
-## TypeScript client's tests (Node's runner, against a real caderno serve).
+## after the type checker (the store port is a typed contract), the docs
+## site's strict build (a broken link or docstring fails it; no network) and
+## the TypeScript client's tests (Node's runner, against a real caderno serve).
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-pgbouncer.sh
 	bash scripts/ensure-chromium.sh
 	$(BIN)/mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	bash scripts/test-typescript.sh
 	$(BIN)/python -m pytest -q
 
-## Every benchmark of the README (about 30 minutes on 2 cores).
+## The docs site, served with live reload at http://127.0.0.1:8000.
+docs: $(STAMP)
+	$(BIN)/mkdocs serve
+
+## A wheel and an sdist in dist/: what `pip install dist/caderno-*.whl` installs.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist
+
+## Every benchmark of the docs (about 30 minutes on 2 cores).
 bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-langgraph-store bench-round-trips bench-proxy bench-loop-lag
 
 BENCH_STAMP := $(VENV)/.bench-installed
@@ -92,4 +103,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
 clean:
-	rm -rf $(VENV) caderno-demo.db caderno-demo.db-* .pytest_cache
+	rm -rf $(VENV) caderno-demo.db caderno-demo.db-* .pytest_cache site dist

@@ -1,7 +1,7 @@
 """``Memory`` is flat where the contract names it and reaches everything else through a part.
 
-The rule is in ``caderno/memory/facade.py``'s docstring; the README's
-"Python API" lists where each old flat name moved. These tests hold the rule
+The rule is in ``caderno/memory/facade.py``'s docstring; CHANGELOG.md's
+"The parts of Memory" lists where each old flat name moved. These tests hold the rule
 and that table to the code, so neither can drift.
 """
 
@@ -29,9 +29,9 @@ PARTS = {
 #: What a part is built on, kept as attributes for the integrations that need the machinery.
 MACHINERY = {"store", "embedder", "indexer", "vectors", "retriever"}
 
-#: The README's rows "| `memory.old_name(...)` | `memory.part.method(...)` |".
+#: CHANGELOG.md's rows "| `memory.old_name(...)` | `memory.part.method(...)` |".
 MOVED_ROW = re.compile(r"^\| `memory\.(\w+)(?:\(\.\.\.\))?` \| `memory\.(\w+)\.(\w+)(?:\(\.\.\.\))?` \|", re.M)
-README = Path(__file__).resolve().parents[1] / "README.md"
+CHANGELOG = Path(__file__).resolve().parents[1] / "CHANGELOG.md"
 
 
 def test_every_public_name_is_flat_or_a_part() -> None:
@@ -40,9 +40,9 @@ def test_every_public_name_is_flat_or_a_part() -> None:
     assert public == FLAT | PARTS | MACHINERY
 
 
-def test_the_readme_says_where_each_old_name_went_and_the_part_has_it() -> None:
-    moved = MOVED_ROW.findall(README.read_text())
-    assert len(moved) >= 20, "the README's table of moved names"
+def test_the_changelog_says_where_each_old_name_went_and_the_part_has_it() -> None:
+    moved = MOVED_ROW.findall(CHANGELOG.read_text())
+    assert len(moved) >= 20, "the changelog's table of moved names"
     memory = caderno.Memory(caderno.InMemoryStore(), embedder=None)
     for old, part, method in moved:
         assert not hasattr(memory, old), f"{old} is still flat"

@@ -26,14 +26,14 @@ The reading is a set of regular expressions over the SQL text, written for
 the shapes the plans use (one scope per statement, CTEs, correlated
 subqueries, UNION branches); the check that each value read is one of the
 scene's resources catches a misread placeholder. Statements run by
-triggers inside the database are not seen here (see docs/scaling.md).
+triggers inside the database are not seen here (see docs/guides/scaling.md).
 
 The schema is checked from the live catalog: every primary key and unique
 index of a tenant table starts with ``resource_id``, and every foreign key
-between tenant tables carries it on both sides. docs/scaling.md must name
+between tenant tables carries it on both sides. docs/guides/scaling.md must name
 every table in its distribution commands and every multi-shard operation.
 
-Run as a script, it prints the figures docs/scaling.md quotes:
+Run as a script, it prints the figures docs/guides/scaling.md quotes:
 ``PYTHONPATH=tests .venv/bin/python tests/stores/test_shard_ready.py``.
 """
 
@@ -60,7 +60,7 @@ pytestmark = pytest.mark.postgres
 #: The fixture, under its name here (pytest finds fixtures by module attribute).
 scene = _op_cases.scene
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "guides" / "scaling.md"
 
 #: Tables without ``resource_id``: Citus reference tables (a copy on every node).
 GLOBAL_TABLES = {
@@ -510,14 +510,14 @@ async def test_the_scaling_doc_distributes_every_table_and_names_every_multi_sha
     text = DOC.read_text()
     distributed = set(re.findall(r"create_distributed_table\('(\w+)'", text))
     reference = set(re.findall(r"create_reference_table\('(\w+)'", text))
-    assert sorted(tenant - distributed) == [], f"docs/scaling.md: add create_distributed_table for these ({DOC})"
-    assert sorted(other - reference) == [], f"docs/scaling.md: add create_reference_table for these ({DOC})"
-    assert sorted((distributed | reference) - tenant - other) == [], "docs/scaling.md names tables that do not exist"
+    assert sorted(tenant - distributed) == [], f"docs/guides/scaling.md: add create_distributed_table for these ({DOC})"
+    assert sorted(other - reference) == [], f"docs/guides/scaling.md: add create_reference_table for these ({DOC})"
+    assert sorted((distributed | reference) - tenant - other) == [], "docs/guides/scaling.md names tables that do not exist"
     unnamed = sorted({m.op for m in MULTI_SHARD if f"`{m.op}`" not in text})
-    assert unnamed == [], f"docs/scaling.md: name these multi-shard operations in its list: {unnamed}"
+    assert unnamed == [], f"docs/guides/scaling.md: name these multi-shard operations in its list: {unnamed}"
 
 
-# -- the figures of docs/scaling.md --------------------------------------------------------------------
+# -- the figures of docs/guides/scaling.md --------------------------------------------------------------------
 
 
 def _shape(sql: str) -> str:

@@ -1,4 +1,4 @@
-"""The catalog itself: schemas the validator can enforce, bindings that offer what it says, the README's table."""
+"""The catalog itself: schemas the validator can enforce, bindings that offer what it says, the table in docs/guides/agents.md."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from caderno.tools.recall import RECALL, RECALL_TOP
 from caderno.tools.working_memory import UPDATE_WORKING_MEMORY
 
 ALL: tuple[ToolDef[Any], ...] = (*CATALOG, SCHEDULE)
-README = Path(__file__).parents[2] / "README.md"
+#: The page that shows the catalog's table (the README's text moved to the docs site).
+TOOLS_PAGE = Path(__file__).parents[2] / "docs" / "guides" / "agents.md"
 
 
 @pytest.mark.parametrize("tool", ALL, ids=lambda t: t.name)
@@ -106,5 +107,5 @@ def test_strict_means_the_sdk_takes_the_schema_as_it_is(tool: ToolDef[Any]) -> N
     assert (converted == as_is) is tool.strict
 
 
-def test_the_readme_shows_the_catalog() -> None:
-    assert table(ALL) in README.read_text()
+def test_the_docs_show_the_catalog() -> None:
+    assert table(ALL) in TOOLS_PAGE.read_text()

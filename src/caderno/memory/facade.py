@@ -6,7 +6,7 @@ backend (``caderno.memory.connect``).
 
 The rule for where a method lives:
 
-- **Flat on ``Memory``**: what DESIGN.md §4 and the seed port name, which
+- **Flat on ``Memory``**: what the contract (docs/architecture.md) and the seed port name, which
   callers cannot be asked to rename — the household four
   (``get_messages``, ``append_messages``, ``get_working_memory``,
   ``update_working_memory``), the contract's thread and resource verbs
@@ -26,7 +26,7 @@ The rule for where a method lives:
 
 ``list_threads`` and ``delete_thread`` stay flat for good: they are the
 contract's spelling of ``memory.threads.list`` and ``memory.threads.delete``.
-The README's "Python API" lists the old flat names and where each moved.
+CHANGELOG.md ("The parts of Memory") lists the old flat names and where each moved.
 """
 
 from __future__ import annotations

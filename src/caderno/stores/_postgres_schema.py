@@ -1,7 +1,7 @@
 """PostgreSQL schema: the same named, append-only migrations as SQLite (the runner is ``_migrate``).
 
 Every table carries ``resource_id`` first in its primary key, so the schema
-can be distributed by ``resource_id`` (see docs/scaling.md). Each migration
+can be distributed by ``resource_id`` (see docs/guides/scaling.md). Each migration
 is one script, written out as the text that ran and never edited; a change
 is a new entry at the end. Migrations run under a transaction-scoped
 advisory lock: ten processes starting at once migrate exactly once.

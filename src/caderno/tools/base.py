@@ -202,7 +202,7 @@ class ToolDef(Generic[R]):
     handler: Callable[[Scope, R], Awaitable[dict[str, Any]]]
     """Runs the request; returns ``done(...)`` or ``refused(...)``, or raises a ``CadernoError``."""
     result: tuple[str, ...]
-    """The fields a success payload may carry after ``ok`` (the README's table shows them; a test checks them)."""
+    """The fields a success payload may carry after ``ok`` (the table in docs/guides/agents.md shows them; a test checks them)."""
     effect: Effect
     """What a call does to the memory."""
     offered: frozenset[Interface]

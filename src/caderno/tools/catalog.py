@@ -10,7 +10,7 @@ holds none of caderno's state, so MCP also offers the tools that read it.
 
 One more tool is AgentChat's alone and lives beside the agent:
 ``schedule`` (``caderno.agent.task_tools``), because every run of a task is
-an AgentChat turn. ``table`` renders the README's table of them all.
+an AgentChat turn. ``table`` renders the table of them all in docs/guides/agents.md.
 """
 
 from __future__ import annotations
