@@ -84,7 +84,7 @@ def test_serve_without_the_server_extra_prints_the_install_line(tmp_path: Path) 
     command = [sys.executable, "-m", "caderno.cli", "--db", str(tmp_path / "x.db"), "serve"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert "pip install 'caderno[server]'" in done.stderr
+    assert "pip install " in done.stderr and "[server]'" in done.stderr  # from where caderno came (install_line)
 
 
 def test_serve_docs_flag_and_body_limit_option(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""A wheel built from the repository installs in a fresh virtual environment, and ``caderno serve`` runs from it.
+"""A wheel built from the repository installs in a fresh virtual environment: ``caderno serve`` runs from it, and so does the README's quickstart with no extras.
 
 The wheel is built from a copy of the sources (the working tree gets no
 ``build/`` or ``*.egg-info``), installed with its ``server`` extra into a new
@@ -14,6 +14,10 @@ Without the package index (offline), the venv is made with
 ``--system-site-packages`` from this interpreter and the wheel installed with
 ``--no-deps``: the dependencies are shared, but the wheel's own files and
 entry point are still the ones under test.
+
+The quickstart test installs the same wheel with no extras (what
+``pip install <checkout>`` gives) and runs the README's first runnable
+```python block as a plain script, outside the repository.
 """
 
 from __future__ import annotations
@@ -66,13 +70,13 @@ def _build_wheel(tmp: Path, env: dict[str, str]) -> Path:
     return wheel
 
 
-def _install(tmp: Path, wheel: Path, env: dict[str, str]) -> Path:
+def _install(tmp: Path, wheel: Path, env: dict[str, str], extras: str = "[server]") -> Path:
     venv = tmp / "venv"
     pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
     made = _run([sys.executable, "-m", "venv", "--without-pip", venv], env=env, cwd=tmp, timeout=120)
     assert made.returncode == 0, made.stderr
     full = _run(
-        [*pip, "install", "--quiet", f"{wheel}[server]"],
+        [*pip, "install", "--quiet", f"{wheel}{extras}"],
         env=env,
         cwd=tmp,
         timeout=PIP_TIMEOUT,
@@ -95,12 +99,22 @@ def _install(tmp: Path, wheel: Path, env: dict[str, str]) -> Path:
     return venv
 
 
-def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path) -> None:
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CADERNO_DB", "VIRTUAL_ENV")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One wheel for both tests: building it is most of their time."""
+    return _build_wheel(tmp_path_factory.mktemp("wheel"), _env())
+
+
+def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path, wheel: Path) -> None:
+    env = _env()
     work = tmp_path / "outside"  # not the repository: nothing importable by accident
     work.mkdir()
-    wheel = _build_wheel(tmp_path, env)
     venv = _install(tmp_path, wheel, env)
     python, cli = venv / "bin" / "python", venv / "bin" / "caderno"
 
@@ -141,3 +155,18 @@ def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path) -> None:
         if server.poll() is None:
             server.kill()
             server.communicate(timeout=10)
+
+
+def test_the_readme_quickstart_runs_from_the_wheel_with_no_extras(tmp_path: Path, wheel: Path) -> None:
+    from test_docs import README, blocks
+
+    quickstart = next(code for lang, code, runs in blocks(README) if lang == "python" and runs)
+    env = _env()
+    env["CADERNO_HOME"] = str(tmp_path / "home")
+    work = tmp_path / "outside"
+    work.mkdir()
+    (work / "quickstart.py").write_text(quickstart)
+    venv = _install(tmp_path, wheel, env, extras="")
+    done = _run([venv / "bin" / "python", "quickstart.py"], env=env, cwd=work, timeout=120)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "monthlyIncomeBRL" in done.stdout, done.stdout  # what the script wrote, read back

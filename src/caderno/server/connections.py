@@ -46,6 +46,7 @@ except ImportError:  # httptools is not installed: the h11 protocol serves
     HttpToolsProtocol = None
 
 from ..agent.config import BODY_TIMEOUT, HEADER_TIMEOUT
+from ..core.errors import install_line
 from ..core.redact import redact_path, redact_query
 from .problems import TYPE_BASE
 
@@ -195,7 +196,7 @@ def header_timeout_protocol(
         parser = "httptools" if HttpToolsProtocol is not None else "h11"
     base = {"httptools": _HeaderDeadlineHttptools, "h11": _HeaderDeadline}[parser]
     if base is _HeaderDeadlineHttptools and HttpToolsProtocol is None:
-        raise RuntimeError("httptools is not installed: pip install 'caderno[server]'")
+        raise RuntimeError(f"httptools is not installed: {install_line('server')}")
     deadlines = {"header_timeout": float(seconds), "body_timeout": float(body_timeout)}
     return type(f"HeaderDeadline{parser.capitalize()}", (base,), deadlines)
 
