@@ -19,6 +19,7 @@ from ..memory.facade import Memory
 __all__ = [
     "DEFAULT_DB",
     "READ_ONLY",
+    "Progress",
     "clip",
     "emit_json",
     "fail",
@@ -53,6 +54,68 @@ def rich_console() -> Any:
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=True)
+
+
+class Progress:
+    """Long work shown as it goes: a rich bar on a terminal (stderr) that ends at 100 % with what was
+    done; piped, nothing until the one summary line (stdout), so a script reads one line.
+
+    ``total`` None: a spinner until ``done``, which fills the bar with what was counted.
+    """
+
+    def __init__(self, description: str, total: int | None = None, *, quiet: bool = False) -> None:
+        self.description = description
+        self.total = total
+        self.completed = 0
+        self._bar: Any = None
+        self._task: Any = None
+        self._quiet = quiet
+
+    def __enter__(self) -> Progress:
+        if not self._quiet and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TaskProgressColumn, TextColumn
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(
+                SpinnerColumn(finished_text="✓"),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TaskProgressColumn(),
+                MofNCompleteColumn(),
+                console=Console(stderr=True, highlight=False),
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.description, total=self.total)
+        return self
+
+    @property
+    def interactive(self) -> bool:
+        """Whether a bar is shown (a terminal): a command whose output follows prints its summary only then."""
+        return self._bar is not None
+
+    def update(self, completed: int, total: int | None = None) -> None:
+        """``completed`` of ``total`` (kept when None) done so far."""
+        self.completed = completed
+        if total is not None:
+            self.total = total
+        if self._bar is not None:
+            self._bar.update(self._task, completed=completed, total=self.total)
+
+    def done(self, summary: str, label: str | None = None) -> None:
+        """Fill the bar (it ends at 100 %, labelled with what was done: ``label``, else ``summary``), stop it,
+        print ``summary`` (a long one is better printed whole than squeezed into the bar's label)."""
+        if self._bar is not None:
+            total = max(self.total or 0, self.completed, 1)
+            self._bar.update(self._task, completed=total, total=total, description=label or summary)
+            self._bar.stop()
+            self._bar = None
+        click.echo(summary)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:  # an error: stop the bar where it is; the error's line follows
+            self._bar.stop()
+            self._bar = None
 
 
 #: The ``--json`` flag every listing command takes (its output: ``emit_json``).

@@ -5,29 +5,65 @@ Kept apart from ``caderno.cli.main`` for size; ``main`` registers the group on `
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ..core.errors import CadernoError
-from .common import emit_json, fail, json_option, open_memory, run_async
+from .common import Progress, emit_json, fail, json_option, open_memory, run_async
 
 __all__ = ["GROUPS"]
 
 _file_arg = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 
 
-def _show(reports: list[Any], as_json: bool) -> None:
+def _show(reports: list[Any], as_json: bool, pending: int = 0, progress: Progress | None = None) -> None:
+    """The reports; the last line also says how many messages wait for embedding and how to embed them."""
     if as_json:
         emit_json([r.to_dict() for r in reports] if len(reports) != 1 else reports[0].to_dict())
         return
-    if not reports:
-        click.echo("nothing to import")
+    lines = [r.summary() for r in reports] or ["nothing to import"]
+    if pending:
+        lines[-1] += (
+            f"; {pending} message(s) wait for embedding: `caderno worker` embeds them "
+            "(a recall embeds its resource's first; `caderno reindex` embeds everything again)"
+        )
+    for line in lines[:-1]:
+        click.echo(line)
+    if progress is not None:
+        added = sum(getattr(r, "messages", 0) for r in reports)
+        progress.done(
+            lines[-1], f"imported {added} message(s)" + (f", {pending} wait for embedding" if pending else "")
+        )
+    else:
+        click.echo(lines[-1])
     for r in reports:
-        click.echo(r.summary())
         for refused in r.refused:
             click.echo(f"  refused ({refused['target']}): {refused['reason']}")
+
+
+async def _imported(ctx: click.Context, as_json: bool, work: Callable[[Any], Awaitable[Any]]) -> None:
+    """Run an import with a bar on a terminal, then show its report(s) and what waits for embedding.
+
+    The import's own embedding is left to a worker (or a recall): this command does not wait for it.
+    """
+    from ..stores import ops
+
+    memory = await open_memory(ctx)
+    memory.indexer.elsewhere = lambda: None  # not embedded here: the summary says how
+    try:
+        with Progress("importing", quiet=as_json) as progress:
+            got = await work(memory)
+            reports = got if isinstance(got, list) else [got]
+            progress.update(sum(getattr(r, "messages", 0) for r in reports))
+            pending = (
+                await memory.run(ops.CountPendingEmbeddings()) if memory.supports(ops.CountPendingEmbeddings) else 0
+            )
+            _show(reports, as_json, pending, progress)
+    finally:
+        await memory.close()
 
 
 @click.group("import-from")
@@ -48,12 +84,9 @@ async def import_openai_agents_cmd(
     """Import an OpenAI Agents SDK SQLiteSession database FILE (each session becomes a thread)."""
     from ..integrations.importers import import_openai_agents
 
-    memory = await open_memory(ctx)
-    try:
-        report = await import_openai_agents(memory, file, resource_id=resource, session=session)
-    finally:
-        await memory.close()
-    _show([report], as_json)
+    await _imported(
+        ctx, as_json, lambda memory: import_openai_agents(memory, file, resource_id=resource, session=session)
+    )
 
 
 @import_from.command("mastra")
@@ -66,12 +99,7 @@ async def import_mastra_cmd(ctx: click.Context, file: Path, resource: str | None
     """Import a Mastra LibSQL/SQLite database FILE: threads, messages, resource working memory."""
     from ..integrations.importers import import_mastra
 
-    memory = await open_memory(ctx)
-    try:
-        reports = await import_mastra(memory, file, resource_id=resource)
-    finally:
-        await memory.close()
-    _show(reports, as_json)
+    await _imported(ctx, as_json, lambda memory: import_mastra(memory, file, resource_id=resource))
 
 
 @import_from.command("notes")

@@ -28,7 +28,7 @@ from ..core.jsonvalue import loads_strict
 from ..core.messages import Message, Thread
 from ..memory.consolidation import summary_span
 from ..stores import ops
-from .common import DEFAULT_DB, clip, emit_json, fail, json_option, open_memory, rich_console, run_async
+from .common import DEFAULT_DB, Progress, clip, emit_json, fail, json_option, open_memory, rich_console, run_async
 from .import_commands import GROUPS as IMPORT_GROUPS
 from .mcp_commands import COMMANDS as MCP_COMMANDS
 from .server_commands import COMMANDS as SERVER_COMMANDS
@@ -511,11 +511,17 @@ async def recall_cmd(
 ) -> None:
     """Find RESOURCE's past messages about QUERY (embeds pending messages first)."""
     memory = await open_memory(ctx)
+    memory.indexer.elsewhere = lambda: None  # this command embeds what it needs itself, below
     try:
-        pending = await memory.run(ops.CountPendingEmbeddings())
-        if pending and not as_json:
-            click.echo(f"embedding {pending} pending message(s)…", err=True)
-        await memory.flush()
+        # Every pending message of the resource, not only recall's bound, with a bar on a terminal:
+        # the first recall after an import may embed thousands.
+        pending = await memory.run(ops.CountPendingEmbeddings(resource_id=resource))
+        if pending:
+            with Progress("embedding pending messages", pending, quiet=as_json) as progress:
+                left = await memory.indexer.embed_pending(resource, everything=True, progress=progress.update)
+                summary = f"embedded {pending - left} pending message(s)" + (f"; {left} still wait" if left else "")
+                if progress.interactive:
+                    progress.done(summary)
         hits = await memory.recall(resource_id=resource, query=query, thread_id=thread, scope=scope, top=top)
     finally:
         await memory.close()
@@ -699,20 +705,26 @@ async def _until_stopped(jobs: list[Coroutine[Any, Any, None]]) -> None:
 async def reindex_cmd(ctx: click.Context, resource: str | None) -> None:
     """Embed RESOURCE's messages again (all resources when omitted), e.g. after a model change."""
     memory = await open_memory(ctx)
+    # This command embeds in its own loop: the background worker that reindex's notify would
+    # start here took every other batch unseen by the bar, which stopped at 15-49 %.
+    memory.indexer.elsewhere = lambda: None
     try:
-        queued = await memory.reindex(resource_id=resource)
-        from rich.progress import Progress
-
-        with Progress(transient=True) as progress:
-            task = progress.add_task("embedding", total=queued)
-            while handled := await memory.indexer.run_once():
-                progress.advance(task, handled)
-        left = await memory.run(ops.CountPendingEmbeddings())
+        with Progress("embedding") as progress:
+            queued = await memory.reindex(resource_id=resource)
+            count = ops.CountPendingEmbeddings(resource_id=resource)
+            progress.update(0, queued)
+            while await memory.indexer.run_once():
+                # Counted from the queue: batches other workers take count too.
+                progress.update(max(0, queued - await memory.run(count)))
+            left = await memory.run(count)
+            if memory.indexer.unavailable:
+                fail(f"cannot embed: {memory.indexer.unavailable}")
+            progress.done(
+                f"re-embedded {queued - left} message(s)"
+                + (f"; {left} wait (failed and retried later, or embedding in another worker)" if left else "")
+            )
     finally:
         await memory.close()
-    if memory.indexer.unavailable:
-        fail(f"cannot embed: {memory.indexer.unavailable}")
-    click.echo(f"re-embedded {queued - left} message(s)" + (f"; {left} failed and will be retried" if left else ""))
 
 
 # -- notebook -------------------------------------------------------------------
