@@ -29,7 +29,7 @@ def test_export_and_import_move_a_notebook_to_and_from_a_folder(tmp_path: Path) 
     assert (folder / "MEMORY.md").read_text() == "Meta Amsterdam: EUR 6000.\n"
     Notebook(folder).add("user", "Casal: Gabriel e Ana.")
     done = cli("notes", "import", "--resource", "outra", "--dir", str(folder), db=db)
-    assert done.returncode == 0 and "imported 1 memory and 2 user entries" in done.stdout, done.stderr
+    assert done.returncode == 0 and "imported 1 memory entry and 2 user entries" in done.stdout, done.stderr
     shown = cli("notes", "show", "--resource", "outra", "--json", db=db)
     assert '"Casal: Gabriel e Ana."' in shown.stdout
     # A hostile entry in the folder refuses the import; the stored notebook is unchanged.

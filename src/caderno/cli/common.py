@@ -18,6 +18,8 @@ from ..memory.facade import Memory
 
 __all__ = [
     "DEFAULT_DB",
+    "GLOBAL_OPTIONS",
+    "CadernoGroup",
     "READ_ONLY",
     "Progress",
     "clip",
@@ -25,11 +27,87 @@ __all__ = [
     "fail",
     "json_option",
     "open_memory",
+    "plural",
     "rich_console",
     "run_async",
 ]
 
 T = TypeVar("T")
+
+
+#: The root's options that a command line may also give after the subcommand
+#: (``caderno wm show alice --db quick.db``), as people type them.
+GLOBAL_OPTIONS = ("--db", "--config")
+
+
+class CadernoGroup(click.Group):
+    """The root ``caderno`` group: ``--db`` and ``--config`` are taken wherever they stand on the line.
+
+    click reads a group's options only before its subcommand's name; people
+    add ``--db x.db`` at the end. Before parsing, each of them found after the
+    subcommand is moved in front of it, unless that command has an option of
+    the same name (``serve --config`` is serve's own). After ``--`` nothing moves.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(self, ctx, list(args)))
+
+
+def hoist_global_options(root: click.Group, ctx: click.Context, args: list[str]) -> list[str]:
+    """``args`` with every ``GLOBAL_OPTIONS`` given after the subcommand moved before it."""
+    start = _subcommand_at(args)
+    if start is None:
+        return args
+    own = _leaf_options(root, ctx, args[start:])
+    wanted = [name for name in GLOBAL_OPTIONS if name not in own]
+    moved: list[str] = []
+    kept: list[str] = args[:start]
+    i = start
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            kept += args[i:]
+            break
+        name = token.split("=", 1)[0]
+        if name in wanted and "=" in token:
+            moved.append(token)
+        elif token in wanted and i + 1 < len(args):
+            moved += [token, args[i + 1]]
+            i += 1
+        else:
+            kept.append(token)
+        i += 1
+    return moved + kept
+
+
+def _subcommand_at(args: list[str]) -> int | None:
+    """Where the subcommand's name is: the first word that is not a root option or its value."""
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            return None
+        if token in GLOBAL_OPTIONS:
+            i += 2
+            continue
+        if not token.startswith("-"):
+            return i
+        i += 1
+    return None
+
+
+def _leaf_options(root: click.Group, ctx: click.Context, words: list[str]) -> set[str]:
+    """The option names of the command ``words`` name (groups followed down by the names they know)."""
+    command: click.Command = root
+    for word in words:
+        if not isinstance(command, click.Group):
+            break
+        found = command.get_command(ctx, word)
+        if found is not None:
+            command = found
+    if command is root:
+        return set()
+    return {opt for param in command.params if isinstance(param, click.Option) for opt in param.opts}
 
 
 def fail(message: str) -> NoReturn:
@@ -170,6 +248,11 @@ def _database_exists(db: str) -> bool:
 
 #: The database when neither ``--db`` nor the config file names one.
 DEFAULT_DB = "caderno.db"
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``count`` with its noun agreeing: "1 message", "2 messages" (``many``: an irregular plural)."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
 def clip(text: str, width: int = 80) -> str:

@@ -15,7 +15,11 @@ patch the model then applied with ``update_working_memory``.
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from ..agent.chat import RECALL_HEADER, WM_HEADER, AgentChat, RecallSettings
 from ..examples.household import BudgetTool, GoalTool, HouseholdModel, WorkingMemory
@@ -33,9 +37,32 @@ WEDNESDAY = "e a meta de Amsterdam, lembra?"
 WEDNESDAY_RECALL = "E quanto foi mesmo o gasto de junho?"
 WEDNESDAY_FEASIBILITY = "dá para chegar em Amsterdam?"
 
-# The story's calendar: the model learns the date from its instructions.
+# The story's calendar: the model learns the date from its instructions. Fixed, not the clock's: the
+# goal's deadline and June's spending are the story's, and a date that moves would change its answers.
 MONDAY_DATE = "2026-06-15"
 WEDNESDAY_DATE = "2026-06-17"
+#: Said before the story: "today" in it is the story's date, while the stored messages carry the real time.
+STORY_DATES = (
+    f"(a história se passa em datas fixas: segunda {MONDAY_DATE} e quarta {WEDNESDAY_DATE} são o 'hoje' "
+    "que o agente lê nas instruções; as mensagens guardadas levam a data e hora reais)"
+)
+
+
+def self_command() -> str:
+    """The command that runs this caderno again from the user's shell, exactly as it can be typed.
+
+    ``caderno`` when that name on PATH is this very program; else the full path
+    of the program that runs now (``.venv/bin/caderno`` when the virtual
+    environment is not active, where a bare ``caderno`` is "command not
+    found"); else this Python with ``-m caderno.cli``.
+    """
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if program is not None and program.stem == "caderno" and program.is_file():
+        found = shutil.which("caderno")
+        if found is not None and Path(found).resolve() == program.resolve():
+            return "caderno"
+        return shlex.quote(str(program.absolute()))
+    return f"{shlex.quote(sys.executable)} -m caderno.cli"
 
 
 def _chat(memory: object, model: HouseholdModel, *, today: str, recall: bool = False) -> AgentChat:

@@ -3,7 +3,9 @@
 Nouns are groups (``caderno threads list``, ``caderno wm patch``). Output is
 for people by default (rich tables) and for programs with ``--json``.
 Every caderno error becomes one line on stderr and exit status 1; nothing is
-written when a command fails.
+written when a command fails. A usage error (an unknown option, a missing
+argument) is click's: its message and exit status 2, before anything runs.
+``--db`` and ``--config`` may stand anywhere on the line (``CadernoGroup``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import errno
 import json
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Coroutine
@@ -28,7 +31,19 @@ from ..core.jsonvalue import loads_strict
 from ..core.messages import Message, Thread
 from ..memory.consolidation import summary_span
 from ..stores import ops
-from .common import DEFAULT_DB, Progress, clip, emit_json, fail, json_option, open_memory, rich_console, run_async
+from .common import (
+    DEFAULT_DB,
+    CadernoGroup,
+    Progress,
+    clip,
+    emit_json,
+    fail,
+    json_option,
+    open_memory,
+    plural,
+    rich_console,
+    run_async,
+)
 from .import_commands import GROUPS as IMPORT_GROUPS
 from .mcp_commands import COMMANDS as MCP_COMMANDS
 from .server_commands import COMMANDS as SERVER_COMMANDS
@@ -37,28 +52,46 @@ from .state_commands import GROUPS as STATE_GROUPS
 from .state_commands import NO_MODEL, sync_report_text
 
 
-@click.group()
+@click.group(cls=CadernoGroup)
 @click.option(
     "--db",
     envvar="CADERNO_DB",
     default=None,
-    help=f"Database URL or SQLite file path (env CADERNO_DB; default: the config's [database] url, else {DEFAULT_DB}).",
+    help=(
+        f"Database URL or SQLite file path (env CADERNO_DB; default: the config's [database] url, else {DEFAULT_DB})."
+        " Before or after the command."
+    ),
 )
 @click.option(
     "--config",
     envvar="CADERNO_CONFIG",
     default=None,
-    help="caderno.toml: database, [model] and [[scheduled_tasks]] (env CADERNO_CONFIG).",
+    help="caderno.toml: database, [model] and [[scheduled_tasks]] (env CADERNO_CONFIG). Before or after the command.",
 )
 @click.version_option(package_name="caderno")
 @click.pass_context
 def main(ctx: click.Context, db: str | None, config: str | None) -> None:
-    """caderno: durable memory for AI agents."""
+    """caderno: durable memory for AI agents.
+
+    --db and --config may come before or after the command
+    (caderno threads list casa --db notes.db), or from CADERNO_DB and CADERNO_CONFIG.
+
+    \b
+    Exit status:
+      0  done
+      1  a caderno error: one line on stderr (caderno: error: ...), nothing written
+      2  a usage error (unknown option, missing argument), before anything runs
+    """
     try:
         loaded = load_config(config)
     except CadernoError as exc:
         fail(str(exc))
-    ctx.obj = {"db": db or loaded.database_url or DEFAULT_DB, "config": loaded}
+    # db_given: a database was named (option, environment or config), so "notes" reads its notebook.
+    ctx.obj = {
+        "db": db or loaded.database_url or DEFAULT_DB,
+        "config": loaded,
+        "db_given": bool(db or loaded.database_url),
+    }
 
 
 # -- threads -------------------------------------------------------------------
@@ -435,7 +468,7 @@ async def wm_patch(ctx: click.Context, resource: str, patch: str, expected_versi
 async def export_cmd(ctx: click.Context, resource: str, output: Path | None) -> None:
     """Export everything of RESOURCE as JSON.
 
-    A file given with ``-o`` is written whole or not at all, readable by its
+    A file given with -o is written whole or not at all, readable by its
     owner only (0600, whatever the umask), and never through a symbolic link:
     an export holds every message and fact of the resource.
     """
@@ -474,7 +507,7 @@ async def import_cmd(ctx: click.Context, file: Path) -> None:
         await memory.import_resource(data)
     finally:
         await memory.close()
-    click.echo(f"imported {data['resource_id']} ({len(data['threads'])} threads)")
+    click.echo(f"imported {data['resource_id']} ({plural(len(data['threads']), 'thread')})")
 
 
 @main.command("erase")
@@ -567,8 +600,8 @@ async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: boo
         emit_json(report)
         return
     click.echo(
-        f"consolidated: {report['summaries']} summaries, {report['merges']} merges, "
-        f"{report['facts']} facts, {report['failures']} failures"
+        f"consolidated: {plural(report['summaries'], 'summary', 'summaries')}, {plural(report['merges'], 'merge')}, "
+        f"{plural(report['facts'], 'fact')}, {plural(report['failures'], 'failure')}"
     )
 
 
@@ -602,9 +635,9 @@ async def worker_cmd(
     its lease (--embed-lease) runs out. It prints a line per batch.
 
     With a config file, its [[scheduled_tasks]] are synced at start, and due
-    tasks run every caderno.agent.scheduler.POLL_SECONDS when it names a [model].
+    tasks are looked for every few seconds when it names a [model].
     Ctrl-C or SIGTERM stops it; a turn in flight is committed whole or not at all.
-    ``caderno serve`` starts one of these as its child (``--parent-pipe``).
+    caderno serve starts one of these as its own child.
     """
     from ..agent import scheduler
 
@@ -754,7 +787,12 @@ _target_arg = click.argument("target", type=click.Choice(["memory", "user"]))
 
 @main.group()
 def notes() -> None:
-    """The notebook: MEMORY.md and USER.md, in a directory or (--resource) in the database."""
+    """The notebook: MEMORY.md and USER.md, in the database (--resource) or in a folder (--dir).
+
+    With a database named (--db, CADERNO_DB or the config's [database]) the
+    commands read and write its notebook and need --resource; otherwise they use
+    the folder --dir (default $CADERNO_HOME/notebook).
+    """
 
 
 async def _stored(ctx: click.Context, resource: str, work: Any) -> Any:
@@ -776,6 +814,7 @@ def notes_show(
 ) -> None:
     """Show the notebook as the model sees it at the start of a session."""
     targets = [target] if target else ["memory", "user"]
+    _check_notebook_choice(ctx, directory, resource)
     try:
         if resource is not None:
 
@@ -798,10 +837,24 @@ def notes_show(
         fail(str(exc))
 
 
+def _check_notebook_choice(ctx: click.Context, directory: Path | None, resource: str | None) -> None:
+    """With a database named (--db, CADERNO_DB or the config) the notebook is the database's: it needs --resource.
+
+    Reading the home directory's files instead, as before, showed a notebook
+    no server, MCP or proxy ever writes, while the user asked for the database.
+    """
+    if directory is None and resource is None and ctx.obj.get("db_given"):
+        fail(
+            f"the notebook in {ctx.obj['db']} belongs to a resource: add --resource NAME "
+            "(or --dir DIR for a notebook folder)"
+        )
+
+
 def _notes_run(
     ctx: click.Context, action: str, target: str, directory: Path | None, resource: str | None, content: str | None,
     old: str | None,
 ) -> None:  # fmt: skip
+    _check_notebook_choice(ctx, directory, resource)
     try:
         if resource is not None:
 
@@ -813,7 +866,9 @@ def _notes_run(
             outcome = _notebook(directory).apply(action, target, content, old)
     except CadernoError as exc:
         fail(str(exc).replace("\n", " | "))
-    click.echo(f"{outcome.message} {outcome.target}: {outcome.entry_count} entries, {outcome.usage}")
+    click.echo(
+        f"{outcome.message} {outcome.target}: {plural(outcome.entry_count, 'entry', 'entries')}, {outcome.usage}"
+    )
 
 
 @notes.command("add")
@@ -876,7 +931,8 @@ def notes_export(ctx: click.Context, resource: str, directory: Path) -> None:
             folder.replace_all(target, found)
     except CadernoError as exc:
         fail(str(exc))
-    click.echo(f"exported {len(entries['memory'])} memory and {len(entries['user'])} user entries to {directory}")
+    counts = f"{plural(len(entries['memory']), 'memory entry', 'memory entries')} and {plural(len(entries['user']), 'user entry', 'user entries')}"
+    click.echo(f"exported {counts} to {directory}")
 
 
 @notes.command("import")
@@ -901,7 +957,8 @@ def notes_import(ctx: click.Context, resource: str, directory: Path) -> None:
         counts = run_async(_stored)(ctx, resource, take)
     except CadernoError as exc:
         fail(str(exc).replace("\n", " | "))
-    click.echo(f"imported {counts['memory']} memory and {counts['user']} user entries into {resource!r}")
+    took = f"{plural(counts['memory'], 'memory entry', 'memory entries')} and {plural(counts['user'], 'user entry', 'user entries')}"
+    click.echo(f"imported {took} into {resource!r}")
 
 
 # -- journals ---------------------------------------------------------------------
@@ -911,11 +968,13 @@ def notes_import(ctx: click.Context, resource: str, directory: Path) -> None:
 @click.argument("store")
 @click.pass_context
 def journal(ctx: click.Context, store: str) -> None:
-    """Append-only JSONL journals: STORE is episodic, semantic, procedural, decision or transcript.
+    """The journals: append-only JSONL records; STORE is episodic, semantic, procedural, decision or transcript.
 
-    ``caderno memory STORE …`` is the notebook design's name; ``caderno
-    journal STORE …`` is the same group under caderno's older name, with the
-    same output.
+    "memory" is the design's name for the journals (caderno memory semantic add
+    --record '{...}'); "caderno journal STORE ..." is the same group under
+    another name, with the same output. The conversation memory itself (threads,
+    working memory, notebook, recall) is in the other commands: threads, wm,
+    notes, recall.
     """
     from ..memory.journal import Journal
 
@@ -968,7 +1027,7 @@ def journal_add(ctx: click.Context, record: str | None, agent: str, directory: P
 @json_option
 @click.pass_context
 def journal_list(ctx: click.Context, agent: str | None, directory: Path | None, as_json: bool) -> None:
-    """List records, newest first: one line each, ``<id> [agent <name>] at <timestamp>``."""
+    """List records, newest first: one line each, <id> [agent <name>] at <timestamp>."""
     from ..memory.journal import Journal
 
     entries = Journal(directory).list(ctx.obj["store"], agent=agent)
@@ -1001,13 +1060,16 @@ def demo_cmd(ctx: click.Context, day: str | None) -> None:
         return
     import subprocess
 
-    click.echo(f"caderno demo — banco: {db} (SQLite, sem rede, sem chave de API)\n")
+    click.echo(f"caderno demo — banco: {db} (SQLite, sem rede, sem chave de API)")
+    click.echo(f"{demo.STORY_DATES}\n")
     for d in ("monday", "wednesday"):
         proc = subprocess.run([sys.executable, "-m", "caderno.cli", "--db", db, "demo", "--day", d])
         if proc.returncode != 0:
             sys.exit(proc.returncode)
         click.echo()
-    click.echo(f"Veja o que ficou guardado: caderno --db {db} threads list {demo.RESOURCE}")
+    click.echo(
+        f"Veja o que ficou guardado: {demo.self_command()} --db {shlex.quote(str(db))} threads list {demo.RESOURCE}"
+    )
 
 
 for command in (*STATE_GROUPS, *IMPORT_GROUPS, *SERVER_COMMANDS, *MCP_COMMANDS):
