@@ -237,13 +237,9 @@ async def test_deleted_and_erased_messages_are_never_recalled(seeded: caderno.Me
 async def test_reindex_embeds_again(seeded: caderno.Memory) -> None:
     queued = await seeded.reindex(resource_id=R)
     assert queued == 9  # every user and assistant message with text
-    assert (
-        await seeded.recall(
-            resource_id=R, query="how much money for the Portugal holiday?", recent=0, salient=0, lexical=0
-        )
-        == []
-    )
-    await seeded.flush()
-    assert await seeded.recall(
-        resource_id=R, query="how much money for the Portugal holiday?", recent=0, salient=0, lexical=0
-    )
+    question = "how much money for the Portugal holiday?"
+    # The old vectors are gone: searching only what is stored finds nothing by meaning...
+    assert await seeded.recall(resource_id=R, query=question, recent=0, salient=0, lexical=0, embed_pending=False) == []
+    # ...and a recall embeds the resource's pending messages first, with no flush.
+    hits = await seeded.recall(resource_id=R, query=question, recent=0, salient=0, lexical=0)
+    assert hits and hits.not_searchable == 0
