@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 HOSTILE = "<img src=x onerror=alert(1)>"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DOCS_SHOT = Path(__file__).resolve().parents[2] / "docs" / "inspector.png"
 
 
@@ -202,6 +204,9 @@ class Site:
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.get(self.url + path, headers={"Authorization": f"Bearer {self.alice}"}, **kw)
+
+    def post(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.post(self.url + path, headers={"Authorization": f"Bearer {self.alice}"}, **kw)
 
 
 async def seed(db: Path, home: Path) -> tuple[str, dict[str, str]]:
@@ -597,6 +602,107 @@ def test_a_bad_key_is_refused_and_sign_out_forgets_the_key(page: Page, site: Sit
     page.get_by_role("button", name="Sign out").click()
     assert page.get_by_label("API key").is_visible()
     assert page.evaluate("sessionStorage.length") == 0
+
+
+def signed_in_parts(page: Page) -> dict[str, Any]:
+    """Every part of the page that only a signed-in user may see, by name."""
+    return {
+        "sign-out button": page.get_by_role("button", name="Sign out"),
+        "key hint": page.locator("#key-hint"),
+        "resource list": page.get_by_role("navigation", name="Resources"),
+        "Resources heading": page.get_by_role("heading", name="Resources"),
+        "tabs": page.get_by_role("navigation", name="Sections"),
+        "thread view": page.get_by_role("list", name="Messages"),
+        "edit buttons": page.get_by_role("button", name="Edit message #"),
+        "delete buttons": page.get_by_role("button", name="Delete message #"),
+    }
+
+
+def shown(parts: dict[str, Any]) -> list[str]:
+    return [name for name, where in parts.items() if any(el.is_visible() for el in where.all())]
+
+
+def test_signed_out_shows_only_the_sign_in_form(page: Page, site: Site, tmp_path: Path) -> None:
+    """Signed out, nothing of the signed-in page shows: a ``display`` rule must not beat ``hidden``."""
+    page.goto(site.url + "/")
+    page.get_by_label("API key").wait_for()
+    shot(page, tmp_path / "signed-out-first.png")
+    assert shown(signed_in_parts(page)) == []
+    assert page.get_by_role("heading", name="Sign in").is_visible()
+    assert page.get_by_role("heading", name="caderno inspector").is_visible()
+
+    sign_in(page, site)
+    open_trip(page)
+    page.get_by_role("button", name="Edit message #").first.wait_for()
+    shot(page, tmp_path / "signed-in.png")
+    assert shown(signed_in_parts(page)) == list(signed_in_parts(page))  # the check above sees these parts
+    assert not page.get_by_label("API key").is_visible()
+
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("API key").wait_for()
+    shot(page, tmp_path / "signed-out.png")
+    assert shown(signed_in_parts(page)) == []
+    assert page.get_by_role("heading", name="Sign in").is_visible()
+    page.reload()  # and the page as a new visit finds it
+    page.get_by_label("API key").wait_for()
+    assert shown(signed_in_parts(page)) == []
+
+
+def rank_key(hit: dict[str, Any], index: int) -> tuple[float, int, int]:
+    """Recall's own ranking (``top``): fused score, then newest first (to the page's millisecond), then API index."""
+    created = hit["message"]["created_at"]
+    ms = (datetime.fromisoformat(created) - EPOCH) // timedelta(milliseconds=1) if created else 0
+    return (-hit["score"], -ms, -index)
+
+
+def score_text(value: float) -> str:
+    """The page's score format (``formatScore``): 0, three significant digits, or x.xxe±n when tiny or huge."""
+    if value == 0:
+        return "0"
+    if 0.001 <= abs(value) < 1000:
+        return repr(float(f"{value:.3g}")).removesuffix(".0")
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa}e{'+' if int(exponent) >= 0 else '-'}{abs(int(exponent))}"
+
+
+def test_recall_lists_hits_best_first_with_score_and_legs(page: Page, site: Site, tmp_path: Path) -> None:
+    """The Recall tab ranks the API's hits by fused score, not in the conversation order the API answers in."""
+    said = [
+        "The ferry to Tavira leaves from the old harbour.",
+        "Tavira has a ferry and a bridge; the ferry to Tavira island runs hourly, Tavira ferry tickets cost 2 EUR.",
+        "I had soup for lunch.",
+        "Pack sunscreen for Tavira.",
+    ]
+    appended = site.post(
+        "/v1/resources/alice/threads/algarve/messages",
+        json={"messages": [{"role": "user", "content": t} for t in said]},
+    )
+    assert appended.status_code == 201, appended.text
+    api = site.post("/v1/resources/alice/recall", json={"query": "Tavira ferry"})
+    assert api.status_code == 200, api.text
+    hits = api.json()
+    expected = [h for _, h in sorted(enumerate(hits), key=lambda ih: rank_key(ih[1], ih[0]))]
+    conversation_order = [h["message"]["id"] for h in hits]
+    assert [h["message"]["id"] for h in expected] != conversation_order, "pick data the ranking reorders"
+
+    sign_in(page, site)
+    page.goto(site.url + "/#/r/alice/recall")
+    page.get_by_label("Search memory").fill("Tavira ferry")
+    page.get_by_role("button", name="Search").click()
+    rows = page.get_by_role("list", name="Recall results").get_by_role("listitem")
+    rows.first.wait_for()
+    assert rows.count() == len(expected)
+    for row, hit in zip(rows.all(), expected, strict=True):
+        text = row.inner_text()
+        assert hit["message"]["content"] in text
+        assert row.locator(".score").inner_text() == f"score {score_text(hit['score'])}"
+        assert row.get_by_label("found by").inner_text().split() == sorted(hit["reasons"])
+        for leg, value in hit["scores"].items():
+            assert f"{leg} {score_text(value)}" in text
+    scores = [h["score"] for h in expected]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert "0.000" not in page.get_by_role("list", name="Recall results").inner_text()
+    shot(page, tmp_path / "recall-ranked.png")
 
 
 # -- stored ids that are paths (a database written before "ids are names") -------------------------

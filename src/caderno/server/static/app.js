@@ -681,7 +681,7 @@
       out.replaceChildren(empty("Searching…"));
       try {
         const { data } = await api("POST", path(["resources", rid, "recall"]), { body: { query: input.value } });
-        out.replaceChildren(data.length ? h("ol", { class: "hits", "aria-label": "Recall results" }, data.map((hit) => hitItem(rid, hit))) : empty("Nothing found."));
+        out.replaceChildren(data.length ? h("ol", { class: "hits", "aria-label": "Recall results" }, ranked(data).map((hit) => hitItem(rid, hit))) : empty("Nothing found."));
       } catch (err) {
         out.replaceChildren();
         showError(err);
@@ -695,17 +695,39 @@
     return [form, out];
   }
 
+  // The API answers in conversation order (what a prompt wants); a person
+  // reading hits wants the best first. Rank as recall's own `top` does: fused
+  // score, higher first, ties (the recent and salient legs weigh 0) newest
+  // first. The API's index breaks what the clock cannot.
+  function ranked(hits) {
+    const time = (hit) => Date.parse((hit.message || {}).created_at || "") || 0;
+    return hits
+      .map((hit, i) => ({ hit, i }))
+      .sort((a, b) => Number(b.hit.score) - Number(a.hit.score) || time(b.hit) - time(a.hit) || b.i - a.i)
+      .map(({ hit }) => hit);
+  }
+
+  // Scores are small (reciprocal-rank fusion gives 1/(k + rank); a text
+  // rank can be 1e-6): three significant digits say which is higher where a
+  // fixed number of decimals printed 0.000 for all of them.
+  function formatScore(value) {
+    const v = Number(value);
+    if (!Number.isFinite(v)) return "?";
+    if (v === 0) return "0";
+    return Math.abs(v) >= 0.001 && Math.abs(v) < 1000 ? String(Number(v.toPrecision(3))) : v.toExponential(2);
+  }
+
   function hitItem(rid, hit) {
     const m = hit.message || {};
     const legs = [...(hit.reasons || [])].sort();
-    const scores = Object.entries(hit.scores || {}).map(([leg, v]) => `${leg} ${Number(v).toFixed(3)}`);
+    const scores = Object.entries(hit.scores || {}).map(([leg, v]) => `${leg} ${formatScore(v)}`);
     return h(
       "li",
       { class: "hit" },
       h(
         "div",
         { class: "row" },
-        h("span", { class: "score", title: "fused score" }, `score ${Number(hit.score).toFixed(4)}`),
+        h("span", { class: "score", title: "fused score: higher ranks first (0: found only by the recent or salient leg)" }, `score ${formatScore(hit.score)}`),
         h("span", { class: "legs", "aria-label": "found by" }, legs.map((leg) => h("span", { class: `badge leg leg-${leg}` }, leg))),
         scores.length ? h("span", { class: "muted" }, scores.join(" · ")) : "",
       ),
