@@ -2,20 +2,22 @@
  * The household design's memory port, `AgentMemory`, and `CadernoAgentMemory`,
  * its adapter over caderno's HTTP API.
  *
- * The port has exactly four methods, in the design's order and signatures
- * (caderno calls an adapter of this form positionally; see
- * src/caderno/memory/agent_memory.py):
- * `getMessages(threadId, limit)`, `appendMessages(threadId, messages)`,
- * `getWorkingMemory(resourceId)`, `updateWorkingMemory(resourceId, patch)`.
- * The thread methods never see the resource, so the adapter is bound to one
- * resource and its key: a thread id alone names a conversation of that
- * resource, and the server's key check keeps every other resource out.
+ * The port has exactly four methods, in the design's order and shapes
+ * (docs/architecture.md, "The contract"), each taking one object:
+ * `getMessages({ threadId, limit? })`, `appendMessages({ threadId, resourceId, messages })`,
+ * `getWorkingMemory({ resourceId })` → `WorkingMemory | undefined`,
+ * `updateWorkingMemory({ resourceId, patch })` → `void`. A method may answer
+ * at once or with a promise (the design allows both; a caller awaits either).
+ * `getMessages` names no resource, so the adapter is bound to one resource and
+ * its key: a thread id alone names a conversation of that resource, and the
+ * server's key check keeps every other resource out.
  *
  * The working-memory shape mirrors the household example's pydantic model,
  * field for field: `WorkingMemory`, `Member` and `Goal` in
  * src/caderno/examples/household.py.
  */
 
+import { BadRequestError } from "./errors.js";
 import { CadernoClient, type Message, type MessageCreate, segment, type WorkingMemoryState } from "./client.js";
 
 /** A person of the household (household.py `Member`). */
@@ -77,16 +79,19 @@ export interface ChatMessage {
   createdAt?: string;
 }
 
+/** A value now, or a promise of it: the design lets an adapter be synchronous or asynchronous. */
+export type MaybePromise<T> = T | Promise<T>;
+
 /** The household design's memory port: all an agent loop needs from its memory. */
 export interface AgentMemory {
   /** The thread's messages, oldest first; `limit` keeps the newest N. */
-  getMessages(threadId: string, limit?: number): Promise<ChatMessage[]>;
-  /** Append a turn to the thread, all or nothing. */
-  appendMessages(threadId: string, messages: ChatMessage[]): Promise<void>;
-  /** The resource's working memory, or `null` when it was never set. */
-  getWorkingMemory(resourceId: string): Promise<WorkingMemory | null>;
-  /** Merge a patch into the resource's working memory; returns the result. */
-  updateWorkingMemory(resourceId: string, patch: WorkingMemoryPatch): Promise<WorkingMemory>;
+  getMessages(input: { threadId: string; limit?: number }): MaybePromise<ChatMessage[]>;
+  /** Append a turn to the resource's thread, all or nothing. */
+  appendMessages(input: { threadId: string; resourceId: string; messages: ChatMessage[] }): MaybePromise<void>;
+  /** The resource's working memory, or `undefined` when it was never set. */
+  getWorkingMemory(input: { resourceId: string }): MaybePromise<WorkingMemory | undefined>;
+  /** Merge a patch (RFC 7396: `null` deletes a field) into the resource's working memory. */
+  updateWorkingMemory(input: { resourceId: string; patch: WorkingMemoryPatch }): MaybePromise<void>;
 }
 
 /**
@@ -98,7 +103,7 @@ export interface AgentMemory {
  */
 export class CadernoAgentMemory implements AgentMemory {
   readonly client: CadernoClient;
-  /** The resource whose threads `getMessages` and `appendMessages` read and write. */
+  /** The resource whose threads `getMessages` reads and `appendMessages` writes. */
   readonly resourceId: string;
 
   /** @throws InvalidIdError when `resourceId` cannot be a path segment (`..`, a `/`…): at once, not at the first call. */
@@ -108,23 +113,41 @@ export class CadernoAgentMemory implements AgentMemory {
     this.resourceId = resourceId;
   }
 
-  async getMessages(threadId: string, limit?: number): Promise<ChatMessage[]> {
+  async getMessages({ threadId, limit }: { threadId: string; limit?: number }): Promise<ChatMessage[]> {
     const stored = await this.client.listMessages(this.resourceId, threadId, { limit });
     return stored.map(fromStored);
   }
 
-  async appendMessages(threadId: string, messages: ChatMessage[]): Promise<void> {
+  /**
+   * @throws BadRequestError, before any request, when `resourceId` is not the adapter's resource:
+   * `getMessages` reads the bound resource's threads, so a turn stored elsewhere would never be read back.
+   */
+  async appendMessages({
+    threadId,
+    resourceId,
+    messages,
+  }: {
+    threadId: string;
+    resourceId: string;
+    messages: ChatMessage[];
+  }): Promise<void> {
+    if (resourceId !== this.resourceId) {
+      throw new BadRequestError({
+        type: "https://caderno.dev/problems/invalid-request",
+        title: "Invalid request",
+        status: 400,
+        detail: `this memory is bound to resource ${JSON.stringify(this.resourceId)}; it cannot append to ${JSON.stringify(resourceId)}`,
+      });
+    }
     await this.client.appendMessages(this.resourceId, threadId, messages.map(toStored));
   }
 
-  async getWorkingMemory(resourceId: string): Promise<WorkingMemory | null> {
+  async getWorkingMemory({ resourceId }: { resourceId: string }): Promise<WorkingMemory | undefined> {
     return withDefaults(await this.client.getWorkingMemory(resourceId));
   }
 
-  async updateWorkingMemory(resourceId: string, patch: WorkingMemoryPatch): Promise<WorkingMemory> {
-    const state = await this.client.patchWorkingMemory(resourceId, patch);
-    // A patch always leaves an object behind (an empty patch included), so data is never null here.
-    return withDefaults(state) ?? { members: [], activeGoals: [] };
+  async updateWorkingMemory({ resourceId, patch }: { resourceId: string; patch: WorkingMemoryPatch }): Promise<void> {
+    await this.client.patchWorkingMemory(resourceId, patch);
   }
 }
 
@@ -132,8 +155,8 @@ export class CadernoAgentMemory implements AgentMemory {
  * The stored object with the lists the household model defaults to `[]` (as pydantic fills them in).
  * The server stores the JSON as the application wrote it; members it does not know are kept.
  */
-function withDefaults(state: WorkingMemoryState): WorkingMemory | null {
-  if (state.data === null) return null;
+function withDefaults(state: WorkingMemoryState): WorkingMemory | undefined {
+  if (state.data === null) return undefined;
   const data = state.data as Partial<WorkingMemory>;
   return { ...data, members: data.members ?? [], activeGoals: data.activeGoals ?? [] };
 }

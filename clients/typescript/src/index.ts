@@ -5,6 +5,7 @@ export {
   CadernoAgentMemory,
   type ChatMessage,
   type Goal,
+  type MaybePromise,
   type Member,
   type ToolCall,
   type WorkingMemory,

@@ -46,10 +46,13 @@ describe("a key for one resource and another's data", () => {
   test("the agent memory bound to B with A's key: NotFoundError for each of the four methods", async () => {
     const before = await exportOfB();
     const intruder = new CadernoAgentMemory(asA, B);
-    await assert.rejects(intruder.getMessages("t1"), NotFoundError);
-    await assert.rejects(intruder.appendMessages("t1", [{ role: "user", content: "oi" }]), NotFoundError);
-    await assert.rejects(intruder.getWorkingMemory(B), NotFoundError);
-    await assert.rejects(intruder.updateWorkingMemory(B, { activeGoals: null }), NotFoundError);
+    await assert.rejects(intruder.getMessages({ threadId: "t1" }), NotFoundError);
+    await assert.rejects(
+      intruder.appendMessages({ threadId: "t1", resourceId: B, messages: [{ role: "user", content: "oi" }] }),
+      NotFoundError,
+    );
+    await assert.rejects(intruder.getWorkingMemory({ resourceId: B }), NotFoundError);
+    await assert.rejects(intruder.updateWorkingMemory({ resourceId: B, patch: { activeGoals: null } }), NotFoundError);
     assert.equal(await exportOfB(), before);
   });
 

@@ -45,8 +45,8 @@ describe("errors as typed exceptions", () => {
       assert.equal(error.name, "UnauthorizedError");
       return true;
     });
-    await assert.rejects(new CadernoAgentMemory(stranger, R).getMessages("t"), UnauthorizedError);
-    await assert.rejects(new CadernoAgentMemory(stranger, R).getWorkingMemory(R), UnauthorizedError);
+    await assert.rejects(new CadernoAgentMemory(stranger, R).getMessages({ threadId: "t" }), UnauthorizedError);
+    await assert.rejects(new CadernoAgentMemory(stranger, R).getWorkingMemory({ resourceId: R }), UnauthorizedError);
   });
 
   test("a stale If-Match is a PreconditionFailedError and changes nothing", async () => {

@@ -163,10 +163,16 @@ describe("ids that could become a path", () => {
       ["getNotebook", (id) => client.getNotebook(id)],
       ["editNotebook(resource)", (id) => client.editNotebook(id, "user", edit)],
       ["editNotebook(target)", (id) => client.editNotebook(R, id as NotebookTarget, edit)],
-      ["AgentMemory.getMessages", (id) => memory.getMessages(id)],
-      ["AgentMemory.appendMessages", (id) => memory.appendMessages(id, [{ role: "user", content: "oi" }])],
-      ["AgentMemory.getWorkingMemory", (id) => memory.getWorkingMemory(id)],
-      ["AgentMemory.updateWorkingMemory", (id) => memory.updateWorkingMemory(id, { monthlyIncomeBRL: null })],
+      ["AgentMemory.getMessages", (id) => memory.getMessages({ threadId: id })],
+      [
+        "AgentMemory.appendMessages",
+        (id) => memory.appendMessages({ threadId: id, resourceId: R, messages: [{ role: "user", content: "oi" }] }),
+      ],
+      ["AgentMemory.getWorkingMemory", (id) => memory.getWorkingMemory({ resourceId: id })],
+      [
+        "AgentMemory.updateWorkingMemory",
+        (id) => memory.updateWorkingMemory({ resourceId: id, patch: { monthlyIncomeBRL: null } }),
+      ],
     ];
     let refused = 0;
     for (const id of HOSTILE) {

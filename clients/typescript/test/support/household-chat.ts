@@ -6,8 +6,10 @@
  * Per turn it reads the thread's recent messages and the resource's working
  * memory, builds the prompt (instructions, a `WORKING MEMORY` block with the
  * JSON, the history, the user's words), runs the model ⇄ tool loop, then
- * stores the turn with `appendMessages` and applies the model's
- * working-memory patches with `updateWorkingMemory` — only the four methods.
+ * stores the turn as the design counts it — the user's message and the final
+ * answer; the tool steps stay in the turn — with `appendMessages`, and applies
+ * the model's working-memory patches with `updateWorkingMemory`: only the four
+ * methods, each awaited, so a synchronous adapter serves as well.
  * The ledger and the tool's answer mirror `BudgetTool` of
  * src/caderno/examples/household.py.
  */
@@ -48,11 +50,11 @@ export function call(name: string, args: Record<string, unknown>, id = "call_1")
   return { role: "assistant", content: "", toolCalls: [{ id, name, arguments: args }] };
 }
 
-/** The working memory as a prompt shows it, or null. */
-export function readWorkingMemory(prompt: ChatMessage[]): WorkingMemory | null {
+/** The working memory as a prompt shows it, or undefined. */
+export function readWorkingMemory(prompt: ChatMessage[]): WorkingMemory | undefined {
   const block = prompt.find((m) => m.role === "system" && m.content.startsWith(WM_HEADER));
   const json = block?.content.match(/```json\n([\s\S]*?)\n```/)?.[1];
-  return json === undefined ? null : (JSON.parse(json) as WorkingMemory);
+  return json === undefined ? undefined : (JSON.parse(json) as WorkingMemory);
 }
 
 /** The couple's ledger (household.py `DEFAULT_LEDGER`). */
@@ -88,10 +90,12 @@ export interface ToolRecord {
 export interface Turn {
   reply: ChatMessage;
   toolCalls: ToolRecord[];
-  /** The turn's messages, as appended. */
+  /** The turn's messages, tool steps included, as the model saw them. */
   messages: ChatMessage[];
+  /** What was appended: the user's message and the final answer. */
+  appended: ChatMessage[];
   /** The working memory after the turn's patches (as the first read saw it when there were none). */
-  workingMemory: WorkingMemory | null;
+  workingMemory: WorkingMemory | undefined;
 }
 
 export interface HouseholdChatOptions {
@@ -124,11 +128,11 @@ export class HouseholdChat {
   async ask(resourceId: string, threadId: string, text: string): Promise<Turn> {
     const { memory, model, tools } = this.#o;
     const [history, wm] = await Promise.all([
-      memory.getMessages(threadId, this.#o.historyLimit),
-      memory.getWorkingMemory(resourceId),
+      memory.getMessages({ threadId, limit: this.#o.historyLimit }),
+      memory.getWorkingMemory({ resourceId }),
     ]);
     const system: ChatMessage[] = [{ role: "system", content: this.#o.instructions }];
-    if (wm !== null) {
+    if (wm !== undefined) {
       system.push({ role: "system", content: `${WM_HEADER}:\n\`\`\`json\n${JSON.stringify(wm)}\n\`\`\`` });
     }
     const turn: ChatMessage[] = [{ role: "user", content: text }];
@@ -138,10 +142,11 @@ export class HouseholdChat {
       const reply = await model.complete([...system, ...history, ...turn], [...Object.keys(tools), UPDATE_WM]);
       turn.push(reply);
       if (!reply.toolCalls?.length) {
-        await memory.appendMessages(threadId, turn);
-        let state = wm;
-        for (const patch of patches) state = await memory.updateWorkingMemory(resourceId, patch);
-        return { reply, toolCalls: records, messages: turn, workingMemory: state };
+        const appended = [turn[0]!, reply];
+        await memory.appendMessages({ threadId, resourceId, messages: appended });
+        for (const patch of patches) await memory.updateWorkingMemory({ resourceId, patch });
+        const state = patches.length ? await memory.getWorkingMemory({ resourceId }) : wm;
+        return { reply, toolCalls: records, messages: turn, appended, workingMemory: state };
       }
       for (const toolCall of reply.toolCalls) {
         const result = this.#run(toolCall, patches);
