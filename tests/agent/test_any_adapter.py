@@ -142,16 +142,57 @@ async def test_the_second_ask_sees_the_first_turn(adapter: type[Any]) -> None:
     assert second.reply.content == "A meta é Amsterdam."
 
     prompt = model.requests[2].messages  # the second ask's only model call
+    # The tool steps stay in the turn; the thread keeps the turn as the design counts it.
     assert [role for role, _ in talk(first.messages)] == ["user", "assistant", "tool", "assistant"]
-    assert talk(prompt) == [*talk(first.messages), ("user", "Qual é a meta?")]
-    assert [m.tool_calls for m in prompt if m.role == "assistant"][0] == first.messages[1].tool_calls
+    assert talk(prompt) == [
+        ("user", "Vamos juntar para Amsterdam."),
+        ("assistant", "Anotado."),
+        ("user", "Qual é a meta?"),
+    ]
     assert '"goal": "Amsterdam"' in "\n".join(m.content for m in prompt if m.role == "system")
     stored = mem.thread("casa", "t1")
     assert [(m.role, m.content) for m in stored] == [
         *talk(model.requests[2].messages),
         ("assistant", "A meta é Amsterdam."),
-    ]
+    ]  # after two turns, one of which called the update tool: 4 messages
     assert all(m.position is None for m in stored)  # shown by order, not by a position they never had
+
+
+def tool_turn() -> ScriptedModel:
+    """One turn that calls a tool (the budget, as the household's first scenario) before it answers."""
+    return ScriptedModel(
+        [
+            Message.assistant(tool_calls=[ToolCall(id="c1", name="budget_total", arguments={"month": "2026-06"})]),
+            Message.assistant("Em junho vocês gastaram R$ 6.778,30."),
+        ]
+    )
+
+
+def budget_total(month: str) -> dict[str, Any]:
+    """Total household spending in a month."""
+    return {"month": month, "total": 6778.3}
+
+
+async def test_over_in_memory_agent_memory_a_tool_turn_stores_user_and_final_assistant() -> None:
+    mem = Fake()
+    chat = AgentChat(model=tool_turn(), memory=mem, tools=[budget_total])
+    result = await chat.ask(messages="Quanto gastamos em junho?", resource_id="casa", thread_id="t1")
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]  # the turn, whole
+    assert [t.name for t in result.tool_calls] == ["budget_total"]
+    assert [(m.role, m.content) for m in mem.thread("casa", "t1")] == [
+        ("user", "Quanto gastamos em junho?"),
+        ("assistant", "Em junho vocês gastaram R$ 6.778,30."),
+    ]
+    assert result.reply.content == "Em junho vocês gastaram R$ 6.778,30."
+
+
+async def test_over_a_memory_a_tool_turn_keeps_its_tool_steps(shared_url: str) -> None:
+    async with caderno.connect(shared_url) as memory:
+        chat = AgentChat(model=tool_turn(), memory=memory, tools=[budget_total])
+        await chat.ask(messages="Quanto gastamos em junho?", resource_id="casa", thread_id="t1")
+        stored = await memory.get_messages(resource_id="casa", thread_id="t1")
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[1].tool_calls is not None and stored[1].tool_calls[0].name == "budget_total"
 
 
 async def test_the_household_signature_is_called_positionally() -> None:

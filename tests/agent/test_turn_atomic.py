@@ -150,7 +150,7 @@ async def test_agent_chat_runs_on_any_four_method_memory(caplog: pytest.LogCaptu
     result = await chat.ask(messages="e a meta?", resource_id="casa", thread_id="qua")
     assert result.reply.content == 'A meta é "Amsterdam"'
     assert mem.wm == {"casa": {"goal": "Amsterdam"}}
-    assert [m.role for m in mem.threads[("casa", "seg")]] == ["user", "assistant", "tool", "assistant"]
+    assert [m.role for m in mem.threads[("casa", "seg")]] == ["user", "assistant"]  # the design's turn: no tool steps
     prompt = "\n".join(m.content for m in model.requests[-1].messages if m.role == "system")
     assert '"goal": "Amsterdam"' in prompt  # working memory reached the next conversation
 

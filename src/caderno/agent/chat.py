@@ -693,7 +693,15 @@ class AgentChat:
             return stored, patched or state
         # A four-method memory has no transaction spanning calls: append first,
         # so a failed append stores nothing; a patch that fails afterwards is logged.
-        stored = await self.port.append_messages(resource_id=resource_id, thread_id=thread_id, messages=turn)
+        # It stores the turn as the household design counts it (docs/architecture.md):
+        # the caller's messages and the final answer; the tool steps stay in the turn.
+        kept = _design_turn(turn)
+        appended = await self.port.append_messages(
+            resource_id=resource_id, thread_id=thread_id, messages=[turn[i] for i in kept]
+        )
+        stored = list(turn)
+        for i, message in zip(kept, appended, strict=True):
+            stored[i] = message
         for patch in held.turn.patches:
             try:
                 await self.port.update_working_memory(resource_id=resource_id, patch=patch)
@@ -900,6 +908,20 @@ class _Held:
 def _last_reply(turn: Sequence[Message]) -> Message:
     """The turn's last assistant message (a step that waits for the caller's tools may end in tool results)."""
     return next((m for m in reversed(turn) if m.role == "assistant"), turn[-1])
+
+
+def _design_turn(turn: Sequence[Message]) -> list[int]:
+    """The indices of what a four-method adapter stores of a turn: the caller's messages and the final answer.
+
+    The household design counts a turn as ``[user, final assistant]``: the model's tool steps
+    between them inform the answer but are not conversation history. A turn that ends waiting
+    for the caller's tools is stored whole, since the caller's results must follow its calls.
+    """
+    last = turn[-1]
+    if last.role != "assistant" or last.tool_calls:
+        return list(range(len(turn)))
+    first_step = next((i for i, m in enumerate(turn) if m.role == "assistant"), len(turn) - 1)
+    return [*range(first_step), len(turn) - 1]
 
 
 def _pending(turn: Sequence[Message]) -> list[ToolCall]:
