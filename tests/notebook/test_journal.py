@@ -95,13 +95,18 @@ def test_journal_cli_speaks_the_design(tmp_path: Path, group: str) -> None:
     assert by_bot.stdout.splitlines()[0] == f"memory semantic: appended {bot_id} (agent bot)"
     listed = cli(group, "semantic", "list", "--dir", d)
     assert listed.returncode == 0 and listed.stderr == ""
-    assert listed.stdout.splitlines() == [
-        f"{bot_id} [agent bot] at {bot_time}",
-        f"{written['id']} [agent cli] at {written['timestamp']}",
+    assert listed.stdout.splitlines() == [  # the design's header, then the records indented, newest first
+        f"memory semantic: 2 record(s) under {tmp_path / 'semantic.jsonl'}",
+        f"  {bot_id} [agent bot] at {bot_time}",
+        f"  {written['id']} [agent cli] at {written['timestamp']}",
     ]
     only_bot = cli(group, "semantic", "list", "--agent", "bot", "--dir", d).stdout.splitlines()
-    assert only_bot == [f"{bot_id} [agent bot] at {bot_time}"]
-    assert cli(group, "episodic", "list", "--dir", d).stdout == ""
+    assert only_bot == [
+        f"memory semantic: 1 record(s) under {tmp_path / 'semantic.jsonl'}",
+        f"  {bot_id} [agent bot] at {bot_time}",
+    ]
+    empty = cli(group, "episodic", "list", "--dir", d)
+    assert empty.stdout == f"memory episodic: 0 record(s) under {tmp_path / 'episodic.jsonl'}\n"
     for args, message in [
         ((group, "semantic", "add", "--dir", d), "caderno: error: memory add requires --record <json>\n"),
         ((group, "semantic", "add", "--record", "[1]", "--dir", d), "must be a JSON object"),

@@ -1027,15 +1027,22 @@ def journal_add(ctx: click.Context, record: str | None, agent: str, directory: P
 @json_option
 @click.pass_context
 def journal_list(ctx: click.Context, agent: str | None, directory: Path | None, as_json: bool) -> None:
-    """List records, newest first: one line each, <id> [agent <name>] at <timestamp>."""
+    """List records, newest first, as the design prints them.
+
+    A header, memory <store>: N record(s) under <file>, then one indented line
+    per record: <id> [agent <name>] at <timestamp>.
+    """
     from ..memory.journal import Journal
 
-    entries = Journal(directory).list(ctx.obj["store"], agent=agent)
+    store = ctx.obj["store"]
+    j = Journal(directory)
+    entries = j.list(store, agent=agent)
     if as_json:
         emit_json(entries)
         return
+    click.echo(f"memory {store}: {len(entries)} record(s) under {j.path(store)}")
     for e in entries:
-        click.echo(f"{e['id']} [agent {e.get('agent')}] at {e.get('timestamp')}")
+        click.echo(f"  {e['id']} [agent {e.get('agent')}] at {e.get('timestamp')}")
 
 
 main.add_command(journal, "journal")
