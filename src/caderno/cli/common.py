@@ -180,15 +180,16 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._task, completed=completed, total=self.total)
 
-    def done(self, summary: str, label: str | None = None) -> None:
+    def done(self, summary: str, label: str | None = None, *, err: bool = False) -> None:
         """Fill the bar (it ends at 100 %, labelled with what was done: ``label``, else ``summary``), stop it,
-        print ``summary`` (a long one is better printed whole than squeezed into the bar's label)."""
+        print ``summary`` (a long one is better printed whole than squeezed into the bar's label); on
+        stderr with ``err`` (a command whose stdout is its data: ``export``, or the worker's log lines)."""
         if self._bar is not None:
             total = max(self.total or 0, self.completed, 1)
             self._bar.update(self._task, completed=total, total=total, description=label or summary)
             self._bar.stop()
             self._bar = None
-        click.echo(summary)
+        click.echo(summary, err=err)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:  # an error: stop the bar where it is; the error's line follows

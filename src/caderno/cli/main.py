@@ -17,7 +17,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -473,21 +473,29 @@ async def export_cmd(ctx: click.Context, resource: str, output: Path | None) -> 
     an export holds every message and fact of the resource.
     """
     memory = await open_memory(ctx)
-    try:
-        dump = await memory.export_resource(resource_id=resource)
-    finally:
-        await memory.close()
-    text = json.dumps(dump, ensure_ascii=False, indent=2)
-    if output is None:
-        click.echo(text)
-        return
-    try:
-        atomic_write(output, text + "\n")  # a private temp file (0600), renamed over the path
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            fail(f"cannot write {output}: it is a symbolic link, and caderno never writes an export through one")
-        fail(f"cannot write {output}: {exc.strerror or exc}")
-    click.echo(f"exported {resource} to {output}", err=True)
+    # The export is one read: a spinner while it runs, then the bar full with what it held (on stderr,
+    # as the summary: stdout may be the export itself).
+    with Progress(f"exporting {resource}") as progress:
+        try:
+            dump = await memory.export_resource(resource_id=resource)
+        finally:
+            await memory.close()
+        text = json.dumps(dump, ensure_ascii=False, indent=2)
+        messages = sum(len(t["messages"]) for t in dump["threads"])
+        progress.update(messages, messages)
+        held = f"{plural(len(dump['threads']), 'thread')}, {plural(messages, 'message')}"
+        if output is None:
+            if progress.interactive:
+                progress.done(f"exported {resource} ({held})", err=True)
+            click.echo(text)
+            return
+        try:
+            atomic_write(output, text + "\n")  # a private temp file (0600), renamed over the path
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                fail(f"cannot write {output}: it is a symbolic link, and caderno never writes an export through one")
+            fail(f"cannot write {output}: {exc.strerror or exc}")
+        progress.done(f"exported {resource} to {output}", f"exported {resource} ({held})", err=True)
 
 
 @main.command("import")
@@ -503,11 +511,18 @@ async def import_cmd(ctx: click.Context, file: Path) -> None:
     except CadernoError as exc:
         fail(str(exc))
     memory = await open_memory(ctx)
-    try:
-        await memory.import_resource(data)
-    finally:
-        await memory.close()
-    click.echo(f"imported {data['resource_id']} ({plural(len(data['threads']), 'thread')})")
+    # One transaction: a spinner while it runs, then the bar full with what was restored.
+    with Progress("importing") as progress:
+        try:
+            await memory.import_resource(data)
+        finally:
+            await memory.close()
+        messages = sum(len(t["messages"]) for t in data["threads"])  # a valid export: import_resource checked it
+        progress.update(messages, messages)
+        progress.done(
+            f"imported {data['resource_id']} ({plural(len(data['threads']), 'thread')})",
+            f"imported {data['resource_id']} ({plural(len(data['threads']), 'thread')}, {plural(messages, 'message')})",
+        )
 
 
 @main.command("erase")
@@ -592,17 +607,19 @@ async def recall_cmd(
 async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: bool) -> None:
     """Run one consolidation pass: summarise long threads (all resources when RESOURCE is omitted)."""
     memory = await open_memory(ctx)
-    try:
-        report = await memory.consolidation.run(resource_id=resource)
-    finally:
-        await memory.close()
-    if as_json:
-        emit_json(report)
-        return
-    click.echo(
-        f"consolidated: {plural(report['summaries'], 'summary', 'summaries')}, {plural(report['merges'], 'merge')}, "
-        f"{plural(report['facts'], 'fact')}, {plural(report['failures'], 'failure')}"
-    )
+    with Progress("consolidating", quiet=as_json) as progress:
+        try:
+            report = await memory.consolidation.run(resource_id=resource, progress=progress.update)
+        finally:
+            await memory.close()
+        if as_json:
+            emit_json(report)
+            return
+        progress.done(
+            f"consolidated: {plural(report['summaries'], 'summary', 'summaries')}, "
+            f"{plural(report['merges'], 'merge')}, {plural(report['facts'], 'fact')}, "
+            f"{plural(report['failures'], 'failure')}"
+        )
 
 
 @main.command("worker")
@@ -652,10 +669,12 @@ async def worker_cmd(
         every = interval_hours if interval_hours is not None else memory.consolidation.settings.interval_hours
         if not parent_pipe:
             click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {every:g} h (Ctrl-C to stop)", err=True)
-            memory.indexer.reported = _report_batch
         if wanted is not None:
             click.echo(sync_report_text(await memory.tasks.sync_config(wanted)), err=True)
-        jobs = [memory.run_background(interval_hours=every)]
+        if parent_pipe:
+            jobs = [memory.run_background(interval_hours=every)]
+        else:
+            jobs = [_backlog_first(memory, lambda: memory.run_background(interval_hours=every))]
         if parent_pipe:
             jobs.append(_follow_parent(memory))
         if model is None:
@@ -676,6 +695,30 @@ async def worker_cmd(
         for client in (model, memory.consolidation.settings.fast_model):
             if client is not None:
                 await client.aclose()
+
+
+async def _backlog_first(memory: Any, background: Callable[[], Awaitable[None]]) -> None:
+    """The worker's start-up: the messages already waiting embedded behind a bar (one summary line when
+    piped), then the background work, a line per batch.
+
+    A backlog of thousands (after an import) took minutes that passed as a
+    line per batch. Progress is counted from the queue, as ``reindex`` does:
+    batches other workers take count too. One job of the worker's, so a stop
+    during the backlog stops it as any other time.
+    """
+    count = ops.CountPendingEmbeddings()
+    if memory.indexer.active and memory.supports(ops.CountPendingEmbeddings) and (backlog := await memory.run(count)):
+        with Progress("embedding the waiting messages", backlog) as progress:
+            while await memory.indexer.run_once():
+                progress.update(max(0, backlog - await memory.run(count)))
+            left = await memory.run(count)
+            progress.done(
+                f"embedded {backlog - left} waiting message(s)"
+                + (f"; {left} still wait (failed and retried later, or embedding in another worker)" if left else ""),
+                err=True,
+            )
+    memory.indexer.reported = _report_batch
+    await background()
 
 
 def _report_batch(queue: str, embedded: int, failed: int) -> None:

@@ -466,11 +466,15 @@ class Consolidation:
         self._background = background
         self._scheduled: set[tuple[str, str]] = set()
 
-    async def run(self, *, resource_id: str | None = None) -> dict[str, int]:
+    async def run(
+        self, *, resource_id: str | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, int]:
         """One consolidation pass: summarise long threads, merge summaries, extract facts.
 
         Returns counts: ``summaries``, ``merges``, ``facts``, ``failures``.
-        Failures are recorded in ``log`` and retried next pass.
+        Failures are recorded in ``log`` and retried next pass. ``progress(done,
+        total)`` is called after each step (a thread, then the facts): the
+        CLI's ``consolidate`` shows a bar with it.
         """
         if resource_id is not None:
             check_id(resource_id, "resource_id")
@@ -478,10 +482,16 @@ class Consolidation:
         settings = self.settings
         # Characters are a cheap upper bound to find candidates (>= 2 chars a token).
         find = ops.FindConsolidationCandidates(resource_id=resource_id, min_chars=settings.summarize_after_tokens * 2)
-        for rid, tid in await self._run(find):
+        candidates = await self._run(find)
+        steps = len(candidates) + (settings.fast_model is not None)
+        for done, (rid, tid) in enumerate(candidates, 1):
             await self._consolidator.thread(rid, tid, report)
+            if progress is not None:
+                progress(done, steps)
         if settings.fast_model is not None:
             await self._consolidator.extract_facts(resource_id, report)
+            if progress is not None:
+                progress(steps, steps)
         return report
 
     async def summaries(self, *, resource_id: str, thread_id: str) -> list[tuple[Message, bool]]:
