@@ -236,3 +236,8 @@ ODD_ANSWERS = [
     ("fine words", {"prompt_tokens": 3, "completion_tokens": LEAKED}),
 ]
 ODD_ANSWER_IDS = ["content-object", "content-image-part", "usage-a-secret"]
+
+
+def sse_data(text: str) -> list[dict[str, Any]]:
+    """The JSON data of each server-sent event in a response body (the chat stream's ``[DONE]`` left out)."""
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ") and line != "data: [DONE]"]

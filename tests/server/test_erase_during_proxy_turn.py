@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 import httpx  # noqa: E402
-from _upstream import Upstream, call, proxy_in_front, text  # noqa: E402
+from _upstream import Upstream, call, proxy_in_front, sse_data, text  # noqa: E402
 
 import caderno  # noqa: E402
 from caderno.server.proxy import THREAD_HEADER  # noqa: E402
@@ -72,7 +72,7 @@ def failure_of(endpoint: str, stream: bool, response: httpx.Response) -> str:
     if not stream:
         assert response.status_code == 409, response.text
         return str(response.json()["type"]).rsplit("/", 1)[-1]
-    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    events = sse_data(response.text)
     if endpoint == "chat":
         [error] = [e["error"] for e in events if "error" in e]
         return str(error["type"])

@@ -31,6 +31,7 @@ from _upstream import (  # noqa: E402
     parts,
     proxy_in_front,
     serving,
+    sse_data,
     text,
 )
 
@@ -384,18 +385,11 @@ async def test_a_turn_on_a_busy_thread_is_a_409_and_stores_nothing(tmp_path: Pat
 
 async def _post_chat(proxy: Proxy, thread: str, stream: bool) -> tuple[httpx.Response, list[dict[str, Any]]]:
     """The raw answer to one turn, and its server-sent events' data (none when not streamed)."""
-    import json
-
     body = {"model": "m", "messages": [{"role": "user", "content": "when?"}], "stream": stream}
     headers = {"authorization": f"Bearer {proxy.token}", THREAD_HEADER: thread}
     async with httpx.AsyncClient(base_url=proxy.base_url, timeout=30) as http:
         answer = await http.post("/v1/chat/completions", json=body, headers=headers)
-    events = [
-        json.loads(line[6:])
-        for line in answer.text.splitlines()
-        if line.startswith("data: ") and line != "data: [DONE]"
-    ]
-    return answer, events if answer.headers["content-type"].startswith("text/event-stream") else []
+    return answer, sse_data(answer.text) if answer.headers["content-type"].startswith("text/event-stream") else []
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

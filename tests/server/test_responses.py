@@ -33,6 +33,7 @@ from _upstream import (  # noqa: E402
     events,
     parts,
     proxy_in_front,
+    sse_data,
     text,
 )
 
@@ -577,8 +578,7 @@ async def _post_response(proxy: Proxy, thread: str, stream: bool) -> tuple[httpx
         answer = await http.post(
             "/v1/responses", json={"model": "m", "input": "when?", "stream": stream}, headers=headers
         )
-    events = [json.loads(line[6:]) for line in answer.text.splitlines() if line.startswith("data: ")]
-    return answer, events if answer.headers["content-type"].startswith("text/event-stream") else []
+    return answer, sse_data(answer.text) if answer.headers["content-type"].startswith("text/event-stream") else []
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
