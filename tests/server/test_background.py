@@ -108,7 +108,12 @@ def test_process_mode_embeds_in_a_niced_child_that_dies_with_the_server(tmp_path
     token = make_key(db, "casa")
     with serving(db, None, "--background", "process") as served:
         (child,) = _children(served.process.pid)
-        assert _nice(child) == _nice(served.process.pid) + WORKER_NICE
+        # The worker lowers its own priority once it has started (after its imports): wait for that.
+        wanted = _nice(served.process.pid) + WORKER_NICE
+        deadline = time.monotonic() + 30
+        while _nice(child) != wanted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _nice(child) == wanted
         cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
         assert b"worker" in cmdline and str(db).encode() not in cmdline  # the URL goes by environment, not argv
         for n in range(3):  # each append wakes the worker through the pipe
