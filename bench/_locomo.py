@@ -25,6 +25,12 @@ Baselines computed here, independently of caderno: Okapi BM25 over the turns
 caderno's default embedder. ``CachedEmbedder`` keeps the vectors of texts
 already embedded in a file outside the project (``CACHE``), so a second run
 costs only what changed.
+
+``ingest``, ``caderno_rankings``, ``bm25_rankings`` and ``dense_rankings``
+read only what ``Haystack`` names, so bench/_longmemeval.py's pooled groups
+go through the same code: a haystack is one resource whose turns say their
+thread, author and date, and whose questions say from where and when they
+are asked.
 """
 
 from __future__ import annotations
@@ -34,11 +40,11 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -91,6 +97,16 @@ class Turn:
         """The message as stored: the speaker's name, then the text."""
         return f"{self.speaker}: {self.text}"
 
+    @property
+    def key(self) -> str:
+        """What the score compares: the dia_id."""
+        return self.dia_id
+
+    @property
+    def name(self) -> str:
+        """The message's author (``Message.name``)."""
+        return self.speaker
+
 
 @dataclass(frozen=True)
 class Question:
@@ -120,6 +136,46 @@ class Conversation:
     @property
     def last_thread(self) -> str:
         return self.thread(self.turns[-1].session)
+
+    def message_id(self, turn: Turn) -> str:
+        return f"{self.sample_id}-{turn.dia_id.replace(':', '-')}"
+
+    def asked(self, question: Question) -> tuple[str | None, datetime]:
+        """Where and when a question is asked: from the last session, the day after it."""
+        return self.last_thread, self.now
+
+
+class HaystackTurn(Protocol):
+    """What the shared ingest and rankings read of a turn."""
+
+    @property
+    def session(self) -> Any: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def key(self) -> Hashable: ...
+
+
+class Haystack(Protocol):
+    """One resource of a benchmark: its turns (in the order stored) and its questions (``.text`` each)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def resource(self) -> str: ...
+    @property
+    def turns(self) -> Sequence[HaystackTurn]: ...
+    @property
+    def questions(self) -> Sequence[Any]: ...
+    def thread(self, session: Any) -> str: ...
+    def message_id(self, turn: Any) -> str: ...
+    def asked(self, question: Any) -> tuple[str | None, datetime]: ...
 
 
 def session_date(text: str) -> datetime:
@@ -264,58 +320,59 @@ class CachedEmbedder:
             self.dirty = False
 
 
-def dense_rankings(embedder: Any, convs: list[Conversation], doc_text: Any = None) -> dict[int, list[list[str]]]:
-    """Per conversation, per question: dia_ids by cosine of question and ``doc_text(turn)`` (default: content)."""
+def dense_rankings(embedder: Any, convs: Sequence[Haystack], doc_text: Any = None) -> dict[int, list[list[Any]]]:
+    """Per conversation, per question: turn keys by cosine of question and ``doc_text(turn)`` (default: content)."""
     doc_text = doc_text or (lambda t: t.content)
     out = {}
     for c in convs:
         docs = embedder.embed([doc_text(t) for t in c.turns])
         qs = embedder.embed([q.text for q in c.questions])
         sims = qs @ docs.T
-        out[c.index] = [[c.turns[i].dia_id for i in np.argsort(-row, kind="stable")[:K]] for row in sims]
+        out[c.index] = [[c.turns[i].key for i in np.argsort(-row, kind="stable")[:K]] for row in sims]
     return out
 
 
-def bm25_rankings(convs: list[Conversation]) -> dict[int, list[list[str]]]:
+def bm25_rankings(convs: Sequence[Haystack]) -> dict[int, list[list[Any]]]:
     out = {}
     for c in convs:
         index = BM25([t.content for t in c.turns])
-        out[c.index] = [[c.turns[i].dia_id for i in top(index.scores(q.text), K)] for q in c.questions]
+        out[c.index] = [[c.turns[i].key for i in top(index.scores(q.text), K)] for q in c.questions]
     return out
 
 
 # --- caderno ---------------------------------------------------------------------------------------
 
 
-async def ingest(memory: Any, convs: list[Conversation]) -> dict[str, str]:
-    """Store every conversation by the protocol; returns message id -> dia_id. Waits for the embeddings.
+async def ingest(memory: Any, convs: Sequence[Haystack]) -> dict[str, Any]:
+    """Store every conversation by the protocol; returns message id -> turn key (dia_id). Waits for the embeddings.
 
-    Each turn is stored as "Speaker: text" with ``name=<speaker>``: the
-    content is what every leg has always searched (so no figure moves), the
-    name is where caderno reads a message's author.
+    Each LoCoMo turn is stored as "Speaker: text" with ``name=<speaker>``:
+    the content is what every leg has always searched (so no figure moves),
+    the name is where caderno reads a message's author. Sessions are
+    appended in the order of their first turn.
     """
     from caderno import Message
 
     dia_of = {}
     for c in convs:
-        by_session: dict[int, list[Turn]] = {}
+        by_session: dict[Any, list[HaystackTurn]] = {}
         for t in c.turns:
             by_session.setdefault(t.session, []).append(t)
         for session, turns in by_session.items():
             msgs = []
             for t in turns:
-                mid = f"{c.sample_id}-{t.dia_id.replace(':', '-')}"
-                dia_of[mid] = t.dia_id
-                msgs.append(Message(role=t.role, content=t.content, name=t.speaker, id=mid, created_at=t.created_at))
+                mid = c.message_id(t)
+                dia_of[mid] = t.key
+                msgs.append(Message(role=t.role, content=t.content, name=t.name, id=mid, created_at=t.created_at))
             await memory.append_messages(resource_id=c.resource, thread_id=c.thread(session), messages=msgs)
     await memory.flush()
     return dia_of
 
 
 async def caderno_rankings(
-    memory: Any, convs: list[Conversation], dia_of: dict[str, str], **legs: Any
-) -> dict[int, list[list[str]]]:
-    """Per conversation, per question: the dia_ids ``memory.recall`` returns (best fused score first).
+    memory: Any, convs: Sequence[Haystack], dia_of: dict[str, Any], **legs: Any
+) -> dict[int, list[list[Any]]]:
+    """Per conversation, per question: the turn keys ``memory.recall`` returns (best fused score first).
 
     ``legs``: recall's keyword arguments (recent, salient, relevant, lexical, top, min_similarity).
     """
@@ -323,7 +380,8 @@ async def caderno_rankings(
     for c in convs:
         got = []
         for q in c.questions:
-            hits = await memory.recall(resource_id=c.resource, query=q.text, thread_id=c.last_thread, now=c.now, **legs)
+            thread, now = c.asked(q)
+            hits = await memory.recall(resource_id=c.resource, query=q.text, thread_id=thread, now=now, **legs)
             got.append([dia_of[h.message.id] for h in sorted(hits, key=lambda h: -h.score)])
         out[c.index] = got
     return out
