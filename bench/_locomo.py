@@ -40,7 +40,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -231,8 +231,14 @@ def turn_recall(returned: Sequence[str], evidence: Iterable[str], k: int = K) ->
     return len(evidence & set(returned[:k])) / len(evidence)
 
 
-def score(results: dict[int, list[list[str]]], convs: list[Conversation], which: Iterable[int]) -> dict[str, float]:
+def score(
+    results: dict[int, list[list[str]]],
+    convs: Sequence[Conversation] | Mapping[int, Conversation],
+    which: Iterable[int],
+) -> dict[str, float]:
     """Mean turn recall@10 over the questions of conversations ``which``: overall (``all``) and per category.
+
+    ``convs[c]``: conversation ``c`` (a list of them all, or a mapping by index).
 
     ``results[conv][i]``: the dia_ids returned for question ``i`` of that conversation, best first.
     """

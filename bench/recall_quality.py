@@ -32,7 +32,18 @@ for every candidate.
   fused, the default ``recall(query)`` cut to 10, and the baselines BM25
   and dense cosine computed in the bench.
 
-Run:  .venv/bin/python bench/recall_quality.py [--set en|pt|locomo|all] [--split tuning|heldout|both]
+``longmemeval`` — LongMemEval_S's development part (bench/_longmemeval.py:
+  the pooled protocol of ``../shared/data/longmemeval/README.md``, ~16
+  questions a resource), read from beside the project when that folder is
+  there: the same rows, turn- and session-level evidence recall@10, per
+  question type, on its tuning part, its check part and all.
+
+Both public benchmarks run through one harness (``Benchmark``,
+``evaluate_benchmark``): the rows of ``BENCH_ROWS``, then the baselines, each
+part scored by the benchmark's own ``score``. Embeddings are cached by text
+(``_locomo.CachedEmbedder``), so a rerun costs the storing and the recalls.
+
+Run:  .venv/bin/python bench/recall_quality.py [--set en|pt|locomo|longmemeval|both|all] [--split tuning|heldout|both]
           [--fusion today,rrf60,rrf10,rrf5,score,default] [--sweep] [--embedder NAME] [--json out.json]
 """
 
@@ -43,13 +54,17 @@ import asyncio
 import hashlib
 import json
 import tempfile
-from contextlib import contextmanager
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import _embedders
 import _locomo
+import _longmemeval
 
 import caderno
 import caderno.embeddings
@@ -216,60 +231,139 @@ async def evaluate(path: Path, fusions: list[str], sweep: bool, embedder: str | 
     return out
 
 
-#: LoCoMo rows: name -> (recall's keyword arguments, the variant of constants it runs under).
-LOCOMO_ROWS: dict[str, tuple[dict[str, Any], str]] = {
+#: The rows of each public benchmark (LoCoMo, LongMemEval): name -> (recall's keyword arguments,
+#: the variant of constants it runs under). The baselines BM25 and dense cosine follow them.
+BENCH_ROWS: dict[str, tuple[dict[str, Any], str]] = {
     "relevant leg": ({"recent": 0, "salient": 0, "relevant": 10, "lexical": 0, "top": 10}, "leg"),
     "lexical leg": ({"recent": 0, "salient": 0, "relevant": 0, "lexical": 10, "top": 10}, "leg"),
     "fused relevant 5 + lexical 5": ({"recent": 0, "salient": 0, "relevant": 5, "lexical": 5}, "default"),
     "fused, no when leg": ({"recent": 0, "salient": 0, "relevant": 5, "lexical": 5}, "no-when"),
     "default recall(query), top 10": ({"top": 10}, "default"),
 }
+#: The scores of a part: {level ("turn", "session"): {"all", one figure per column, "n"}}.
+Scores = dict[str, dict[str, float]]
 
 
-async def evaluate_locomo() -> dict[str, dict[str, dict[str, float]]] | None:
-    """LoCoMo's rows per part (tuning, check, all); None (and a line) when the data is not beside the project."""
-    import time
+@dataclass(frozen=True)
+class Benchmark:
+    """A public benchmark read from beside the project: its haystacks (``_locomo.Haystack``), parts and score."""
 
-    if not _locomo.LOCOMO.exists():
-        print(f"\nLoCoMo skipped: {_locomo.LOCOMO} is not there")
-        return None
-    convs = _locomo.load()
+    key: str
+    """Its name in ``--set`` and in the JSON report."""
+    title: str
+    path: Path
+    load: Callable[[], Sequence[Any]]
+    parts: dict[str, Any]
+    """Part label -> what ``score`` reads to keep that part's questions."""
+    score: Callable[[dict[int, list[list[Any]]], Sequence[Any], Any], Scores]
+    """(rankings per haystack and question, the haystacks, a part) -> the part's scores."""
+    columns: Callable[[Sequence[Any]], list[str]]
+    """The question categories its tables show beside ``all``."""
+    tuning: str
+    """The part every choice is made on (bench/recall_tune.py)."""
+    asking: Callable[[Sequence[Any], Any], Sequence[Any]]
+    """(the haystacks, a part) -> the haystacks that part's questions are asked in, asking only those."""
+
+
+BENCHMARKS = {
+    "locomo": Benchmark(
+        "locomo",
+        "LoCoMo",
+        _locomo.LOCOMO,
+        _locomo.load,
+        {"tuning (0-2)": _locomo.TUNING, "check (3-4)": _locomo.CHECK, "all (0-4)": _locomo.TUNING + _locomo.CHECK},
+        lambda got, convs, which: {"turn": _locomo.score(got, {c.index: c for c in convs}, which)},
+        lambda convs: list(_locomo.CATEGORIES.values()),
+        "tuning (0-2)",
+        lambda convs, which: [c for c in convs if c.index in which],
+    ),
+    "longmemeval": Benchmark(
+        "longmemeval",
+        "LongMemEval_S dev",
+        _longmemeval.LONGMEMEVAL,
+        _longmemeval.load,
+        {part: part for part in _longmemeval.PARTS},
+        _longmemeval.score,
+        _longmemeval.question_types,
+        "tuning",
+        _longmemeval.only,
+    ),
+}
+
+
+@asynccontextmanager
+async def ingested(
+    bench: Benchmark, haystacks: Sequence[Any]
+) -> AsyncIterator[tuple[caderno.Memory, dict[str, Any], _locomo.CachedEmbedder, float]]:
+    """A SQLite file holding ``haystacks`` by the benchmark's protocol, every message embedded.
+
+    Yields the memory, message id -> turn key, the embedder (vectors cached
+    by text) and the seconds storing and embedding took.
+    """
     embedder = _locomo.CachedEmbedder(caderno.embeddings.default_embedder())
-    results: dict[str, dict[int, list[list[str]]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        async with caderno.connect(Path(tmp) / "locomo.db", embedder=embedder) as memory:
+        async with caderno.connect(Path(tmp) / f"{bench.key}.db", embedder=embedder) as memory:
             started = time.perf_counter()
-            dia_of = await _locomo.ingest(memory, convs)
+            key_of = await _locomo.ingest(memory, haystacks)
             took = time.perf_counter() - started
             embedder.save()
-            for name, (legs, fusion) in LOCOMO_ROWS.items():
-                with variant(fusion):
-                    results[name] = await _locomo.caderno_rankings(memory, convs, dia_of, **legs)
-    results["BM25 (bench)"] = _locomo.bm25_rankings(convs)
-    results["dense cosine (bench)"] = _locomo.dense_rankings(embedder, convs)
+            yield memory, key_of, embedder, took
+
+
+async def evaluate_benchmark(bench: Benchmark) -> dict[str, Any] | None:
+    """Every row and both baselines, scored per part; None (and a line) when the data is not beside the project."""
+    if not bench.path.exists():
+        print(f"\n{bench.title} skipped: {bench.path} is not there")
+        return None
+    started = time.perf_counter()
+    haystacks = bench.load()
+    results: dict[str, dict[int, list[list[Any]]]] = {}
+    async with ingested(bench, haystacks) as (memory, key_of, embedder, took):
+        for name, (legs, fusion) in BENCH_ROWS.items():
+            with variant(fusion):
+                results[name] = await _locomo.caderno_rankings(memory, haystacks, key_of, **legs)
+    results["BM25 (bench)"] = _locomo.bm25_rankings(haystacks)
+    results["dense cosine (bench)"] = _locomo.dense_rankings(embedder, haystacks)
     embedder.save()
-    turns = sum(len(c.turns) for c in convs)
-    print(f"\nLoCoMo: {len(convs)} conversations, {turns} turns, ingested (stored + embedded) in {took:.1f} s")
-    parts = {"tuning (0-2)": _locomo.TUNING, "check (3-4)": _locomo.CHECK, "all (0-4)": _locomo.TUNING + _locomo.CHECK}
-    return {
-        part: {row: _locomo.score(got, convs, which) for row, got in results.items()} for part, which in parts.items()
+    size = {
+        "resources": len(haystacks),
+        "turns": sum(len(h.turns) for h in haystacks),
+        "questions": sum(len(h.questions) for h in haystacks),
+    }
+    total = time.perf_counter() - started
+    print(
+        f"\n{bench.title}: {size['resources']} resources, {size['turns']} turns, {size['questions']} questions; "
+        f"ingested (stored + embedded) in {took:.1f} s, {total:.1f} s in all"
+    )
+    parts = {
+        part: {row: bench.score(got, haystacks, which) for row, got in results.items()}
+        for part, which in bench.parts.items()
+    }
+    return size | {
+        "ingest_s": round(took, 1),
+        "total_s": round(total, 1),
+        "columns": bench.columns(haystacks),
+        "parts": parts,
     }
 
 
-def print_locomo(report: dict[str, dict[str, dict[str, float]]]) -> None:
-    cats = list(_locomo.CATEGORIES.values())
-    for part, rows in report.items():
-        n = next(iter(rows.values()))["n"]
-        print(f"\nLoCoMo {part}: {n:.0f} questions; turn-level evidence recall@10\n")
-        print("| retrieval | all | " + " | ".join(cats) + " |")
-        print("|---|---:|" + "---:|" * len(cats))
-        for row, m in rows.items():
-            print(f"| {row} | {m['all']:.3f} | " + " | ".join(f"{m.get(c, 0.0):.3f}" for c in cats) + " |")
+def print_benchmark(bench: Benchmark, report: dict[str, Any]) -> None:
+    columns = report["columns"]
+    for part, rows in report["parts"].items():
+        first = next(iter(rows.values()))
+        for level, figures in first.items():
+            print(f"\n{bench.title} {part}: {figures['n']:.0f} questions; {level}-level evidence recall@10\n")
+            print("| retrieval | all | " + " | ".join(columns) + " |")
+            print("|---|---:|" + "---:|" * len(columns))
+            for row, scores in rows.items():
+                m = scores[level]
+                cells = (f"{m[c]:.3f}" if c in m else "–" for c in columns)  # – : no question of that kind here
+                print(f"| {row} | {m['all']:.3f} | " + " | ".join(cells) + " |")
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", choices=("en", "pt", "locomo", "both", "all"), default="all", help="both: en and pt")
+    ap.add_argument("--set", choices=(*SETS, *BENCHMARKS, "both", "all"), default="all", help="both: en and pt")
     ap.add_argument("--split", choices=("tuning", "heldout", "both"), default="both")
     ap.add_argument(
         "--fusion", default="today,rrf60,rrf10,rrf5,score,default", help="comma-separated: " + ", ".join(VARIANTS)
@@ -283,7 +377,8 @@ async def main() -> None:
     if unknown:
         ap.error(f"unknown fusion {unknown}; choose from {', '.join(VARIANTS)}")
     halves = ("tuning", "heldout") if args.split == "both" else (args.split,)
-    names = ("en", "pt") if args.set in ("both", "all") else (args.set,) if args.set != "locomo" else ()
+    names = tuple(SETS) if args.set in ("both", "all") else (args.set,) if args.set in SETS else ()
+    started = time.perf_counter()
     report = {}
     print(
         f"default fusion: FUSION={recall_module.FUSION!r}, RRF_K={recall_module.RRF_K}, POOL={recall_module.POOL}, "
@@ -305,11 +400,13 @@ async def main() -> None:
                 print("|---|" + "---:|" * len(kinds))
                 for row, per in h["by_kind"].items():
                     print(f"| {row} | " + " | ".join(f"{per[k]:.3f}" for k in kinds) + " |")
-    if args.set in ("locomo", "all"):
-        locomo = await evaluate_locomo()
-        if locomo is not None:
-            report["locomo"] = locomo
-            print_locomo(locomo)
+    for key, bench in BENCHMARKS.items():
+        if args.set in (key, "all"):
+            result = await evaluate_benchmark(bench)
+            if result is not None:
+                report[key] = result
+                print_benchmark(bench, result)
+    print(f"\n{time.perf_counter() - started:.0f} s in all")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 
