@@ -146,36 +146,38 @@ class Conversation:
 
 
 class HaystackTurn(Protocol):
-    """What the shared ingest and rankings read of a turn."""
+    """What the shared ingest and rankings read of a turn.
 
-    @property
-    def session(self) -> Any: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def name(self) -> str | None: ...
-    @property
-    def created_at(self) -> datetime: ...
-    @property
-    def key(self) -> Hashable: ...
+    Declared as attributes for brevity; frozen dataclass fields and
+    properties provide them (read-only: this is a reading shape, bench/ is
+    not type-checked as a whole).
+    """
+
+    session: Any
+    """What ``Haystack.thread`` makes its thread from."""
+    role: str
+    content: str
+    name: str | None
+    """Its author (``Message.name``), or None."""
+    created_at: datetime
+    key: Hashable
+    """What the score compares (LoCoMo's dia_id; LongMemEval's (session, turn index))."""
 
 
 class Haystack(Protocol):
     """One resource of a benchmark: its turns (in the order stored) and its questions (``.text`` each)."""
 
-    @property
-    def index(self) -> int: ...
-    @property
-    def resource(self) -> str: ...
-    @property
-    def turns(self) -> Sequence[HaystackTurn]: ...
-    @property
-    def questions(self) -> Sequence[Any]: ...
+    index: int
+    """Its key in every ranking's result."""
+    resource: str
+    turns: Sequence[HaystackTurn]
+    questions: Sequence[Any]
+
     def thread(self, session: Any) -> str: ...
     def message_id(self, turn: Any) -> str: ...
-    def asked(self, question: Any) -> tuple[str | None, datetime]: ...
+    def asked(self, question: Any) -> tuple[str | None, datetime]:
+        """(the current thread or None, ``now``) of a question."""
+        ...
 
 
 def session_date(text: str) -> datetime:
