@@ -1,19 +1,21 @@
 """``Memory.get_context`` (the reference agent's tri-hybrid context) on every backend, with the real embedder.
 
 The reference: davo20019/aidaemon, commit 620a136, ``src/state/sqlite.rs``
-``get_context``: recent 10, salient (importance >= 0.8) 5, relevant 5,
-deduplicated by id.
+``get_context``: recent 10 (the session's last messages, every role),
+salient (importance >= 0.8) 5, relevant 5, deduplicated by id.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
 
 import caderno
-from caderno import ContextParts, Message
+from caderno import ContextParts, Message, ToolCall
 from caderno.core.errors import UsageError
+from caderno.memory.tri_hybrid import GET_CONTEXT_SCOPE
 
 R = "casa"
 #: The current thread: six exchanges about the house; two of its older user messages are salient.
@@ -122,6 +124,108 @@ async def test_a_thread_id_of_another_resource_gives_nothing(seeded: caderno.Mem
     # And R's own context never holds "other"'s message, though its thread is named "now" too.
     mine = await seeded.get_context(resource_id=R, thread_id="now", query="Lisbon trip budget", salient=50)
     assert all("9999" not in t for t in texts(mine.messages))
+
+
+def call(*ids: str, importance: float | None = None) -> Message:
+    """An assistant message asking for one tool call per id."""
+    return Message.assistant(
+        tool_calls=[ToolCall(id=i, name="lookup", arguments={"q": i}) for i in ids], importance=importance
+    )
+
+
+#: A turn with tool work: two calls answered, then a final reply; then the next question.
+TOOLED = [
+    Message.user("What is the water bill this month?"),
+    call("c1", "c2"),
+    Message.tool("water: EUR 41", tool_call_id="c1"),
+    Message.tool("last month: EUR 39", tool_call_id="c2"),
+    Message.assistant("The water bill is EUR 41, two more than last month."),
+    Message.user("And the electricity?"),
+    call("c3"),
+    Message.tool("electricity: EUR 70", tool_call_id="c3"),
+    Message.assistant("Electricity is EUR 70."),
+]
+
+
+def roles(hits: list) -> list[str]:
+    return [h.message.role for h in hits]
+
+
+async def test_recent_holds_tool_calls_and_their_results(memory: caderno.Memory) -> None:
+    # recall's recent leg would keep only the user messages and final replies; get_context keeps every role.
+    await memory.append_messages(resource_id=R, thread_id="t", messages=TOOLED)
+    got = await memory.get_context(resource_id=R, thread_id="t", query="", recent=4, salient=0, relevant=0)
+    assert roles(got.recent) == ["user", "assistant", "tool", "assistant"]
+    assert got.recent[1].message.tool_calls == TOOLED[6].tool_calls
+    assert got.recent[2].message.tool_call_id == "c3"
+    assert all(h.reasons == {"recent"} and h.thread_id == "t" for h in got.recent)
+    whole = await memory.get_context(resource_id=R, thread_id="t", query="", recent=9, salient=0, relevant=0)
+    assert [h.message.content for h in whole.recent] == [m.content for m in TOOLED]
+    assert roles(whole.recent) == [m.role for m in TOOLED]
+
+
+@pytest.mark.parametrize(
+    ("recent", "first"),
+    [
+        (2, 8),  # window [tool c3, final]: c3's call is outside it
+        (3, 6),  # the window reaches the call: the unit is whole
+        (6, 4),  # window [tool c2, final, user, ...]: c2's call is outside it
+        (7, 4),  # window [tool c1, tool c2, ...]: both results of a call outside it
+        (8, 1),
+    ],
+)
+async def test_recent_never_starts_with_a_tool_result_whose_call_is_outside(
+    memory: caderno.Memory, recent: int, first: int
+) -> None:
+    await memory.append_messages(resource_id=R, thread_id="t", messages=TOOLED)
+    got = await memory.get_context(resource_id=R, thread_id="t", query="", recent=recent, salient=0, relevant=0)
+    assert [h.message.content for h in got.recent] == [m.content for m in TOOLED[first:]]
+    assert got.recent[0].message.role != "tool"
+    assert len(got.recent) <= recent  # the call is never fetched from before the window
+
+
+async def test_recent_is_the_newest_of_the_thread_only(seeded: caderno.Memory) -> None:
+    # A newer message in another thread of the resource (and in another resource's "now") is not recent here.
+    await seeded.append_messages(resource_id=R, thread_id="old", messages=[Message.user("Newest, elsewhere.")])
+    got = await seeded.get_context(resource_id=R, thread_id="now", query="", recent=50, salient=0, relevant=0)
+    assert texts(got.recent) == [m.content for m in CHAT]
+    assert {h.thread_id for h in got.recent} == {"now"}
+    # Newest first ranks highest within the part.
+    assert [h.score for h in got.recent] == sorted(h.score for h in got.recent)
+
+
+async def test_a_salient_tool_message_in_the_window_is_in_recent_only(memory: caderno.Memory) -> None:
+    turn = [
+        Message.user("Book the table."),
+        call("b1", importance=0.9),
+        Message.tool("booked for 8 pm", tool_call_id="b1", importance=0.95),
+        Message.assistant("Booked for 8 pm."),
+    ]
+    await memory.append_messages(resource_id=R, thread_id="t", messages=turn)
+    got = await memory.get_context(resource_id=R, thread_id="t", query="", recent=4, salient=5, relevant=0)
+    assert roles(got.recent) == ["user", "assistant", "tool", "assistant"]
+    assert got.salient == []  # both salient messages are already recent
+    ids = [h.message.id for h in got.messages]
+    assert len(ids) == len(set(ids)) == 4
+    # With the window shorter, the salient ones come back in their own part.
+    short = await memory.get_context(resource_id=R, thread_id="t", query="", recent=1, salient=5, relevant=0)
+    assert roles(short.recent) == ["assistant"]
+    assert [h.message.importance for h in short.salient] == [0.9, 0.95]
+
+
+async def test_scope_thread_reads_no_other_thread(seeded: caderno.Memory) -> None:
+    # Every part stays in "now"; with the resource scope the same call finds "old"'s salient and relevant ones.
+    kwargs = {"resource_id": R, "thread_id": "now", "query": "Lisbon trip budget", "recent": 2, "salient": 9}
+    narrow = await seeded.get_context(**kwargs, relevant=9, scope="thread", min_similarity=-1.0)
+    assert {h.thread_id for h in narrow.messages} == {"now"}
+    assert len(narrow.messages) == len(CHAT)  # the whole thread, and nothing else
+    wide = await seeded.get_context(**kwargs, relevant=9, scope="resource", min_similarity=-1.0)
+    assert {h.thread_id for h in wide.messages} == {"now", "old"}
+
+
+def test_the_default_scope_is_the_measured_constant() -> None:
+    default = inspect.signature(caderno.Memory.get_context).parameters["scope"].default
+    assert default == GET_CONTEXT_SCOPE
 
 
 @pytest.mark.parametrize(
