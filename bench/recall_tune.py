@@ -7,7 +7,10 @@ recent and salient weights — each combination run with the default
 ``recall(query)`` on every tuning part:
 
 * ``locomo``: LoCoMo conversations 0-2 (bench/_locomo.py, read from
-  ``../shared/data/locomo/``; turn-level evidence recall@10, top 10), when there;
+  ``../shared/data/locomo/``; turn-level evidence recall@10, top 10), when
+  there. All five conversations are stored, as bench/recall_quality.py
+  stores them: the full-text index's statistics span the database, and with
+  0-2 alone the current constants scored 0.789 here against 0.797 there;
 * ``longmemeval``: LongMemEval_S dev's tuning part (bench/_longmemeval.py,
   read from ``../shared/data/longmemeval/``; every group stored, its tuning
   questions asked; turn-level evidence recall@10, top 10), when there;
