@@ -180,8 +180,18 @@ def cases(scene: Scene) -> list[ops.Op[Any]]:
         ops.FinishEmbeddings(
             model="m", dim=3, done=((R, stored[2].seq, VECTOR),), failed=(), now=NOW, codes=(bytes(2 * 3 + 8),)
         ),
+        ops.FinishEmbeddings(
+            model="m",
+            dim=3,
+            done=((R, stored[2].seq, VECTOR),),
+            failed=(),
+            now=NOW,
+            sparse=(b"\x07\x00\x00\x3c",),
+            sparse_model="s",
+        ),
         ops.CountPendingEmbeddings(),
         ops.ReadVectors(resource_id=R, model="m", after_id=0),
+        ops.ReadSparse(resource_id=R, model="s", seqs=(stored[1].seq, stored[2].seq)),
         ops.SearchVectors(resource_id=R, model="m", query=(1.0, 1.0, 1.0), k=5, min_similarity=0.0),
         ops.SearchVectors(resource_id=R, model="m", query=(1.0, 1.0, 1.0), k=5, min_similarity=0.0, thread_id=T),
         ops.LexicalSearch(resource_id=R, terms=("amsterdam",), limit=5),

@@ -41,6 +41,7 @@ FROZEN = {
     "0018_queue_without_an_index_on_new_jobs": ("ae693038d4de969e", "e3b0c44298fc1c14"),
     "0019_embedding_codes": ("898f9690d4ca7b14", "02eff82b2d4de208"),
     "0020_lease_tokens": ("e2e06e5147132454", "4c700da0eb1e42cc"),
+    "0021_sparse_terms": ("39949d6f00501c27", "aac1eded003857c0"),
 }
 
 

@@ -90,6 +90,7 @@ def connect(
     *,
     working_memory_schema: Any = None,
     embedder: Any = DEFAULT,
+    sparse: Any = DEFAULT,
     consolidation: ConsolidationSettings | None = None,
     vector_cache_bytes: int = 512 * 1024 * 1024,
     **options: Any,
@@ -107,6 +108,7 @@ def connect(
             open_store(url, **options),
             working_memory_schema=working_memory_schema,
             embedder=embedder,
+            sparse=sparse,
             consolidation=consolidation,
             vector_cache_bytes=vector_cache_bytes,
         )

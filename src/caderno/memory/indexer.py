@@ -107,6 +107,7 @@ class Indexer:
         run: Runner,
         embedder: Any,
         *,
+        sparse: Any = None,
         items: bool = False,
         batch_size: int = 256,
         lease_seconds: float = LEASE_SECONDS,
@@ -114,6 +115,9 @@ class Indexer:
     ) -> None:
         self.run = run
         self.embedder = embedder
+        self.sparse = sparse
+        """The learned-sparse encoder whose term weights are stored beside each message's vector
+        (``caderno.embeddings.splade``), or None."""
         self.items = items
         self.batch_size = batch_size
         self.lease_seconds = lease_seconds
@@ -230,20 +234,41 @@ class Indexer:
             return handled
 
     def _embed_messages(self, jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
-        """Vectors (with their codes) of the jobs that embedded, and the failures."""
+        """Vectors (with their codes and sparse terms) of the jobs that embedded, and the failures."""
         done, failed = self._embed_jobs(jobs, lambda j: [j.content])
         codes = quantize([block[0] for _, block in done]) if done else []
+        terms = self._sparse_terms([j.content for j, _ in done])
         return (
             [
-                (j.resource_id, j.seq, block[0].tobytes(), c.tobytes())
-                for (j, block), c in zip(done, codes, strict=True)
+                (j.resource_id, j.seq, block[0].tobytes(), c.tobytes(), t)
+                for (j, block), c, t in zip(done, codes, terms, strict=True)
             ],
             [(j.resource_id, j.seq, error, wait) for j, error, wait in failed],
         )
 
-    def _finish_op(self, *, done: tuple[tuple[str, int, bytes, bytes], ...], **rest: Any) -> ops.FinishEmbeddings:
-        """Each vector stored with its codes (the vector cache's form of it, read at its first load)."""
-        return ops.FinishEmbeddings(done=tuple(row[:3] for row in done), codes=tuple(row[3] for row in done), **rest)
+    def _sparse_terms(self, texts: list[str]) -> list[bytes]:
+        """Each text's learned-sparse terms (``b""`` each when there is no sparse encoder, or it failed:
+        the message is still found by its vector and its words, and ``reindex`` computes them again)."""
+        if self.sparse is None or not texts:
+            return [b""] * len(texts)
+        try:
+            return list(self.sparse.encode(texts))
+        except Exception as exc:  # noqa: BLE001 - the sparse leg is an extra: its failure never fails an embedding
+            log.warning("sparse encoding failed, the batch is stored without it: %s", _error(exc))
+            return [b""] * len(texts)
+
+    def _finish_op(
+        self, *, done: tuple[tuple[str, int, bytes, bytes, bytes], ...], **rest: Any
+    ) -> ops.FinishEmbeddings:
+        """Each vector stored with its codes (the vector cache's form of it, read at its first load) and its sparse terms."""
+        sparse = tuple(row[4] for row in done)
+        return ops.FinishEmbeddings(
+            done=tuple(row[:3] for row in done),
+            codes=tuple(row[3] for row in done),
+            sparse=sparse if any(sparse) else (),
+            sparse_model=self.sparse.name if self.sparse is not None else "",
+            **rest,
+        )
 
     async def _finish_messages(self, jobs: list[EmbeddingJob], result: tuple[list[Any], list[Any]]) -> None:
         done, failed = result
@@ -366,6 +391,12 @@ class Indexer:
                 self.unavailable = str(exc)
                 log.warning("embeddings are off: %s; recall falls back to lexical and salient search", exc)
                 return False
+            if self.sparse is not None and hasattr(self.sparse, "load"):
+                try:
+                    await asyncio.to_thread(self.sparse.load)
+                except EmbeddingUnavailable as exc:
+                    self.sparse = None
+                    log.warning("the sparse encoder is off: %s; recall ranks without it", exc)
         self._loaded = True
         return True
 

@@ -461,12 +461,33 @@ def finish_embeddings(d: Dialect, op: ops.FinishEmbeddings, *, vec: bool = False
             ],
             "many",
         )
+    if op.sparse:  # as the codes: under the vector's id, deleted with it
+        yield Q(
+            "INSERT INTO sparse_terms (resource_id, id, model, seq, terms) SELECT ?, id, ?, seq, ? "
+            "FROM embeddings WHERE resource_id = ? AND seq = ? AND model = ?",
+            [
+                (rid, op.sparse_model, terms, rid, seq, op.model)
+                for (rid, seq, _), terms in zip(op.done, op.sparse, strict=True)
+                if (rid, seq) in live and terms
+            ],
+            "many",
+        )
     yield Q("DELETE FROM embedding_queue WHERE resource_id = ? AND seq = ?", done, "many")
     yield Q(
         "UPDATE embedding_queue SET attempts = attempts + 1, error = ?, not_before = ? WHERE resource_id = ? AND seq = ?",
         [(error, later(d, op.now, after), rid, seq) for rid, seq, error, after in op.failed],
         "many",
     )
+
+
+def read_sparse(d: Dialect, op: ops.ReadSparse) -> Plan[dict[int, bytes]]:
+    if not op.seqs:
+        return {}
+    rows = yield Q(
+        f"SELECT seq, terms FROM sparse_terms WHERE resource_id = ? AND model = ? AND seq IN ({marks(len(op.seqs))})",
+        (op.resource_id, op.model, *op.seqs),
+    )
+    return {int(seq): bytes(terms) for seq, terms in rows}
 
 
 def vector_text(vector: bytes) -> str:
@@ -776,6 +797,7 @@ SHARED: dict[type[Any], Callable[[Dialect, Any], Plan[Any]]] = {
     ops.FinishEmbeddings: finish_embeddings,
     ops.CountPendingEmbeddings: count_pending_embeddings,
     ops.ReadVectors: read_vectors,
+    ops.ReadSparse: read_sparse,
     ops.ReadSalient: read_salient,
     ops.ReadNeighbours: read_neighbours,
     ops.Reindex: reindex,

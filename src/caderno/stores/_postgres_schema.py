@@ -648,6 +648,24 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
         """
         ],
     ),
+    (
+        # Each message's learned-sparse term weights, deleted with its vector (see the SQLite list).
+        "0021_sparse_terms",
+        [
+            """
+        CREATE TABLE sparse_terms (
+            resource_id text NOT NULL,
+            id          bigint NOT NULL,
+            model       text NOT NULL,
+            seq         bigint NOT NULL,
+            terms       bytea NOT NULL,
+            PRIMARY KEY (resource_id, id),
+            FOREIGN KEY (resource_id, id) REFERENCES embeddings (resource_id, id) ON DELETE CASCADE
+        );
+        CREATE INDEX sparse_terms_seq ON sparse_terms (resource_id, seq);
+        """
+        ],
+    ),
 ]
 
 

@@ -544,6 +544,24 @@ MIGRATIONS: list[_migrate.Migration] = [
             "CREATE INDEX scheduled_tasks_claimed ON scheduled_tasks (claimed_by) WHERE claimed_by IS NOT NULL",
         ],
     ),
+    (
+        "0021_sparse_terms",
+        [
+            # Each message's learned-sparse term weights (caderno.embeddings.splade),
+            # computed with its vector and deleted with it (an edit, a delete, an
+            # erase, a reindex). ``model`` is the sparse encoder's name: weights of
+            # another encoder are never compared. Read by seq, for the candidates
+            # recall reranks, never scanned.
+            """CREATE TABLE sparse_terms (
+                id          INTEGER PRIMARY KEY REFERENCES embeddings (id) ON DELETE CASCADE,
+                resource_id TEXT NOT NULL,
+                model       TEXT NOT NULL,
+                seq         INTEGER NOT NULL,
+                terms       BLOB NOT NULL
+            )""",
+            "CREATE INDEX sparse_terms_seq ON sparse_terms (resource_id, seq)",
+        ],
+    ),
 ]
 
 

@@ -120,6 +120,7 @@ __all__ = [
     "ReadMessageLog",
     "ReadNeighbours",
     "ReadSalient",
+    "ReadSparse",
     "ReadSummaries",
     "ReadThread",
     "ReadUnconsolidated",
@@ -498,6 +499,11 @@ class FinishEmbeddings(Op[None]):
     ``codes``: empty, or each vector's quantized form (the vector cache's
     ``quantize``), one per ``done`` in its order, stored beside it so a
     cache's first load reads these instead of quantizing the vectors.
+
+    ``sparse``: empty, or each message's learned-sparse term weights
+    (``caderno.embeddings.splade``'s packed form; ``b""`` for none), one per
+    ``done``, stored under ``sparse_model`` beside its vector and deleted
+    with it: an edit, a delete, an erase or a reindex leaves none stale.
     """
 
     writes: ClassVar[bool] = True
@@ -507,6 +513,8 @@ class FinishEmbeddings(Op[None]):
     failed: tuple[tuple[str, int, str, float], ...]
     now: datetime
     codes: tuple[bytes, ...] = ()
+    sparse: tuple[bytes, ...] = ()
+    sparse_model: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -546,6 +554,16 @@ class ReadVectors(Op[VectorRows]):
     resource_id: str
     model: str
     after_id: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadSparse(Op[dict[int, bytes]]):
+    """The learned-sparse term weights of ``model`` stored for the resource's messages ``seqs``
+    (``FinishEmbeddings.sparse``), by seq; a message without them is absent."""
+
+    resource_id: str
+    model: str
+    seqs: tuple[int, ...]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -1198,6 +1216,7 @@ RECALL: frozenset[type[Op[Any]]] = frozenset(
         RenewEmbeddings,
         CountPendingEmbeddings,
         ReadVectors,
+        ReadSparse,
         LexicalSearch,
         ReadSalient,
         ReadBySeq,

@@ -265,6 +265,7 @@ _ONE_STATEMENT = frozenset(
         ops.LexicalSearch,
         ops.ReadSalient,
         ops.ReadBySeq,
+        ops.ReadSparse,
         # consolidation
         ops.FindConsolidationCandidates,
         ops.ReleaseConsolidation,
