@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import re
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -326,6 +327,50 @@ class CachedEmbedder:
             keys = list(self.cache)
             np.savez(self.path, keys=np.array(keys), vectors=np.stack([self.cache[k] for k in keys]))
             self.dirty = False
+
+
+class CachedSparse:
+    """A sparse encoder whose packed term weights are kept on disk by text (sha1), as ``CachedEmbedder``'s vectors."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.path = CACHE / (re.sub(r"[^\w.-]", "_", inner.name) + ".pickle")
+        self.cache: dict[str, bytes] = {}
+        if self.path.exists():
+            self.cache = pickle.loads(self.path.read_bytes())
+        self.dirty = False
+
+    def load(self) -> None:
+        self.inner.load()
+
+    def encode(self, texts: list[str]) -> list[bytes]:
+        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in self.cache))
+        if missing:
+            for t, blob in zip(missing, self.inner.encode(missing), strict=True):
+                self.cache[hashlib.sha1(t.encode()).hexdigest()] = blob
+            self.dirty = True
+        return [self.cache[k] for k in keys]
+
+    def save(self) -> None:
+        if self.dirty:
+            CACHE.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(pickle.dumps(self.cache))
+            self.dirty = False
+
+
+def sparse_rankings(sparse: Any, convs: Sequence[Haystack]) -> dict[int, list[list[Any]]]:
+    """Per conversation, per question: turn keys by the sparse dot product over every turn (a first-stage leg)."""
+    from caderno.embeddings.splade import dot
+
+    out = {}
+    for c in convs:
+        docs = sparse.encode([t.content for t in c.turns])
+        out[c.index] = [
+            [c.turns[i].key for i in top(dot(query, docs), K)] for query in sparse.encode([q.text for q in c.questions])
+        ]
+    return out
 
 
 def dense_rankings(embedder: Any, convs: Sequence[Haystack], doc_text: Any = None) -> dict[int, list[list[Any]]]:

@@ -83,7 +83,10 @@ LEGS = ("recent", "salient", "relevant", "lexical")
 #: Leg weights before this comparison.
 OLD_WEIGHTS = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
 #: caderno's constants now.
-DEFAULT = {name: getattr(recall_module, name) for name in ("FUSION", "RRF_K", "POOL", "LEG_WEIGHTS", "DISTINCT")}
+DEFAULT = {
+    name: getattr(recall_module, name)
+    for name in ("FUSION", "RRF_K", "POOL", "LEG_WEIGHTS", "DISTINCT", "SPARSE_WEIGHT", "SPARSE_POOL")
+}
 #: name -> the recall constants it sets (the others keep caderno's values).
 #: "today": the fusion before pools were deepened (RRF k=60, each leg only
 #: its limit deep, no when leg); "default": caderno's constants.
@@ -99,7 +102,7 @@ DEFAULT = {name: getattr(recall_module, name) for name in ("FUSION", "RRF_K", "P
 #: searches that index; bench/recall_proto.py and bench/recall_levers.py
 #: measure the index-time choices.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "today": {"FUSION": "rrf", "RRF_K": 60, "POOL": 0, "LEG_WEIGHTS": OLD_WEIGHTS},
+    "today": {"FUSION": "rrf", "RRF_K": 60, "POOL": 0, "LEG_WEIGHTS": OLD_WEIGHTS, "SPARSE_WEIGHT": 0.0},
     "rrf60": {"FUSION": "rrf", "RRF_K": 60, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS},
     "rrf10": {"FUSION": "rrf", "RRF_K": 10, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS},
     "rrf5": {"FUSION": "rrf", "RRF_K": 5, "POOL": 30, "LEG_WEIGHTS": OLD_WEIGHTS},
@@ -120,7 +123,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "repeats": {"DISTINCT": False},
     # One leg on its own: the leg as recall runs it (lexical over its
     # index-time context), without the when leg, which is a fusion of the others.
-    "leg": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.0}},
+    "leg": {"LEG_WEIGHTS": {**DEFAULT["LEG_WEIGHTS"], "when": 0.0}, "SPARSE_WEIGHT": 0.0},
+    # The learned-sparse rerank of the fused pool (SPARSE_WEIGHT): off, alone, and weights around the default.
+    "no-sparse": {"SPARSE_WEIGHT": 0.0},
+    "sparse-only": {"SPARSE_WEIGHT": 1e6},
+    "sparse0.5": {"SPARSE_WEIGHT": 0.5},
+    "sparse1": {"SPARSE_WEIGHT": 1.0},
 }
 ALL_LEGS = dict.fromkeys(LEGS, 10)
 #: thread -> when its questions are asked ("two weeks ago" counts from there).
@@ -242,6 +250,8 @@ BENCH_ROWS: dict[str, tuple[dict[str, Any], str]] = {
     "lexical leg": ({"recent": 0, "salient": 0, "relevant": 0, "lexical": 10, "top": 10}, "leg"),
     "fused relevant 5 + lexical 5": ({"recent": 0, "salient": 0, "relevant": 5, "lexical": 5}, "default"),
     "fused, no when leg": ({"recent": 0, "salient": 0, "relevant": 5, "lexical": 5}, "no-when"),
+    "default without the sparse rerank": ({"top": 10}, "no-sparse"),
+    "sparse rerank of the fused pool alone": ({"top": 10}, "sparse-only"),
     "default recall(query), top 10": ({"top": 10}, "default"),
 }
 #: The scores of a part: {level ("turn", "session"): {"all", one figure per column, "n"}}.
@@ -307,12 +317,14 @@ async def ingested(
     by text) and the seconds storing and embedding took.
     """
     embedder = _locomo.CachedEmbedder(caderno.embeddings.default_embedder())
+    sparse = _locomo.CachedSparse(caderno.embeddings.default_sparse_encoder())
     with tempfile.TemporaryDirectory() as tmp:
-        async with caderno.connect(Path(tmp) / f"{bench.key}.db", embedder=embedder) as memory:
+        async with caderno.connect(Path(tmp) / f"{bench.key}.db", embedder=embedder, sparse=sparse) as memory:
             started = time.perf_counter()
             key_of = await _locomo.ingest(memory, haystacks)
             took = time.perf_counter() - started
             embedder.save()
+            sparse.save()
             yield memory, key_of, embedder, took
 
 
@@ -328,6 +340,9 @@ async def evaluate_benchmark(bench: Benchmark) -> dict[str, Any] | None:
         for name, (legs, fusion) in BENCH_ROWS.items():
             with variant(fusion):
                 results[name] = await _locomo.caderno_rankings(memory, haystacks, key_of, **legs)
+        sparse = memory.indexer.sparse
+        results["SPLADE-tiny over every turn (bench)"] = _locomo.sparse_rankings(sparse, haystacks)
+        sparse.save()
     results["BM25 (bench)"] = _locomo.bm25_rankings(haystacks)
     results["dense cosine (bench)"] = _locomo.dense_rankings(embedder, haystacks)
     embedder.save()
