@@ -145,12 +145,20 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
     await run(
         memory,
         ops.FinishEmbeddings(
-            model="m", dim=3, done=((R, stored[0].seq, vector),), failed=((R, stored[1].seq, "boom", 60.0),), now=now
+            model="m",
+            dim=3,
+            done=((R, stored[0].seq, vector),),
+            failed=((R, stored[1].seq, "boom", 60.0),),
+            now=now,
+            sparse=(b"\x07\x00\x00\x3c",),
+            sparse_model="s",
         ),
     )
-    rows, lexical, salient, by_seq, around = await run(
+    rows, sparse, other, lexical, salient, by_seq, around = await run(
         memory,
         ops.ReadVectors(resource_id=R, model="m", after_id=0),
+        ops.ReadSparse(resource_id=R, model="s", seqs=(stored[0].seq, stored[1].seq)),
+        ops.ReadSparse(resource_id="elsewhere", model="s", seqs=(stored[0].seq,)),
         ops.LexicalSearch(resource_id=R, terms=("amsterdam",), limit=5),
         ops.ReadSalient(resource_id=R, threshold=0.8, limit=5),
         ops.ReadBySeq(resource_id=R, seqs=(stored[1].seq,)),
@@ -161,6 +169,7 @@ async def test_recall_and_consolidation_operations(memory: caderno.Memory) -> No
         and b"".join(rows.vectors) == vector
         and {t: set(seqs) for t, seqs in rows.threads.items()} == {T: {stored[0].seq, stored[1].seq}}
     )
+    assert sparse == {stored[0].seq: b"\x07\x00\x00\x3c"} and other == {}  # stored beside its vector alone
     # The word's own message first, then the reply it is context for (index-time context).
     assert [s for s, _ in lexical] == [stored[0].seq, stored[1].seq]
     assert [m.id for _, m in salient] == [stored[0].id]

@@ -125,6 +125,37 @@ async def test_the_rerank_lifts_the_candidate_whose_terms_match(db_url: str) -> 
         assert best.message.content == needle.content and "sparse" not in best.reasons
 
 
+async def test_candidates_without_terms_keep_their_fused_place(db_url: str) -> None:
+    """Messages embedded before terms were stored (until a reindex) are neither lifted nor sunk by the rerank."""
+    sparse = WordSparse()
+    async with caderno.connect(db_url, embedder=HashingEmbedder(32), sparse=None) as memory:
+        await memory.append_messages(
+            resource_id=R,
+            thread_id="old",
+            messages=[Message.user(f"the budget for trip {i} to Amsterdam in EUR") for i in range(12)],
+        )
+        await memory.flush()  # vectors, no terms
+        query = "budget Amsterdam EUR trip"
+        before = [h.message.id for h in await memory.recall(resource_id=R, query=query, top=8)]
+        memory.indexer.sparse = sparse
+        after = await memory.recall(resource_id=R, query=query, top=8)
+        assert [h.message.id for h in after] == before and all("sparse" not in h.scores for h in after)
+        # Newer messages with terms, each sharing one word of the query (so one sparse score for all):
+        # their terms must not lift them over the older ones, which have none to show.
+        await memory.append_messages(
+            resource_id=R, thread_id="new", messages=[Message.user(f"a note {i} on Amsterdam") for i in range(3)]
+        )
+        await memory.flush()
+        memory.indexer.sparse = None
+        fused = {h.message.id for h in await memory.recall(resource_id=R, query=query, top=12)}
+        memory.indexer.sparse = sparse
+        mixed = await memory.recall(resource_id=R, query=query, top=12)
+        assert {h.message.id for h in mixed} == fused
+        assert (
+            len(fused) == 12 and len(await memory.recall(resource_id=R, query=query, top=15)) == 15
+        )  # all in the pool
+
+
 def test_dot_is_the_dense_dot_product() -> None:
     rng = np.random.default_rng(7)
     vectors = []
