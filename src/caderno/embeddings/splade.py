@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import EmbeddingUnavailable
-from .minilm import TOKENIZER, ChunkedRuns, _cores, encode_truncated, read_verified
+from .minilm import ChunkedRuns, _cores, encode_truncated, read_verified, wordpiece_tokenizer
 
 MODEL_ID = "splade-tiny-fp16"
 WEIGHTS = Path(__file__).parent / "data" / "splade-tiny.npz"
@@ -281,15 +281,12 @@ class SpladeEncoder(ChunkedRuns):
             if self._weights is not None:
                 return self
             try:
-                from tokenizers import Tokenizer
+                import tokenizers  # noqa: F401  (here: a clear error when it is missing)
             except ImportError as exc:
                 raise EmbeddingUnavailable(f"{exc.name} is not installed; run: pip install caderno") from None
             data = read_verified(self._path, WEIGHTS_SHA256, "; reinstall caderno")
             weights = _Weights(data)
-            tokenizer = Tokenizer.from_file(str(TOKENIZER))
-            tokenizer.no_padding()  # padded per chunk of similar lengths
-            tokenizer.enable_truncation(max_length=self._max_tokens)
-            self._tokenizer, self._weights = tokenizer, weights
+            self._tokenizer, self._weights = wordpiece_tokenizer(self._max_tokens), weights
             return self
 
     def encode(self, texts: list[str]) -> list[bytes]:
