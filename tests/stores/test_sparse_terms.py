@@ -62,9 +62,17 @@ async def test_the_worker_stores_each_messages_terms_and_reads_them_by_seq(db_ur
         assert await stored(memory, OTHER) == {}
 
 
+def embedded_on_flush_only(memory: caderno.Memory) -> None:
+    """No background worker in this process (as when ``serve``'s worker embeds elsewhere): what is
+    queued stays queued until ``flush``, so an assertion between a queueing call and ``flush``
+    cannot race a batch."""
+    memory.indexer.elsewhere = lambda: None
+
+
 async def test_terms_go_with_their_vectors(db_url: str) -> None:
     """An edit, a pop, a delete, a thread's delete, a reindex and an erase leave no stale terms."""
     async with caderno.connect(db_url, embedder=HashingEmbedder(32), sparse=WordSparse()) as memory:
+        embedded_on_flush_only(memory)
         a = await memory.append_messages(
             resource_id=R, thread_id="a", messages=[Message.user(f"a note {i}") for i in range(4)]
         )
@@ -96,6 +104,7 @@ async def test_terms_go_with_their_vectors(db_url: str) -> None:
 
 async def test_an_import_computes_the_terms_again(db_url: str) -> None:
     async with caderno.connect(db_url, embedder=HashingEmbedder(32), sparse=WordSparse()) as memory:
+        embedded_on_flush_only(memory)
         await memory.append_messages(resource_id=R, thread_id="t", messages=[Message.user("the Amsterdam goal")])
         await memory.flush()
         before = await stored(memory)
