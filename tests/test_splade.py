@@ -141,3 +141,22 @@ def test_a_corrupt_or_missing_weights_file_is_refused(tmp_path: Path) -> None:
 def test_one_default_encoder_per_process() -> None:
     assert default_sparse_encoder() is default_sparse_encoder()
     assert default_sparse_encoder().name == "splade-tiny-fp16"
+
+
+def test_a_query_scored_for_the_candidates_terms_alone_equals_its_whole_vector() -> None:
+    """Recall's rerank decodes the query only for its candidates' terms (``query_scorer``): the same scores
+    as the query's whole vector, within float16's rounding of that vector's weights."""
+    encoder = splade.default_sparse_encoder()
+    docs = encoder.encode(
+        [
+            "We are saving EUR 6,000 for the Amsterdam trip, by 1 September 2026.",
+            "The car insurance is R$ 310 a month.",
+            "Minha irmã adotou um galgo chamado Pipoca.",
+            "",
+        ]
+    )
+    query = "how much for the Netherlands holiday?"
+    fast = splade.query_scorer(encoder, query)(docs)
+    (whole,) = encoder.encode([query])
+    assert np.allclose(fast, splade.dot(whole, docs), rtol=2e-3, atol=2e-3)
+    assert fast[0] > 0 and fast[3] == 0  # an empty text has no terms

@@ -116,16 +116,30 @@ def dot(query: bytes, docs: Sequence[bytes]) -> np.ndarray:
     q_ids, q_w = unpack(query)
     dense = np.zeros(VOCAB, dtype=np.float32)
     dense[q_ids] = q_w
-    if not docs:
-        return np.zeros(0, dtype=np.float32)
+    ids, w, owner = _unpack_many(docs)
+    return np.bincount(owner, weights=dense[ids] * w, minlength=len(docs)).astype(np.float32)
+
+
+def _unpack_many(docs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every term id and weight of ``docs`` in one pair of arrays, and the doc each belongs to."""
     sizes = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
     if (sizes % _WIDTH).any():
         raise ValueError(f"a packed sparse vector has a multiple of {_WIDTH} bytes")
     counts = sizes // _WIDTH
     ids = np.frombuffer(b"".join(d[: 2 * n] for d, n in zip(docs, counts.tolist(), strict=True)), dtype="<u2")
     w = np.frombuffer(b"".join(d[2 * n :] for d, n in zip(docs, counts.tolist(), strict=True)), dtype="<f2")
-    owner = np.repeat(np.arange(len(docs)), counts)
-    return np.bincount(owner, weights=dense[ids] * w.astype(np.float32), minlength=len(docs)).astype(np.float32)
+    return ids.astype(np.int64), w.astype(np.float32), np.repeat(np.arange(len(docs)), counts)
+
+
+def query_scorer(encoder: Any, text: str) -> Callable[[Sequence[bytes]], np.ndarray]:
+    """How recall's rerank scores stored terms against ``text``: a ``SpladeEncoder`` decodes the
+    query for the candidates' terms alone (``query_states``, ``scores``); any other sparse encoder
+    (``name`` and ``encode``) encodes the query whole and takes ``dot``."""
+    if isinstance(encoder, SpladeEncoder):
+        states = encoder.query_states(text)
+        return lambda docs: encoder.scores(states, docs)
+    (vector,) = encoder.encode([text])
+    return lambda docs: dot(bytes(vector), docs)
 
 
 def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
@@ -311,7 +325,37 @@ class SpladeEncoder(ChunkedRuns):
                     out[i] = v
         return out
 
-    def _run(self, rows: list[int], encodings: list[Any], lengths: list[int]) -> list[bytes]:
+    def query_states(self, text: str) -> np.ndarray:
+        """The query's token states as the decoder reads them (tokens x hidden).
+
+        With ``scores``, what recall's rerank uses: a query's weights are
+        needed only for the terms its candidates hold (a few thousand of
+        30,522), so the decoder, 90 % of a whole vector's arithmetic, runs
+        on those alone.
+        """
+        if self._weights is None:
+            self.load()
+        (encoding,) = encode_truncated(self._tokenizer, [text], self._max_tokens)
+        with _one_blas_thread():
+            states, _ = self._states([0], [encoding], [len(encoding.ids)])
+        return states
+
+    def scores(self, states: np.ndarray, docs: Sequence[bytes]) -> np.ndarray:
+        """The dot product of the query (``query_states``) with each packed vector of ``docs``: the
+        query's weights decoded for the docs' terms only, in float32 (``dot`` of its whole packed
+        vector agrees within float16's rounding)."""
+        w = self._weights
+        assert w is not None
+        ids, weights, owner = _unpack_many(docs)
+        terms, where = np.unique(ids, return_inverse=True)
+        with _one_blas_thread():
+            logits = (states @ w.word[terms].T).max(axis=0) + w.decoder_b[terms]
+        query = np.log1p(np.maximum(logits, 0))
+        return np.bincount(owner, weights=query[where] * weights, minlength=len(docs)).astype(np.float32)
+
+    def _states(self, rows: list[int], encodings: list[Any], lengths: list[int]) -> tuple[np.ndarray, list[Any]]:
+        """The texts' token states after the MLM head's transform (padding dropped, text after text)
+        and each text's span of rows in them."""
         w = self._weights
         assert w is not None
         width = max(lengths[i] for i in rows)
@@ -339,7 +383,12 @@ class SpladeEncoder(ChunkedRuns):
         h = x[mask.ravel()]  # the texts' tokens, padding dropped, text after text
         h = _layer_norm(_gelu(h @ w.transform + w.transform_b), *w.head_norm)
         ends = np.cumsum([lengths[i] for i in rows]).tolist()
-        spans = list(zip([0, *ends[:-1]], ends, strict=True))
+        return h, list(zip([0, *ends[:-1]], ends, strict=True))
+
+    def _run(self, rows: list[int], encodings: list[Any], lengths: list[int]) -> list[bytes]:
+        w = self._weights
+        assert w is not None
+        h, spans = self._states(rows, encodings, lengths)
         top = np.empty((len(rows), VOCAB), dtype=np.float32)
         for j, block in zip(range(0, VOCAB, DECODER_BLOCK), w.decoder, strict=True):
             logits = h @ block

@@ -650,7 +650,7 @@ class RecallPlan:
     top: int | None
     not_searchable: int = 0
     sparse: Any = None
-    """The query's sparse terms, being encoded beside the reads (a future), or None: no rerank."""
+    """What scores candidates' sparse terms against the query, being made beside the reads (a future), or None."""
 
     async def finish(self, results: list[Any], *, top: int | None = None) -> Hits:
         """The hits, from the reads' ``results``; ``top`` overrides the plan's (a turn knows it once its history is read)."""
@@ -848,8 +848,8 @@ class Retriever:
     ) -> dict[int, float]:
         """``fused`` with its first ``SPARSE_POOL`` ranked again by their sparse terms (see ``SPARSE_WEIGHT``)."""
         sparse = self.indexer.sparse
-        query = await plan.sparse if plan.sparse is not None else None
-        if not query or sparse is None or not fused:
+        scorer = await plan.sparse if plan.sparse is not None else None
+        if scorer is None or sparse is None or not fused:
             return fused
         order = sorted(fused, key=lambda seq: (-fused[seq], -seq))
         pool = tuple(order[:SPARSE_POOL])
@@ -857,9 +857,8 @@ class Retriever:
         seqs = [seq for seq in pool if seq in terms]
         if not seqs:
             return fused
-        from ..embeddings.splade import dot
-
-        scores = dot(query, [terms[seq] for seq in seqs])
+        blobs = [terms[seq] for seq in seqs]
+        scores = await asyncio.to_thread(scorer, blobs)  # ~1 ms of products: not on the loop
         ranked = sorted(((seq, float(v)) for seq, v in zip(seqs, scores, strict=True) if v > 0), key=lambda p: -p[1])
         for seq, value in ranked:
             values[seq]["sparse"] = value
@@ -873,17 +872,19 @@ class Retriever:
             weights={"fused": 1.0, "sparse": SPARSE_WEIGHT},
         )
 
-    async def _encode_sparse(self, text: str) -> bytes | None:
-        """The query's sparse terms, or None when the encoder cannot give them (recall goes on without the rerank)."""
+    async def _encode_sparse(self, text: str) -> Callable[[Sequence[bytes]], Any] | None:
+        """What scores the candidates' stored terms against the query (``splade.query_scorer``), or
+        None when the encoder cannot give it (recall goes on without the rerank)."""
         sparse = self.indexer.sparse
         if sparse is None:
             return None
+        from ..embeddings.splade import query_scorer
+
         try:
-            (terms,) = await asyncio.to_thread(sparse.encode, [text])
+            return await asyncio.to_thread(query_scorer, sparse, text)
         except Exception as exc:  # noqa: BLE001 - the rerank is an extra: recall goes on without it
             log.warning("query sparse encoding failed: %s", exc)
             return None
-        return bytes(terms)
 
     async def _lexical_share(
         self, resource_id: str, query: str, lexical: list[tuple[int, float, Any]], found: dict[int, tuple[str, Message]]
