@@ -347,7 +347,10 @@ class SpladeEncoder(ChunkedRuns):
         w = self._weights
         assert w is not None
         ids, weights, owner = _unpack_many(docs)
-        terms, where = np.unique(ids, return_inverse=True)
+        present = np.zeros(VOCAB, dtype=bool)  # the docs' distinct terms, without a sort
+        present[ids] = True
+        terms = np.flatnonzero(present)
+        where = (np.cumsum(present) - 1)[ids]
         with _one_blas_thread():
             logits = (states @ w.word[terms].T).max(axis=0) + w.decoder_b[terms]
         query = np.log1p(np.maximum(logits, 0))
