@@ -180,9 +180,9 @@ def rate(fn: Callable[[list[str]], Any], texts: list[str], batch: int) -> float:
     return len(texts) / (time.perf_counter() - t0)
 
 
-async def end_to_end(embedder: Any, batch: int, texts: list[str]) -> float:
+async def end_to_end(embedder: Any, batch: int, texts: list[str], sparse: Any = None) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        async with caderno.connect(Path(tmp) / "w.db", embedder=embedder) as memory:
+        async with caderno.connect(Path(tmp) / "w.db", embedder=embedder, sparse=sparse) as memory:
             memory.indexer.batch_size = batch
             t0 = time.perf_counter()
             for i in range(0, len(texts) - 1, 2):
@@ -208,7 +208,7 @@ def paragraphs(chat: list[str], tokens: int, n: int, tokenizer: Any, seed: int =
     return out
 
 
-async def worker_rate(embedder: Any, texts: list[str]) -> tuple[float, float, float]:
+async def worker_rate(embedder: Any, texts: list[str], sparse: Any = None) -> tuple[float, float, float]:
     """Messages/s of ``memory.flush()`` over a queue of ``texts``, the share of that time in database round
     trips, and the process's CPU seconds."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,7 +220,7 @@ async def worker_rate(embedder: Any, texts: list[str]) -> tuple[float, float, fl
                     thread_id=f"t{i % 20}",
                     messages=[Message.user(texts[i]), Message.assistant(texts[i + 1])],
                 )
-        async with caderno.connect(path, embedder=embedder) as memory:
+        async with caderno.connect(path, embedder=embedder, sparse=sparse) as memory:
             run, spent = memory.indexer.run, [0.0]
 
             async def timed(op: Any) -> Any:
@@ -374,6 +374,27 @@ def assistant_turns(n: int, seed: int = 1) -> list[str]:
     return random.Random(seed).sample(sorted(turns), n)
 
 
+async def sparse_worker_rows(chat: list[str], rounds: int) -> None:
+    """The background worker with and without the sparse terms: what the rerank costs at index time.
+
+    "appended" is the end-to-end rate (append in pairs, then ``flush``) of
+    640 chat messages, "queued" the worker's ``flush`` over a queue of
+    LongMemEval's long assistant turns; rounds interleaved, medians."""
+    dense = minilm.MiniLMEmbedder().load()
+    sparse = splade.SpladeEncoder().load()
+    turns = assistant_turns(48)
+    rows: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for label, with_sparse in (("MiniLM alone", None), ("MiniLM + SPLADE-tiny (SHIPPED)", sparse)):
+            rows.setdefault(f"{label} [chat, appended]", []).append(
+                await end_to_end(dense, 256, chat[:640], sparse=with_sparse)
+            )
+            if turns:
+                rate_, _, _ = await worker_rate(dense, turns, sparse=with_sparse)
+                rows.setdefault(f"{label} [LongMemEval assistant turns, queued]", []).append(rate_)
+    table("the worker, messages/s | run | median | range |", rows)
+
+
 def sparse_rows(chat: list[str], rounds: int) -> None:
     """SpladeEncoder's throughput by text kind, token limit and chunks at once; then one query's latency."""
     turns = assistant_turns(48)
@@ -451,6 +472,7 @@ async def main() -> None:
         await options_rows(chat, mixed, args.rounds)
     if args.part in ("all", "sparse"):
         sparse_rows(chat, args.rounds)
+        await sparse_worker_rows(chat, args.rounds)
 
 
 async def options_rows(chat: list[str], mixed: list[str], rounds: int) -> None:
