@@ -862,15 +862,17 @@ class Retriever:
         ranked = sorted(((seq, float(v)) for seq, v in zip(seqs, scores, strict=True) if v > 0), key=lambda p: -p[1])
         for seq, value in ranked:
             values[seq]["sparse"] = value
-        # A candidate without terms (embedded before they were stored, until a reindex) keeps its fused
-        # place in the sparse ranking too, so it is neither lifted nor sunk; the others fill the rest in
-        # their sparse order.
-        rest = iter(ranked)
-        both = [(seq, 0.0) if seq not in terms else next(rest, None) for seq in pool]
-        return fuse(
-            {"fused": [(seq, fused[seq]) for seq in order], "sparse": [p for p in both if p is not None]},
-            weights={"fused": 1.0, "sparse": SPARSE_WEIGHT},
-        )
+        # Reciprocal rank fusion of the two rankings (``fuse``'s, written out for the places): a
+        # candidate without terms (embedded before they were stored, until a reindex) keeps its fused
+        # place in the sparse ranking too, so it is neither lifted nor sunk; those with terms take the
+        # other places in their sparse order, and one whose terms match none of the query's gets none.
+        places = [at for at, seq in enumerate(pool, 1) if seq in terms]
+        sparse_rank = {seq: at for at, seq in enumerate(pool, 1) if seq not in terms}
+        sparse_rank.update({seq: at for (seq, _), at in zip(ranked, places, strict=False)})
+        out = {seq: 1.0 / (RRF_K + at) for at, seq in enumerate(order, 1)}
+        for seq, at in sparse_rank.items():
+            out[seq] += SPARSE_WEIGHT / (RRF_K + at)
+        return out
 
     async def _encode_sparse(self, text: str) -> Callable[[Sequence[bytes]], Any] | None:
         """What scores the candidates' stored terms against the query (``splade.query_scorer``), or
