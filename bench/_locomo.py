@@ -41,7 +41,7 @@ import math
 import pickle
 import re
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -295,6 +295,18 @@ def top(scores: np.ndarray, k: int) -> list[int]:
     return [int(i) for i in order if scores[i] > 0]
 
 
+def through_cache(
+    cache: dict[str, Any], texts: list[str], compute: Callable[[list[str]], Any], keep: Callable[[Any], Any] = bytes
+) -> tuple[list[Any], bool]:
+    """Each text's value from ``cache`` (keyed by the text's sha1), the missing ones computed in one call
+    and stored as ``keep(value)``; and whether any was."""
+    keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+    missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in cache))
+    for t, value in zip(missing, compute(missing) if missing else [], strict=True):
+        cache[hashlib.sha1(t.encode()).hexdigest()] = keep(value)
+    return [cache[k] for k in keys], bool(missing)
+
+
 class CachedEmbedder:
     """An embedder whose vectors are kept on disk by text (sha1), so reruns skip texts embedded before.
 
@@ -313,13 +325,9 @@ class CachedEmbedder:
         self.dirty = False
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in self.cache))
-        if missing:
-            for t, v in zip(missing, self.inner.embed(missing), strict=True):
-                self.cache[hashlib.sha1(t.encode()).hexdigest()] = np.asarray(v, dtype=np.float32)
-            self.dirty = True
-        return np.stack([self.cache[k] for k in keys]).astype(np.float32)
+        vectors, added = through_cache(self.cache, texts, self.inner.embed, lambda v: np.asarray(v, dtype=np.float32))
+        self.dirty |= added
+        return np.stack(vectors).astype(np.float32)
 
     def save(self) -> None:
         if self.dirty:
@@ -345,13 +353,9 @@ class CachedSparse:
         self.inner.load()
 
     def encode(self, texts: list[str]) -> list[bytes]:
-        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in self.cache))
-        if missing:
-            for t, blob in zip(missing, self.inner.encode(missing), strict=True):
-                self.cache[hashlib.sha1(t.encode()).hexdigest()] = blob
-            self.dirty = True
-        return [self.cache[k] for k in keys]
+        blobs, added = through_cache(self.cache, texts, self.inner.encode)
+        self.dirty |= added
+        return blobs
 
     def save(self) -> None:
         if self.dirty:
