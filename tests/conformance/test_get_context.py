@@ -7,7 +7,6 @@ salient (importance >= 0.8) 5, relevant 5, deduplicated by id.
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import pytest
@@ -15,7 +14,6 @@ import pytest
 import caderno
 from caderno import ContextParts, Message, ToolCall
 from caderno.core.errors import UsageError
-from caderno.memory.tri_hybrid import GET_CONTEXT_SCOPE
 
 R = "casa"
 #: The current thread: six exchanges about the house; two of its older user messages are salient.
@@ -221,11 +219,6 @@ async def test_scope_thread_reads_no_other_thread(seeded: caderno.Memory) -> Non
     assert len(narrow.messages) == len(CHAT)  # the whole thread, and nothing else
     wide = await seeded.get_context(**kwargs, relevant=9, scope="resource", min_similarity=-1.0)
     assert {h.thread_id for h in wide.messages} == {"now", "old"}
-
-
-def test_the_default_scope_is_the_measured_constant() -> None:
-    default = inspect.signature(caderno.Memory.get_context).parameters["scope"].default
-    assert default == GET_CONTEXT_SCOPE
 
 
 @pytest.mark.parametrize(

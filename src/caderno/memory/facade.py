@@ -54,7 +54,7 @@ from .notebook import MEMORY_CHAR_LIMIT, USER_CHAR_LIMIT, StoredNotebook
 from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Hits, RecallPlan, Retriever, VectorIndex
 from .state import Keys, Macros, Prefixes, Tasks
 from .threads import Threads
-from .tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, ContextParts, gather_context
+from .tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, GET_CONTEXT_SCOPE, ContextParts, gather_context
 from .turns import Turns
 from .working_memory import WorkingMemoryPart
 
@@ -563,7 +563,7 @@ class Memory:
         salient: int = 5,
         relevant: int = 5,
         min_similarity: float = GET_CONTEXT_MIN_SIMILARITY,
-        scope: str = "resource",
+        scope: str = GET_CONTEXT_SCOPE,
         now: datetime | None = None,
     ) -> ContextParts:
         """The reference agent's tri-hybrid context: recent, salient and relevant, each part whole.
