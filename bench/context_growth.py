@@ -27,7 +27,7 @@ from pathlib import Path
 import caderno
 from caderno import AgentChat, Message, ToolCall
 from caderno.examples.household import BudgetTool
-from caderno.memory.consolidation import ConsolidationSettings
+from caderno.memory.parts.consolidation import ConsolidationSettings
 
 PLACES = ["Mercado Central", "Padaria Real", "Farmácia São João", "Posto Shell", "Feira do Bairro", "Cinema Roxy"]
 TOPICS = [

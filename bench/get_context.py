@@ -58,7 +58,7 @@ import _locomo
 import recall_quality
 
 import caderno
-from caderno.memory.tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, GET_CONTEXT_SCOPE
+from caderno.memory.engines.get_context import GET_CONTEXT_MIN_SIMILARITY, GET_CONTEXT_SCOPE
 
 #: The floors ``--floors all`` compares: the reference agent's 0.65, recall's 0.25, and around them.
 FLOORS = (0.0, 0.15, 0.25, 0.35, 0.45, 0.65)

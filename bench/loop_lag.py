@@ -36,7 +36,7 @@ from _common import pct
 from server_load import caderno_cli, free_port, start_server, stop_server
 
 from caderno.core.jsonvalue import MAX_MESSAGE_CHARS
-from caderno.memory.recall import MAX_QUERY_CHARS
+from caderno.memory.engines.recall import MAX_QUERY_CHARS
 
 RESOURCE = "lag"
 #: Prose with the things recall parses: dates, weekdays, relative times, accents.

@@ -50,7 +50,7 @@ import recall_proto as rp
 from recall_proto import CHOSEN, DEEPEST, EMBEDDER, Corpus, Lex, Query
 
 from caderno.core.text import fold, stems
-from caderno.memory.when import Window, find_window
+from caderno.memory.engines.when import Window, find_window
 
 # --- legs with their scores ------------------------------------------------------------------------
 

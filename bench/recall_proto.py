@@ -4,7 +4,7 @@ Each candidate is rebuilt here from caderno's own parts — SQLite FTS5
 through ``sqlite3`` (one table for every conversation, as a store holds every
 resource), caderno's stems (``caderno.core.text.stems``) or FTS5's porter,
 caderno's default embedder with numpy, caderno's ``when`` windows
-(``caderno.memory.when.find_window``), importance (``caderno.memory.importance.score``)
+(``caderno.memory.engines.when.find_window``), importance (``caderno.memory.engines.importance.score``)
 — so that what wins here can be built in the stores as measured:
 
 * **lexical** — each turn in an FTS5 row of three columns: its own text, the
@@ -50,9 +50,9 @@ import recall_quality as rq
 import caderno.embeddings
 from caderno import Message
 from caderno.core.text import fold, stems, tokenize
-from caderno.memory.importance import SALIENT
-from caderno.memory.importance import score as importance
-from caderno.memory.when import Window, find_window
+from caderno.memory.engines.importance import SALIENT
+from caderno.memory.engines.importance import score as importance
+from caderno.memory.engines.when import Window, find_window
 
 
 @dataclass(frozen=True)

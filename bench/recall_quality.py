@@ -73,8 +73,8 @@ import _longmemeval
 import caderno
 import caderno.embeddings
 from caderno import Message
-from caderno.memory import recall as recall_module
-from caderno.memory.recall import DEFAULT_MIN_SIMILARITY
+from caderno.memory.engines import recall as recall_module
+from caderno.memory.engines.recall import DEFAULT_MIN_SIMILARITY
 
 DATA = Path(__file__).parent / "data"
 SETS = {"en": DATA / "recall_eval.json", "pt": DATA / "recall_eval_pt.json"}
@@ -142,7 +142,7 @@ def split_of(question_id: str) -> str:
 
 @contextmanager
 def variant(name: str) -> Any:
-    """Run recall under one variant (module constants of caderno.memory.recall), restored afterwards."""
+    """Run recall under one variant (module constants of caderno.memory.engines.recall), restored afterwards."""
     settings = {**DEFAULT, **VARIANTS[name]}
     saved = {key: getattr(recall_module, key) for key in settings}
     for key, value in settings.items():

@@ -345,10 +345,10 @@ async def main() -> None:
 
 def index_speed(size: int, real: np.ndarray) -> dict[str, float]:
     """caderno's search vs numpy's exact float32 product over ``size`` random unit vectors, top 10, no threshold."""
-    from caderno.memory import recall
+    from caderno.memory.engines import vector_cache
 
     rng = np.random.default_rng(size)
-    entry = recall._Entry(DIM)
+    entry = vector_cache._Entry(DIM)
     matrix = np.empty((size, DIM), dtype=np.float32)  # the float32 vectors, for the exact answer
     chunk = 50_000
     load = 0.0
@@ -396,12 +396,12 @@ def index_speed(size: int, real: np.ndarray) -> dict[str, float]:
 
 
 def print_index(rows: list[dict[str, float]]) -> None:
-    from caderno.memory import recall
+    from caderno.memory.engines import vector_cache
 
     print(
         f"vector index alone, top 10 (two int8 levels per vector; the first scanned, "
-        f"max(10 x {recall.OVERSAMPLE}, {recall.MIN_CANDIDATES}) candidates rescored from both; "
-        f"int8 kernel: {'simsimd' if recall._int8_kernel() else 'missing, numpy'})"
+        f"max(10 x {vector_cache.OVERSAMPLE}, {vector_cache.MIN_CANDIDATES}) candidates rescored from both; "
+        f"int8 kernel: {'simsimd' if vector_cache._int8_kernel() else 'missing, numpy'})"
     )
     print()
     print(
@@ -454,7 +454,7 @@ CODE_FILL = """
 import asyncio, sqlite3, sys
 import numpy as np
 import caderno
-from caderno.memory.recall import quantize
+from caderno.memory.engines.recall import quantize
 
 async def migrate(db):
     async with caderno.connect(db):

@@ -1,6 +1,6 @@
 """Choose recall's fusion constants on the tuning parts only, by the WORST of them.
 
-A grid over the constants of caderno.memory.recall that fusion reads at query
+A grid over the constants of caderno.memory.engines.recall that fusion reads at query
 time — the relevant leg's weight, the cover rule of the lexical leg
 (``COVER_LOW``; ``COVER_HIGH`` is 0.15 above it; ``COVER_FLOOR``), the
 recent and salient weights — each combination run with the default
@@ -58,8 +58,8 @@ import _locomo
 import recall_quality as rq
 
 import caderno
-from caderno.memory import recall as recall_module
-from caderno.memory.recall import DEFAULT_MIN_SIMILARITY
+from caderno.memory.engines import recall as recall_module
+from caderno.memory.engines.recall import DEFAULT_MIN_SIMILARITY
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def leg_weight(values: list[Any], *legs: str) -> Param:
 
 
 def constant(name: str, values: list[Any], **also: Callable[[Any], Any]) -> Param:
-    """An axis over one module constant of caderno.memory.recall; ``also``: constants derived from its value."""
+    """An axis over one module constant of caderno.memory.engines.recall; ``also``: constants derived from its value."""
 
     def put(constants: dict[str, Any], value: Any) -> None:
         constants[name] = value

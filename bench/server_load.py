@@ -94,7 +94,7 @@ LABELS = {
 def make_app() -> Any:
     """The app ``caderno serve`` builds, for ``uvicorn --factory --workers N`` (database from $CADERNO_BENCH_DB)."""
     from caderno import Memory
-    from caderno.memory.connect import open_store
+    from caderno.memory.adapters.connect import open_store
     from caderno.server import create_app
     from caderno.server.routes import default_routers
 

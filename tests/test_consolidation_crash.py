@@ -9,14 +9,14 @@ import textwrap
 
 import caderno
 from caderno import Message
-from caderno.memory.consolidation import ConsolidationSettings
+from caderno.memory.parts.consolidation import ConsolidationSettings
 from conftest import python_env
 
 CRASH = textwrap.dedent(
     """
     import asyncio, os, sys, caderno
     from caderno import Message, ScriptedModel
-    from caderno.memory.consolidation import ConsolidationSettings
+    from caderno.memory.parts.consolidation import ConsolidationSettings
 
     async def dies(messages, tools):
         os._exit(17)  # the process dies while the summary is being written

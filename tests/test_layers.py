@@ -125,6 +125,33 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+#: Inside ``memory/``, bottom to top: the kind of module is its folder (``facade`` is ``Memory`` itself).
+MEMORY_KINDS: tuple[str, ...] = ("engines", "parts", "facade", "adapters")
+
+
+def _memory_kind(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "memory" and parts[2] in MEMORY_KINDS else None
+
+
+def test_every_memory_module_has_a_kind() -> None:
+    loose = sorted(m for m in _modules() if m.startswith("caderno.memory.") and _memory_kind(m) is None)
+    assert loose == [], f"memory modules outside {MEMORY_KINDS}: {loose}"
+
+
+def test_memory_kinds_import_downward() -> None:
+    # An engine never imports a part, a part never the facade, nothing an adapter but another adapter.
+    order = {kind: rank for rank, kind in enumerate(MEMORY_KINDS)}
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        if _memory_kind(module)
+        for target in targets
+        if _memory_kind(target) and order[_memory_kind(target) or ""] > order[_memory_kind(module) or ""]
+    )
+    assert upward == []
+
+
 def test_no_import_cycle() -> None:
     assert _cycles(_graph()) == []
 

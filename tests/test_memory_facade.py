@@ -12,7 +12,7 @@ from pathlib import Path
 
 import caderno
 from caderno import Message, ScriptedModel
-from caderno.memory.consolidation import ConsolidationSettings
+from caderno.memory.parts.consolidation import ConsolidationSettings
 
 #: The contract (DESIGN.md §4, the seed port) and the port: what stays flat on ``Memory``.
 FLAT = {

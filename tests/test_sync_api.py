@@ -22,7 +22,7 @@ import pytest
 import caderno
 from caderno import Message, SyncMemory, connect_sync
 from caderno.core.errors import Conflict, NotFound, UsageError
-from caderno.memory.sync import blocking_class
+from caderno.memory.adapters.sync import blocking_class
 from conftest import python_env
 
 R, T = "casa-gabriel", "thread-1"
@@ -51,7 +51,7 @@ def test_every_coroutine_method_of_memory_has_a_blocking_twin_with_its_signature
 
 
 def test_parts_have_blocking_classes_listing_their_methods() -> None:
-    from caderno.memory.facts import Facts
+    from caderno.memory.parts.facts import Facts
 
     made = blocking_class(Facts)
     assert made is blocking_class(Facts)

@@ -13,14 +13,14 @@ from .core import errors
 from .core.errors import CadernoError, Conflict, InvalidPatch, NotFound, StorageError, Unsupported, UsageError
 from .core.messages import Message, Thread, ToolCall, WorkingMemory
 from .core.version import __version__
-from .memory.agent_memory import InMemoryAgentMemory
-from .memory.connect import connect
+from .memory.adapters.agent_memory import InMemoryAgentMemory
+from .memory.adapters.connect import connect
+from .memory.adapters.journal import Journal
+from .memory.adapters.notebook_files import Notebook
+from .memory.adapters.sync import SyncMemory, connect_sync
+from .memory.engines.get_context import ContextParts
+from .memory.engines.recall import Recalled
 from .memory.facade import AgentMemory, Memory
-from .memory.journal import Journal
-from .memory.notebook import Notebook
-from .memory.recall import Recalled
-from .memory.sync import SyncMemory, connect_sync
-from .memory.tri_hybrid import ContextParts
 from .stores.base import Store
 from .stores.memory import InMemoryStore
 from .stores.sqlite import SQLiteStore

@@ -15,7 +15,7 @@ import pytest
 
 import caderno
 from caderno import AgentChat, InMemoryAgentMemory, Message, ScriptedModel, ToolCall
-from caderno.memory.working_memory import merge_patch
+from caderno.memory.parts.working_memory import merge_patch
 
 
 class AsyncKeywords:

@@ -16,7 +16,7 @@ import pytest
 import caderno
 from caderno import AgentChat, Message, ScriptedModel, ToolCall
 from caderno.core.errors import ModelError, Unsupported, UsageError
-from caderno.memory.connect import open_store
+from caderno.memory.adapters.connect import open_store
 from caderno.stores import ops
 
 

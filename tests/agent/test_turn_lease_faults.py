@@ -30,7 +30,7 @@ import pytest
 
 import caderno
 from caderno import AgentChat, Message, ScriptedModel
-from caderno.memory.turns import TURN_LEASE
+from caderno.memory.parts.turns import TURN_LEASE
 from conftest import python_env
 
 #: The README's bound on how soon a killed holder's thread is free again.

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from caderno.core.errors import UsageError
-from caderno.memory.macros import (
+from caderno.memory.engines.macros import (
     PENALTY,
     REWARD,
     START_CONFIDENCE,

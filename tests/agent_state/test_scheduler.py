@@ -17,7 +17,7 @@ from caderno import AgentChat, Message, ScriptedModel, ToolCall
 from caderno.agent.config import load_config
 from caderno.agent.scheduler import run_due
 from caderno.core.errors import UsageError
-from caderno.memory.state import TASK_BATCH
+from caderno.memory.parts.state import TASK_BATCH
 from conftest import python_env
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)

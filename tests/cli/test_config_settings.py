@@ -25,7 +25,7 @@ import caderno  # noqa: E402
 from caderno import Message  # noqa: E402
 from caderno.agent.config import load_config  # noqa: E402
 from caderno.core.errors import UsageError  # noqa: E402
-from caderno.memory.consolidation import FACTS_PROMPT, ConsolidationSettings  # noqa: E402
+from caderno.memory.parts.consolidation import FACTS_PROMPT, ConsolidationSettings  # noqa: E402
 from conftest import free_port, python_env  # noqa: E402
 
 

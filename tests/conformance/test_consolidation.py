@@ -10,7 +10,7 @@ import pytest
 import caderno
 from caderno import AgentChat, Message, ScriptedModel, ToolCall
 from caderno.core.errors import NotFound, UsageError
-from caderno.memory.consolidation import ConsolidationSettings, parse_facts
+from caderno.memory.parts.consolidation import ConsolidationSettings, parse_facts
 from caderno.stores import ops
 
 R, T = "casa", "long"

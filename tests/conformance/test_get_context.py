@@ -64,7 +64,7 @@ async def test_three_parts_with_their_limits_and_orders(seeded: caderno.Memory) 
     assert all("salient" in h.reasons and (h.message.importance or 0) >= 0.8 for h in got.salient)
     # relevant: by meaning (no word in common), at the floor or above
     assert texts(got.relevant) == [OLD[2].content]
-    assert got.relevant[0].scores["relevant"] >= caderno.memory.tri_hybrid.GET_CONTEXT_MIN_SIMILARITY
+    assert got.relevant[0].scores["relevant"] >= caderno.memory.engines.get_context.GET_CONTEXT_MIN_SIMILARITY
     assert texts(got.messages) == [OLD[2].content, *texts(got.salient), *texts(got.recent)]
 
 

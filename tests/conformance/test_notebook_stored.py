@@ -11,7 +11,7 @@ import pytest
 import caderno
 from caderno import Notebook
 from caderno.core.errors import NotebookError, UsageError
-from caderno.memory.notebook import DELIMITER
+from caderno.memory.engines.notebook_rules import DELIMITER
 
 
 @pytest.fixture

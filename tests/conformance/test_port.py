@@ -18,7 +18,7 @@ import caderno
 from caderno import Message
 from caderno.core.clock import utcnow
 from caderno.core.errors import Conflict, UsageError
-from caderno.memory.importance import EMBEDDED_ROLES
+from caderno.memory.engines.importance import EMBEDDED_ROLES
 from caderno.stores import ops
 
 R, T = "casa", "t1"
@@ -129,7 +129,8 @@ async def test_working_memory_resources_and_facts(memory: caderno.Memory) -> Non
         False,
     ]
     await run(
-        memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES)
+        memory,
+        ops.ImportResource(dump=caderno.memory.engines.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES),
     )
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
 
@@ -231,7 +232,7 @@ async def test_a_batch_is_one_transaction(memory: caderno.Memory, failing: str) 
 async def test_agent_state_operations(memory: caderno.Memory) -> None:
     from datetime import timedelta
 
-    from caderno.memory.state import advance, build_task
+    from caderno.memory.engines.task_rules import advance, build_task
 
     now = utcnow()
     daily = build_task(resource_id=R, name="daily", schedule="daily at 9", prompt="resumo", now=now)
@@ -287,7 +288,7 @@ async def test_agent_state_operations(memory: caderno.Memory) -> None:
         memory, ops.DeleteTask(resource_id=R, name="daily"), ops.DeleteTask(resource_id=R, name="daily")
     ) == [True, False]
 
-    from caderno.memory import macros as rules
+    from caderno.memory.engines import macros as rules
 
     calls = [("ls", {"command": "ls"}, True), ("cat", {"path": "a"}, True)]
     learn = memory.macros.learn_op(R, calls)
@@ -318,7 +319,8 @@ async def test_agent_state_operations(memory: caderno.Memory) -> None:
         memory, ops.ListPrefixes(resource_id=R), ops.ListTasks(resource_id=R), ops.ReadMacros(resource_id=R)
     ) == [[], [], []]
     await run(
-        memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES)
+        memory,
+        ops.ImportResource(dump=caderno.memory.engines.dump.check_dump(dump), now=now, embed_roles=EMBEDDED_ROLES),
     )
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
     assert await run(memory, ops.RevokePrefix(resource_id=R, prefix="git status"), ops.ListPrefixes(resource_id=R)) == [
@@ -379,7 +381,10 @@ async def test_item_operations(memory: caderno.Memory) -> None:
     ]
     await run(memory, ops.EraseResource(resource_id=R))
     await run(
-        memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES)
+        memory,
+        ops.ImportResource(
+            dump=caderno.memory.engines.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES
+        ),
     )
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]  # items come back exact
     await run(memory, ops.EraseResource(resource_id=R))
@@ -433,7 +438,10 @@ async def test_item_vector_operations(memory: caderno.Memory) -> None:
     await run(memory, ops.EraseResource(resource_id=R))
     assert await run(memory, ops.ReadItemVectors(resource_id=R, prefix=(), model="m")) == [[]]
     await run(
-        memory, ops.ImportResource(dump=caderno.memory.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES)
+        memory,
+        ops.ImportResource(
+            dump=caderno.memory.engines.dump.check_dump(dump), now=utcnow(), embed_roles=EMBEDDED_ROLES
+        ),
     )
     assert await run(memory, ops.ExportResource(resource_id=R)) == [dump]
     (queued,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))

@@ -3,7 +3,7 @@
 A question whose words its best full-text hit mostly holds keeps the
 lexical leg's whole weight; one whose best hit holds few of its words (a
 paraphrase) leaves the lead to the dense leg: the lexical weight falls to
-``COVER_FLOOR`` of itself (``caderno.memory.recall.COVER_LOW`` / ``COVER_HIGH``).
+``COVER_FLOOR`` of itself (``caderno.memory.engines.recall.COVER_LOW`` / ``COVER_HIGH``).
 Only the lexical leg runs here, so a hit's fused score is its weight over
 ``RRF_K + 1``.
 """
@@ -14,7 +14,7 @@ import math
 
 import caderno
 from caderno import Message
-from caderno.memory.recall import COVER_FLOOR, LEG_WEIGHTS, RRF_K
+from caderno.memory.engines.recall import COVER_FLOOR, LEG_WEIGHTS, RRF_K
 
 R = "casa"
 

@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from caderno import Message, ToolCall
-from caderno.memory.context import build_prompt, estimate_tokens, history_units, message_tokens, wordpiece_counter
+from caderno.memory.engines.context import (
+    build_prompt,
+    estimate_tokens,
+    history_units,
+    message_tokens,
+    wordpiece_counter,
+)
 
 WORDS = st.text(alphabet="abcdefghij klmno", min_size=1, max_size=120)
 

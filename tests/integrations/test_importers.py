@@ -21,7 +21,7 @@ import pytest
 
 import caderno
 from caderno.integrations.importers import _jsonb, import_mastra, import_notes, import_openai_agents
-from caderno.memory.notebook import Notebook
+from caderno.memory.adapters.notebook_files import Notebook
 from conftest import python_env
 
 FIXTURES = Path(__file__).parent / "fixtures"

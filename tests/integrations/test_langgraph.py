@@ -31,7 +31,7 @@ import caderno
 from caderno.core.clock import utcnow
 from caderno.core.errors import MissingExtra, UsageError
 from caderno.embeddings import HashingEmbedder
-from caderno.memory.connect import open_store
+from caderno.memory.adapters.connect import open_store
 from caderno.stores import ops
 from conftest import python_env
 

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 import caderno  # noqa: E402
-from caderno.memory.connect import open_store  # noqa: E402
+from caderno.memory.adapters.connect import open_store  # noqa: E402
 from conftest import free_port, python_env, wait_healthy  # noqa: E402
 
 TOOLS = {

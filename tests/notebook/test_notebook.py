@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from caderno import Notebook
 from caderno.core.errors import NotebookError
-from caderno.memory.notebook import DELIMITER, MEMORY_TOOL_SPEC
+from caderno.memory.engines.notebook_rules import DELIMITER, MEMORY_TOOL_SPEC
 from conftest import python_env
 
 
@@ -215,7 +215,8 @@ def test_concurrent_processes_lose_no_entry(tmp_path: Path) -> None:
 )
 def test_substring_matcher_property(tmp_path_factory: pytest.TempPathFactory, raw: list[str], needle: str) -> None:
     """remove() succeeds exactly when the needle picks one distinct entry, and removes only that one."""
-    from caderno.memory.notebook import _INVISIBLE, scan
+    from caderno.memory.engines.injection import scan
+    from caderno.memory.engines.notebook_rules import _INVISIBLE
 
     entries = []
     for e in raw:

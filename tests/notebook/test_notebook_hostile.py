@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from caderno.core.errors import NotebookError
-from caderno.memory.notebook import Notebook, scan
+from caderno.memory.adapters.notebook_files import Notebook
+from caderno.memory.engines.injection import scan
 from conftest import python_env
 
 SEED = "seed entry about the project"
@@ -269,7 +270,7 @@ def test_write_failing_on_file_size_limit_returns_failure_json(tmp_path: Path) -
     code = textwrap.dedent(
         """
         import json, resource, signal, sys
-        from caderno.memory.notebook import Notebook
+        from caderno.memory.adapters.notebook_files import Notebook
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed
         resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
         nb = Notebook(sys.argv[1], memory_char_limit=10_000)
@@ -359,7 +360,7 @@ def test_an_unreadable_user_md_hides_only_itself(tmp_path: Path, kind: str, capl
     directory.mkdir()
     (directory / "MEMORY.md").write_text("A meta é Amsterdam.\n")
     _plant(directory / "USER.md", kind)
-    with caplog.at_level("WARNING", logger="caderno.memory.notebook"):
+    with caplog.at_level("WARNING", logger="caderno.memory.adapters.notebook_files"):
         nb = Notebook(directory).load()
     assert "A meta é Amsterdam." in (nb.snapshot("memory") or "")  # the healthy file is still shown
     assert nb.snapshot("user") == UNREAD["user"]  # a note for the model, no path

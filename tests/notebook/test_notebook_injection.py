@@ -1,6 +1,6 @@
 """The notebook's injection scan on a corpus: the share of attempts it blocks, and no ordinary note refused.
 
-The scan is a denylist (caderno.memory._injection): these tests state how far
+The scan is a denylist (caderno.memory.engines.injection): these tests state how far
 it reaches on injection_corpus.py, in English and Portuguese, and hold it
 there; they do not make it a guarantee.
 """
@@ -15,7 +15,8 @@ import pytest
 from injection_corpus import ATTACKS, BENIGN
 
 from caderno.core.errors import NotebookError
-from caderno.memory.notebook import Notebook, scan
+from caderno.memory.adapters.notebook_files import Notebook
+from caderno.memory.engines.injection import scan
 
 #: Least share of ATTACKS the scan must block. The corpus was written with
 #: the patterns, so the share on it is optimistic (every attempt is blocked

@@ -12,7 +12,7 @@ import numpy as np
 import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder, MiniLMEmbedder
-from caderno.memory.indexer import FIRST_BATCH
+from caderno.memory.engines.indexer import FIRST_BATCH
 from caderno.stores import ops
 
 SENTENCES = [

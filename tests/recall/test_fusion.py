@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder
-from caderno.memory.recall import LEG_WEIGHTS, POOL, RRF_K, fuse
+from caderno.memory.engines.recall import LEG_WEIGHTS, POOL, RRF_K, fuse
 
 W = {"relevant": 1.0, "lexical": 1.0, "recent": 0.5, "salient": 0.5}
 

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from caderno import Message
-from caderno.memory.importance import SALIENT, score
+from caderno.memory.engines.importance import SALIENT, score
 
 
 def test_role_baselines() -> None:

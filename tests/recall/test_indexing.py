@@ -16,7 +16,7 @@ import pytest
 import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder, MiniLMEmbedder
-from caderno.memory.recall import VectorIndex
+from caderno.memory.engines.vector_cache import VectorIndex
 from caderno.stores import ops
 from conftest import python_env
 

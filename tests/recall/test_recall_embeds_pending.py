@@ -17,7 +17,7 @@ import caderno
 from caderno import Message
 from caderno.core.clock import utcnow
 from caderno.embeddings import HashingEmbedder
-from caderno.memory import indexer
+from caderno.memory.engines import indexer
 from caderno.stores import ops
 from conftest import python_env
 

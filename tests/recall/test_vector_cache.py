@@ -10,8 +10,8 @@ import pytest
 import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder
-from caderno.memory import recall
-from caderno.memory.recall import VectorIndex, _Entry
+from caderno.memory.engines import vector_cache
+from caderno.memory.engines.vector_cache import VectorIndex, _Entry
 
 DIM = 48
 
@@ -56,7 +56,7 @@ def test_numpy_scan_without_simsimd_finds_the_exact_top(monkeypatch: pytest.Monk
     vecs = vectors(5_000, seed=3)
     entry = _Entry(DIM)
     entry.add(list(range(1, 5_001)), ["t"] * 5_000, vecs.tobytes())
-    monkeypatch.setattr(recall, "_int8_kernel", lambda: None)
+    monkeypatch.setattr(vector_cache, "_int8_kernel", lambda: None)
     for q in vectors(20, seed=4):
         got = entry.search(q, 10, -1.0, None)
         sims = vecs @ q
@@ -74,7 +74,7 @@ async def test_a_large_first_load_gives_the_same_answers(tmp_path: Path, monkeyp
         await memory.flush()
         q = emb.embed(["note 7 about the garden"])[0]
         inline = await VectorIndex().search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, None)
-        monkeypatch.setattr(recall, "BIG_LOAD", 100)  # now a load worth a worker thread and a heap trim
+        monkeypatch.setattr(vector_cache, "BIG_LOAD", 100)  # now a load worth a worker thread and a heap trim
         index = VectorIndex()
         assert await index.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, None) == inline
         assert index._entries[("a", emb.name)].n == 300

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from caderno.memory.recall import _Entry
+from caderno.memory.engines.vector_cache import _Entry
 
 pytest.importorskip("simsimd", reason="the pre-scan needs caderno[fast]")
 

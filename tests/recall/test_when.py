@@ -1,4 +1,4 @@
-"""Time expressions in questions (caderno.memory.when), English and Portuguese."""
+"""Time expressions in questions (caderno.memory.engines.when), English and Portuguese."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from caderno.memory.when import find_window
+from caderno.memory.engines.when import find_window
 
 NOW = datetime(2026, 3, 24, 21, 30, tzinfo=UTC)  # a Tuesday
 

@@ -28,7 +28,7 @@ import caderno
 from caderno import Message
 from caderno.core.errors import NotFound, UsageError
 from caderno.core.validate import NAME_RULE
-from caderno.memory.state import build_task
+from caderno.memory.engines.task_rules import build_task
 from caderno.stores import ops
 from conftest import python_env
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 import caderno
-from caderno.memory.connect import open_store
+from caderno.memory.adapters.connect import open_store
 
 #: Backends of the API tests: the in-process store and a real SQLite file.
 API_BACKENDS = ["memory", "sqlite"]

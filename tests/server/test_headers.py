@@ -13,7 +13,7 @@ pytest.importorskip("fastapi")
 from _api_helpers import Api, api_fixture  # noqa: E402, F401
 
 import caderno  # noqa: E402
-from caderno.memory.connect import open_store  # noqa: E402
+from caderno.memory.adapters.connect import open_store  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.docs import REDOC_JS, SWAGGER_JS  # noqa: E402
 from caderno.server.routes import default_routers  # noqa: E402

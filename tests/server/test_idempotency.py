@@ -74,7 +74,7 @@ async def test_one_key_in_two_resources_and_threads_names_different_turns(api: A
 
 
 def _proxy_app(tmp_path: Path, model: ScriptedModel) -> tuple[Any, caderno.Memory]:
-    memory = caderno.Memory(caderno.memory.connect.open_store(f"sqlite:///{tmp_path / 'p.db'}"), embedder=None)
+    memory = caderno.Memory(caderno.memory.adapters.connect.open_store(f"sqlite:///{tmp_path / 'p.db'}"), embedder=None)
     return create_app(memory, model=model, background=False, routers=default_routers()), memory
 
 

@@ -40,8 +40,8 @@ import caderno  # noqa: E402
 from caderno.core.clock import utcnow  # noqa: E402
 from caderno.core.errors import Conflict  # noqa: E402
 from caderno.core.messages import Message, ToolCall  # noqa: E402
-from caderno.memory.connect import open_store  # noqa: E402
-from caderno.memory.consolidation import summary_message  # noqa: E402
+from caderno.memory.adapters.connect import open_store  # noqa: E402
+from caderno.memory.parts.consolidation import summary_message  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.auth import CurrentKey, require  # noqa: E402
 from caderno.server.inspector import install_inspector  # noqa: E402

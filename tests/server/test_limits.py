@@ -20,7 +20,7 @@ from _api_helpers import Api, api_fixture, assert_problem  # noqa: E402, F401
 
 import caderno  # noqa: E402
 from caderno.core.errors import UsageError  # noqa: E402
-from caderno.memory.recall import MAX_MESSAGE_RANGE, MAX_QUERY_CHARS  # noqa: E402
+from caderno.memory.engines.recall import MAX_MESSAGE_RANGE, MAX_QUERY_CHARS  # noqa: E402
 
 R = "/v1/resources/casa"
 MERGE = {"content-type": "application/merge-patch+json"}

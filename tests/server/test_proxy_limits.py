@@ -34,7 +34,7 @@ from caderno.server.routes import default_routers  # noqa: E402
 
 
 def _app(tmp_path: Path, model: Any) -> tuple[Any, caderno.Memory]:
-    memory = caderno.Memory(caderno.memory.connect.open_store(f"sqlite:///{tmp_path / 'p.db'}"), embedder=None)
+    memory = caderno.Memory(caderno.memory.adapters.connect.open_store(f"sqlite:///{tmp_path / 'p.db'}"), embedder=None)
     return create_app(memory, model=model, background=False, routers=default_routers()), memory
 
 
@@ -147,7 +147,7 @@ async def test_a_turn_whose_client_left_is_stored_once_and_its_retry_returns_it(
         return Message.assistant("a resposta")
 
     model = ScriptedModel([slow])
-    memory = caderno.Memory(caderno.memory.connect.open_store(f"sqlite:///{tmp_path / 's.db'}"), embedder=None)
+    memory = caderno.Memory(caderno.memory.adapters.connect.open_store(f"sqlite:///{tmp_path / 's.db'}"), embedder=None)
     app = create_app(memory, model=model, background=False, routers=default_routers())
     async with _Server(app) as server:
         token, _ = await memory.keys.create(resources=["casa"])

@@ -28,7 +28,7 @@ from _api_helpers import assert_problem, build  # noqa: E402
 from _pg import pg_schema, require_postgres  # noqa: E402
 from _serving import serving_app  # noqa: E402
 
-from caderno.memory.state import MODEL_MAX_TASKS  # noqa: E402
+from caderno.memory.engines.task_rules import MODEL_MAX_TASKS
 
 RID = "casa"
 _HELLO = {"role": "user", "content": "olá"}

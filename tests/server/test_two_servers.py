@@ -305,7 +305,7 @@ def test_the_sdks_retry_through_another_server_while_the_first_is_stopped_stores
 
 
 def test_each_message_is_embedded_once_and_the_due_task_ran_once(pair: Pair) -> None:
-    from caderno.memory.importance import embeddable
+    from caderno.memory.engines.importance import embeddable
 
     # Both servers run the embedding worker: wait until the queue is drained.
     _wait_for(lambda: _sql(pair.url, "SELECT count(*) FROM embedding_queue") == [(0,)], 60, "the embedding queue")

@@ -25,8 +25,8 @@ import caderno
 from caderno import Message
 from caderno.core.clock import new_id, utcnow
 from caderno.core.records import ApiKey, Item, Macro, ScheduledTask
-from caderno.memory.dump import check_dump
-from caderno.memory.state import advance, build_task
+from caderno.memory.engines.dump import check_dump
+from caderno.memory.engines.task_rules import advance, build_task
 from caderno.stores import ops, postgres
 from caderno.stores._sql import Q, run_plan
 from conftest import _fresh_url

@@ -21,7 +21,7 @@ import pytest
 from _pg import PGBOUNCER_MISSING, pg_schema
 
 import caderno
-from caderno.memory.state import hash_token
+from caderno.memory.parts.state import hash_token
 from caderno.stores.postgres import PostgresStore
 from caderno.stores.sqlite import SQLiteStore
 from conftest import python_env

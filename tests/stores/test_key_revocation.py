@@ -35,7 +35,7 @@ import pytest
 from _pg import PG_URL, pg_schema, require_postgres
 
 import caderno
-from caderno.memory.state import hash_token
+from caderno.memory.parts.state import hash_token
 from caderno.stores.postgres import KEY_HEARTBEAT_SECONDS, KEY_HEARTBEAT_TIMEOUT, PostgresStore
 
 pytestmark = pytest.mark.postgres

@@ -16,7 +16,7 @@ from _migrations import migration
 import caderno
 from caderno import Message
 from caderno.core.clock import new_id, utcnow
-from caderno.memory.consolidation import summary_span
+from caderno.memory.parts.consolidation import summary_span
 from caderno.stores import ops
 
 SPANS = "0014_summary_spans"

@@ -20,8 +20,8 @@ import pytest
 
 import caderno
 from caderno import Message
-from caderno.memory.importance import EMBEDDED_ROLES
-from caderno.memory.recall import VectorIndex
+from caderno.memory.engines.importance import EMBEDDED_ROLES
+from caderno.memory.engines.vector_cache import VectorIndex
 from caderno.stores import _postgres_plans, ops
 from caderno.stores._sql import to_pyformat
 

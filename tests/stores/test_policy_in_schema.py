@@ -6,7 +6,7 @@ import re
 
 import caderno
 from caderno import Message
-from caderno.memory.importance import SALIENT, embeddable
+from caderno.memory.engines.importance import SALIENT, embeddable
 from caderno.stores import ops
 
 

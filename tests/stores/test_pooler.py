@@ -24,7 +24,7 @@ import caderno
 from caderno import Message
 from caderno.core.clock import utcnow
 from caderno.core.errors import UsageError
-from caderno.memory.importance import EMBEDDED_ROLES
+from caderno.memory.engines.importance import EMBEDDED_ROLES
 from caderno.stores import _postgres_schema, ops, postgres
 from conftest import python_env
 

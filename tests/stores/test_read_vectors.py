@@ -8,7 +8,7 @@ import pytest
 import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder
-from caderno.memory.recall import VectorIndex, code_dtype, quantize
+from caderno.memory.engines.vector_cache import VectorIndex, code_dtype, quantize
 from caderno.stores import _plans, ops
 
 DIM = 32

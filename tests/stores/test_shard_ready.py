@@ -51,7 +51,7 @@ import pytest
 from _op_cases import RESOURCES, Scene, cases, runnable, sent
 
 from caderno.agent.scheduler import POLL_SECONDS
-from caderno.memory.indexer import Indexer
+from caderno.memory.engines.indexer import Indexer
 from caderno.stores import ops, postgres
 from caderno.stores._sql import Q
 

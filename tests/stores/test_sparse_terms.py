@@ -1,6 +1,6 @@
 """Each message's learned-sparse terms: stored beside its vector, read by seq, gone where the vector goes.
 
-The terms rerank recall's fused candidates (``caderno.memory.recall.SPARSE_POOL``).
+The terms rerank recall's fused candidates (``caderno.memory.engines.recall.SPARSE_POOL``).
 Here a word-hashing encoder stands in for SPLADE (as ``HashingEmbedder`` does
 for the dense model: fast and deterministic); ``tests/test_splade.py`` checks
 the real encoder against the reference model, and the last test here runs it.

@@ -226,7 +226,7 @@ def test_the_store_url_shows_the_replica_without_its_password() -> None:
 
 
 def _app(url: str, model: caderno.ScriptedModel) -> tuple[Any, caderno.Memory]:
-    from caderno.memory.connect import open_store
+    from caderno.memory.adapters.connect import open_store
     from caderno.server import create_app
     from caderno.server.routes import default_routers
 

@@ -13,7 +13,7 @@ import caderno
 from caderno import Message
 from caderno.core.clock import utcnow
 from caderno.embeddings import HashingEmbedder
-from caderno.memory.recall import VectorIndex, _Entry, code_dtype, quantize
+from caderno.memory.engines.vector_cache import VectorIndex, _Entry, code_dtype, quantize
 from caderno.stores import ops
 
 DIM = 32

@@ -51,7 +51,7 @@ from caderno.core.jsonvalue import MAX_JSON_DEPTH, MAX_PATCH_BYTES  # noqa: E402
 from caderno.core.validate import MAX_FACT_VALUE  # noqa: E402
 from caderno.integrations.mcp import build_server, stdio_pick  # noqa: E402
 from caderno.integrations.openai_agents import memory_tools  # noqa: E402
-from caderno.memory.notebook import NotebookPort  # noqa: E402
+from caderno.memory.engines.notebook_rules import NotebookPort  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.proxy import RESOURCE_HEADER, THREAD_HEADER, install_proxy  # noqa: E402
 from caderno.tools.base import ToolDef  # noqa: E402

@@ -7,7 +7,7 @@ instance serves any number of concurrent conversations. Per turn it:
    recent history, its summaries, the resource's working memory and facts;
 2. adds the notebook snapshot frozen for this conversation and, when
    enabled, what recall finds in earlier conversations;
-3. builds the prompt with ``caderno.memory.context.build_prompt``: the blocks in
+3. builds the prompt with ``caderno.memory.engines.context.build_prompt``: the blocks in
    priority order, then the newest history that fits the token budget, then
    the turn (rebuilt before every model call, as the turn grows);
 4. runs the model <-> tool loop, at most ``max_steps`` model calls; working
@@ -24,7 +24,7 @@ note taken on paper; see ``_notebook_call``.
 
 ``AgentChat`` also runs on any object with just the four methods of
 ``caderno.AgentMemory`` — sync or async, with or without ``resource_id``,
-an append that returns nothing (``caderno.memory.agent_memory`` says how
+an append that returns nothing (``caderno.memory.adapters.agent_memory`` says how
 each is called); recall, facts, summaries and consolidation then switch off
 (one log line), the history is shown in the order the object returns it,
 and patches are applied after the append.
@@ -48,14 +48,16 @@ from ..core.errors import CadernoError, InvalidToolArguments, ModelError, UsageE
 from ..core.messages import Message, ToolCall, WorkingMemory
 from ..core.records import Macro, MacroKey
 from ..core.validate import check_message, storable_reply
-from ..memory import macros as macro_rules
-from ..memory.agent_memory import bind_agent_memory
-from ..memory.consolidation import summary_span
-from ..memory.context import TokenCounter, build_prompt, estimate_tokens
+from ..memory.adapters.agent_memory import bind_agent_memory
+from ..memory.adapters.notebook_files import Notebook
+from ..memory.engines import macros as macro_rules
+from ..memory.engines.context import TokenCounter, build_prompt, estimate_tokens
+from ..memory.engines.notebook_rules import NotebookPort
+from ..memory.engines.recall import RecallPlan
 from ..memory.facade import AgentMemory, Memory
-from ..memory.notebook import Notebook, NotebookPort, StoredNotebook
-from ..memory.recall import RecallPlan
-from ..memory.turns import TURN_WAIT, TurnContext, TurnLease
+from ..memory.parts.consolidation import summary_span
+from ..memory.parts.notebook import StoredNotebook
+from ..memory.parts.turns import TURN_WAIT, TurnContext, TurnLease
 from ..stores import ops
 from ..tools.base import Scope, ToolDef, Turn, as_text
 from ..tools.catalog import offered
@@ -106,7 +108,7 @@ class RecallSettings:
     lexical: int = 5
     """Best full-text matches to consider."""
     min_similarity: float | None = None
-    """Cosine threshold (default: ``caderno.memory.recall.DEFAULT_MIN_SIMILARITY``)."""
+    """Cosine threshold (default: ``caderno.memory.engines.recall.DEFAULT_MIN_SIMILARITY``)."""
     top: int = 8
     """Most messages injected into the prompt."""
 
@@ -140,7 +142,7 @@ class ChatResult:
     working_memory: WorkingMemory | None = None
     """Working memory after the turn's patches (``None`` if never set)."""
     usage: dict[str, int] = field(default_factory=dict)
-    """Tokens per prompt block in the last model call (see ``caderno.memory.context.Prompt.usage``).
+    """Tokens per prompt block in the last model call (see ``caderno.memory.engines.context.Prompt.usage``).
 
     The turn's token usage (model calls, prompt and completion tokens, summed
     over the turn) is stored in the reply's ``metadata["usage"]``."""
@@ -164,7 +166,7 @@ class AgentChat:
         memory: where history and working memory live (default: in-process):
             a ``Memory``, or any object with the four methods of
             ``caderno.AgentMemory``, sync or async, with or without
-            ``resource_id`` (``caderno.memory.agent_memory``;
+            ``resource_id`` (``caderno.memory.adapters.agent_memory``;
             ``caderno.InMemoryAgentMemory`` is one over two dicts).
         tools: functions, ``Tool`` objects, or instances with tool methods.
         instructions: the system prompt (``DEFAULT_INSTRUCTIONS`` when None).
@@ -187,7 +189,7 @@ class AgentChat:
         max_context_tokens: the model's context size; the prompt is fitted
             into it minus ``reply_reserve`` (``None``: no budget).
         reply_reserve: tokens kept free for the model's answer.
-        token_counter: counts tokens (default: ``caderno.memory.context.estimate_tokens``).
+        token_counter: counts tokens (default: ``caderno.memory.engines.context.estimate_tokens``).
         facts: most known facts shown per turn (0: none, and no
             ``remember_fact`` tool).
         consolidate: after each turn, summarise the thread in the background
@@ -279,7 +281,7 @@ class AgentChat:
         self.consolidate = consolidate
         self.recall = RecallSettings() if recall is True else (recall or None)
         self.recall_tool = recall_tool
-        from ..memory.state import _check_zone
+        from ..memory.engines.task_rules import _check_zone
 
         self.schedule_tool = schedule_tool
         self.timezone = _check_zone(timezone)
@@ -822,7 +824,7 @@ class AgentChat:
 
     async def _recall_plan(self, new: list[Message], resource_id: str, thread_id: str) -> RecallPlan | None:
         """Automatic recall's first half: the legs' reads, which ride in the turn's load (None: recall is off)."""
-        from ..memory.recall import DEFAULT_MIN_SIMILARITY, clip_query
+        from ..memory.engines.recall import DEFAULT_MIN_SIMILARITY, clip_query
 
         settings = self.recall
         query = clip_query("\n".join(m.content for m in new if m.role == "user" and m.content))

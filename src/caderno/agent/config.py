@@ -54,7 +54,7 @@ from typing import Any
 
 from ..core.errors import UsageError
 from ..core.records import ScheduledTask
-from ..memory.turns import TURN_LEASE, TURN_WAIT
+from ..memory.parts.turns import TURN_LEASE, TURN_WAIT
 
 __all__ = ["Config", "ServerSettings", "load_config"]
 
@@ -170,7 +170,7 @@ class Config:
 
     def tasks(self, *, now: datetime | None = None) -> list[ScheduledTask]:
         """The config tasks, validated (each a ``UsageError`` naming its entry when wrong)."""
-        from ..memory.state import build_task
+        from ..memory.engines.task_rules import build_task
 
         built = []
         for i, entry in enumerate(self.scheduled_tasks, start=1):
@@ -214,7 +214,7 @@ class Config:
         opens the memory with these options closes it
         (``memory.consolidation.settings.fast_model.aclose()``).
         """
-        from ..memory.consolidation import ConsolidationSettings
+        from ..memory.parts.consolidation import ConsolidationSettings
 
         settings = ConsolidationSettings(fast_model=self.fast_model())
         if self.consolidation_interval_hours is not None:

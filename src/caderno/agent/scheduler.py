@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.clock import new_id, utcnow
 from ..core.errors import CadernoError
 from ..core.records import ScheduledTask
-from ..memory.state import TASK_LEASE_SECONDS
+from ..memory.parts.state import TASK_LEASE_SECONDS
 
 if TYPE_CHECKING:
     from ..memory.facade import Memory

@@ -11,7 +11,7 @@ the prompt that runs may come from whoever talked to the model: a recurring
 task the model creates runs at most every ``MODEL_MIN_INTERVAL``, a one-shot
 runs no sooner than that (else each run could schedule the next, "in 1
 minute", for ever), and a resource holds at most ``MODEL_MAX_TASKS`` tasks
-the model created. The policy is ``caderno.memory.state.check_bounded``, the
+the model created. The policy is ``caderno.memory.parts.state.check_bounded``, the
 one the REST API applies to a resource key; operators (an admin key, the
 CLI, Python, ``caderno.toml``) are not bound by it.
 """
@@ -24,7 +24,7 @@ from typing import Any
 from ..core.clock import utcnow
 from ..core.errors import UsageError
 from ..core.records import ScheduledTask
-from ..memory.state import MODEL_MAX_TASKS, MODEL_MIN_INTERVAL, advance, build_task, check_bounded
+from ..memory.engines.task_rules import MODEL_MAX_TASKS, MODEL_MIN_INTERVAL, advance, build_task, check_bounded
 from ..stores import ops
 from ..tools.base import Scope, ToolDef, done
 

@@ -13,7 +13,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from ..core.errors import CadernoError
-from ..memory.connect import connect
+from ..memory.adapters.connect import connect
 from ..memory.facade import Memory
 
 __all__ = [
@@ -274,7 +274,7 @@ async def import_home_notebooks(memory: Any, home: Path | None = None) -> dict[s
     import logging
 
     from ..core.files import caderno_home
-    from ..memory.notebook import Notebook, resource_directory
+    from ..memory.adapters.notebook_files import Notebook, resource_directory
 
     home = home or caderno_home()
     root = home / "notebooks"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..agent.chat import RECALL_HEADER, WM_HEADER, AgentChat, RecallSettings
 from ..examples.household import BudgetTool, GoalTool, HouseholdModel, WorkingMemory
-from ..memory.connect import connect
+from ..memory.adapters.connect import connect
 
 RESOURCE = "casa-gabriel"
 

@@ -124,7 +124,7 @@ async def _import_notes(
     ctx: click.Context, directory: Path, resource: str, notebook_dir: Path | None, as_json: bool
 ) -> None:
     from ..integrations.importers import import_notes
-    from ..memory.notebook import Notebook
+    from ..memory.adapters.notebook_files import Notebook
 
     if notebook_dir is not None:
         try:

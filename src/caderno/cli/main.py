@@ -29,7 +29,7 @@ from ..core.errors import CadernoError
 from ..core.files import atomic_write
 from ..core.jsonvalue import loads_strict
 from ..core.messages import Message, Thread
-from ..memory.consolidation import summary_span
+from ..memory.parts.consolidation import summary_span
 from ..stores import ops
 from .common import (
     DEFAULT_DB,
@@ -808,7 +808,7 @@ async def reindex_cmd(ctx: click.Context, resource: str | None) -> None:
 
 def _notebook(directory: Path | None) -> Any:
     from ..core.files import caderno_home
-    from ..memory.notebook import Notebook
+    from ..memory.adapters.notebook_files import Notebook
 
     return Notebook(directory or caderno_home() / "notebook")
 
@@ -965,7 +965,7 @@ _folder = click.option(
 @click.pass_context
 def notes_export(ctx: click.Context, resource: str, directory: Path) -> None:
     """Write a resource's database notebook to a folder as MEMORY.md and USER.md (replacing them)."""
-    from ..memory.notebook import Notebook
+    from ..memory.adapters.notebook_files import Notebook
 
     try:
         entries: dict[str, list[str]] = run_async(_stored)(ctx, resource, lambda book: book.read())
@@ -984,7 +984,7 @@ def notes_export(ctx: click.Context, resource: str, directory: Path) -> None:
 @click.pass_context
 def notes_import(ctx: click.Context, resource: str, directory: Path) -> None:
     """Replace a resource's database notebook with a folder's MEMORY.md and USER.md (each entry checked)."""
-    from ..memory.notebook import Notebook
+    from ..memory.adapters.notebook_files import Notebook
 
     folder = Notebook(directory)
 
@@ -1019,7 +1019,7 @@ def journal(ctx: click.Context, store: str) -> None:
     working memory, notebook, recall) is in the other commands: threads, wm,
     notes, recall.
     """
-    from ..memory.journal import Journal
+    from ..memory.adapters.journal import Journal
 
     try:
         Journal.check_store(store)
@@ -1044,7 +1044,7 @@ _journal_dir = click.option(
 @click.pass_context
 def journal_add(ctx: click.Context, record: str | None, agent: str, directory: Path | None) -> None:
     """Append one record; prints its id, then the file it went to."""
-    from ..memory.journal import Journal
+    from ..memory.adapters.journal import Journal
 
     store = ctx.obj["store"]
     if record is None:
@@ -1075,7 +1075,7 @@ def journal_list(ctx: click.Context, agent: str | None, directory: Path | None, 
     A header, memory <store>: N record(s) under <file>, then one indented line
     per record: <id> [agent <name>] at <timestamp>.
     """
-    from ..memory.journal import Journal
+    from ..memory.adapters.journal import Journal
 
     store = ctx.obj["store"]
     j = Journal(directory)

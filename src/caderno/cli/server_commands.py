@@ -21,7 +21,7 @@ import click
 from ..agent.config import BACKGROUND_MODES, MAX_REQUEST_BYTES, ServerSettings, load_config
 from ..core.errors import CadernoError, MissingExtra
 from ..core.records import ApiKey
-from ..memory.indexer import LEASE_SECONDS
+from ..memory.engines.indexer import LEASE_SECONDS
 from .common import emit_json, fail, import_home_notebooks, json_option, open_memory, rich_console, run_async
 
 __all__ = ["COMMANDS"]

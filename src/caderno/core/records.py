@@ -45,19 +45,19 @@ MacroKey = tuple[str, str, str, str]
 class Macro:
     """A learned follow-up: after ``trigger_tool`` (shaped ``trigger_pattern``), call ``next_tool``.
 
-    The learning rules are in ``caderno.memory.macros``.
+    The learning rules are in ``caderno.memory.engines.macros``.
     """
 
     trigger_tool: str
     """The tool whose successful call triggers the suggestion."""
     trigger_pattern: str
-    """``caderno.memory.macros.arg_pattern`` of the trigger's arguments (JSON text)."""
+    """``caderno.memory.engines.macros.arg_pattern`` of the trigger's arguments (JSON text)."""
     next_tool: str
     """The tool that followed."""
     next_args: Any
     """The exact arguments it was called with (JSON-serialisable)."""
     confidence: float
-    """In [0, 1]; suggested at or above ``caderno.memory.macros.SUGGEST_THRESHOLD``."""
+    """In [0, 1]; suggested at or above ``caderno.memory.engines.macros.SUGGEST_THRESHOLD``."""
     used_count: int = 0
     """How many times a suggestion of this macro was taken."""
     success_count: int = 0

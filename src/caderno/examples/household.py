@@ -56,7 +56,7 @@ def _iso_date(value: str) -> str:
 
 
 # Validated as a date, stored as the string it was written as: working memory
-# keeps the JSON the model sent (see caderno.memory.working_memory.make_validator).
+# keeps the JSON the model sent (see caderno.memory.parts.working_memory.make_validator).
 IsoDate = Annotated[str, AfterValidator(_iso_date), Field(json_schema_extra={"format": "date"})]
 
 

@@ -33,8 +33,10 @@ from ..core.errors import NotebookError, NotFound, UsageError
 from ..core.jsonvalue import MAX_MESSAGES_PER_APPEND
 from ..core.messages import Message, Role, ToolCall
 from ..core.validate import check_name
+from ..memory.adapters.notebook_files import Notebook
+from ..memory.engines.notebook_rules import FILES
 from ..memory.facade import Memory
-from ..memory.notebook import FILES, Notebook, StoredNotebook
+from ..memory.parts.notebook import StoredNotebook
 from .openai_agents import item_to_message
 
 __all__ = ["ImportReport", "import_mastra", "import_notes", "import_openai_agents"]

@@ -35,8 +35,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from ..core.errors import CadernoError, MissingExtra
+from ..memory.engines.notebook_rules import NotebookPort
 from ..memory.facade import Memory
-from ..memory.notebook import NotebookPort
 from ..tools.base import Effect, Outcome, Scope, ToolDef, check_value, refused
 from ..tools.catalog import offered
 from ..tools.working_memory import state_payload

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from agents import Agent, FunctionTool, ModelSettings, RunContextWrapper, TResponseInputItem
     from agents.memory import SessionSettings
 
+    from ..memory.adapters.notebook_files import Notebook
     from ..memory.facade import Memory
-    from ..memory.notebook import Notebook
     from ..tools.base import Scope, ToolDef
 
 __all__ = [
@@ -345,7 +345,7 @@ class CadernoSession:
 
 def _notebook(resource_id: str, notebook: Notebook | str | Path | None) -> Notebook:
     from ..core.files import caderno_home
-    from ..memory.notebook import Notebook
+    from ..memory.adapters.notebook_files import Notebook
 
     if isinstance(notebook, Notebook):
         return notebook

@@ -2,12 +2,12 @@
 
 Ids, validation, merge-patch rules and ownership live in the memory layer
 once, so every backend behaves the same. ``caderno.connect(url)`` picks the
-backend (``caderno.memory.connect``).
+backend (``caderno.memory.adapters.connect``).
 
 The rule for where a method lives:
 
-- **Flat on ``Memory``**: what the contract (docs/architecture.md) and the seed port name, which
-  callers cannot be asked to rename — the household four
+- **Flat on ``Memory``**: what the contract (docs/architecture.md) and the ``AgentMemory`` port name, which
+  callers cannot be asked to rename — the four ``AgentMemory`` methods
   (``get_messages``, ``append_messages``, ``get_working_memory``,
   ``update_working_memory``), the contract's thread and resource verbs
   (``list_threads``, ``delete_thread``, ``list_resources``,
@@ -18,10 +18,10 @@ The rule for where a method lives:
 - **Everything else in a part**, an attribute holding a small class from
   its own module that is given what it needs (the runner, the vector cache,
   the indexer…), never the ``Memory``: ``memory.threads``
-  (``caderno.memory.threads``), ``memory.messages``, ``memory.working_memory``,
+  (``caderno.memory.parts.threads``), ``memory.messages``, ``memory.working_memory``,
   ``memory.facts``, ``memory.consolidation``, ``memory.tasks``,
   ``memory.macros``, ``memory.prefixes``, ``memory.keys``
-  (``caderno.memory.state``), and ``memory.turns``: the seam ``AgentChat``
+  (``caderno.memory.parts.state``), and ``memory.turns``: the seam ``AgentChat``
   runs a turn on, internal to caderno (not a stable API).
 
 ``list_threads`` and ``delete_thread`` stay flat for good: they are the
@@ -44,19 +44,21 @@ from ..core.messages import Message, Thread, WorkingMemory, check_text
 from ..core.validate import MAX_ID_LENGTH, check_id, check_name
 from ..stores import ops
 from ..stores.base import ResourceDump, Store
-from . import dump as _dump
-from .consolidation import Consolidation, ConsolidationSettings
-from .facts import Facts
-from .importance import EMBEDDED_ROLES
-from .indexer import Indexer
-from .messages import Messages, detached
-from .notebook import MEMORY_CHAR_LIMIT, USER_CHAR_LIMIT, StoredNotebook
-from .recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Hits, RecallPlan, Retriever, VectorIndex
-from .state import Keys, Macros, Prefixes, Tasks
-from .threads import Threads
-from .tri_hybrid import GET_CONTEXT_MIN_SIMILARITY, GET_CONTEXT_SCOPE, ContextParts, gather_context
-from .turns import Turns
-from .working_memory import WorkingMemoryPart
+from .engines import dump as _dump
+from .engines.get_context import GET_CONTEXT_MIN_SIMILARITY, GET_CONTEXT_SCOPE, ContextParts, gather_context
+from .engines.importance import EMBEDDED_ROLES
+from .engines.indexer import Indexer
+from .engines.notebook_rules import MEMORY_CHAR_LIMIT, USER_CHAR_LIMIT
+from .engines.recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Hits, RecallPlan, Retriever
+from .engines.vector_cache import VectorIndex
+from .parts.consolidation import Consolidation, ConsolidationSettings
+from .parts.facts import Facts
+from .parts.messages import Messages, detached
+from .parts.notebook import StoredNotebook
+from .parts.state import Keys, Macros, Prefixes, Tasks
+from .parts.threads import Threads
+from .parts.turns import Turns
+from .parts.working_memory import WorkingMemoryPart
 
 __all__ = ["DEFAULT", "MAX_ID_LENGTH", "AgentMemory", "Memory"]
 
@@ -76,7 +78,7 @@ DEFAULT: Any = _Default()
 
 @runtime_checkable
 class AgentMemory(Protocol):
-    """The four methods of the household design: all ``AgentChat`` needs.
+    """The four-method port: all ``AgentChat`` needs.
 
     ``Memory`` implements it; so can any object (a dict in a test, a service
     client). Features that need more — recall, facts, summaries,
@@ -168,34 +170,34 @@ class Memory:
         self.retriever = Retriever(self.run, self.indexer, self.vectors, self.batch, self.supports)
         self._background: set[asyncio.Task[Any]] = set()
         self.threads = Threads(self.run, self.vectors)
-        """Thread records: list, get, create, update, delete (``caderno.memory.threads``)."""
+        """Thread records: list, get, create, update, delete (``caderno.memory.parts.threads``)."""
         self.messages = Messages(self.run, self.vectors)
-        """Stored messages changed and audited: pop, edit, delete, log, importance (``caderno.memory.messages``)."""
+        """Stored messages changed and audited: pop, edit, delete, log, importance (``caderno.memory.parts.messages``)."""
         self.working_memory = WorkingMemoryPart(self.run, working_memory_schema)
-        """Versioned state, patch log, dry run, schema (``caderno.memory.working_memory``)."""
+        """Versioned state, patch log, dry run, schema (``caderno.memory.parts.working_memory``)."""
         self.facts = Facts(self.run, self.indexer)
-        """Facts and their history, and the ranking a turn uses (``caderno.memory.facts``)."""
+        """Facts and their history, and the ranking a turn uses (``caderno.memory.parts.facts``)."""
         self.consolidation = Consolidation(
             self.run, consolidation or ConsolidationSettings(), self.facts.remember, self._background
         )
-        """Summaries and fact extraction, and their settings (``caderno.memory.consolidation``)."""
+        """Summaries and fact extraction, and their settings (``caderno.memory.parts.consolidation``)."""
         self.turns = Turns(
             self.batch, self.supports, self.working_memory, self.indexer, self._recall_plan, self._finish_recall
         )
-        """A turn's snapshot and commit, for ``AgentChat``: internal (``caderno.memory.turns``)."""
+        """A turn's snapshot and commit, for ``AgentChat``: internal (``caderno.memory.parts.turns``)."""
         self.tasks = Tasks(self.run)
-        """Scheduled tasks (``caderno.memory.state.Tasks``)."""
+        """Scheduled tasks (``caderno.memory.parts.state.Tasks``)."""
         self.macros = Macros(self.run)
-        """Learned tool macros (``caderno.memory.state.Macros``)."""
+        """Learned tool macros (``caderno.memory.parts.state.Macros``)."""
         self.prefixes = Prefixes(self.run)
-        """Approved command prefixes (``caderno.memory.state.Prefixes``)."""
+        """Approved command prefixes (``caderno.memory.parts.state.Prefixes``)."""
         self.keys = Keys(self.run)
-        """HTTP API keys (``caderno.memory.state.Keys``)."""
+        """HTTP API keys (``caderno.memory.parts.state.Keys``)."""
 
     def notebook(
         self, resource_id: str, *, memory_char_limit: int = MEMORY_CHAR_LIMIT, user_char_limit: int = USER_CHAR_LIMIT
     ) -> StoredNotebook:
-        """The resource's notebook in this database (``caderno.memory.notebook.StoredNotebook``).
+        """The resource's notebook in this database (``caderno.memory.parts.notebook.StoredNotebook``).
 
         The same rules and budgets as a file ``Notebook``, seen alike by every
         process on the database.
@@ -268,7 +270,7 @@ class Memory:
         ``indexer.POLL_SECONDS``, at once after an append here, and on
         PostgreSQL at once after another process's (its notice), so work
         queued anywhere — and a batch whose worker died, once its lease runs
-        out — is taken up (``caderno.memory.indexer``).
+        out — is taken up (``caderno.memory.engines.indexer``).
         """
         settings = self.consolidation.settings
         period = 3600 * (interval_hours if interval_hours is not None else settings.interval_hours)
@@ -286,7 +288,7 @@ class Memory:
             if watch is not None:
                 watch(None)
 
-    # -- the household four: history and working memory ------------------------------
+    # -- AgentMemory: history and working memory ------------------------------
 
     async def append_messages(self, *, resource_id: str, thread_id: str, messages: Sequence[Message]) -> list[Message]:
         """Append messages to a thread in one transaction (all or nothing).
@@ -438,7 +440,7 @@ class Memory:
         What was just appended is found by meaning, in this process or
         another, with no ``flush()``: the resource's messages still waiting
         for a vector are embedded first, newest first, at most
-        ``caderno.memory.indexer.RECALL_EMBED_LIMIT`` (past it, and for a
+        ``caderno.memory.engines.indexer.RECALL_EMBED_LIMIT`` (past it, and for a
         text whose embedding failed, ``Hits.not_searchable`` says how many
         the relevant leg could not see; the other legs see them all).
 
@@ -566,24 +568,24 @@ class Memory:
         scope: str = GET_CONTEXT_SCOPE,
         now: datetime | None = None,
     ) -> ContextParts:
-        """The reference agent's tri-hybrid context: recent, salient and relevant, each part whole.
+        """aidaemon's three-part context: recent, salient and relevant, each part whole.
 
         Unlike ``recall``, which fuses its legs (the lexical one included)
         into one ranking and keeps the best, this returns three parts, no
         message in two of them: the thread's last ``recent`` messages of
-        every role (tool calls and tool results too, as the reference's
+        every role (tool calls and tool results too, as aidaemon's
         recency; a window that would begin with tool results whose call is
         before it starts after them, so the part never opens on an orphan
         result and never holds more than ``recent``), then up to
         ``salient`` messages of importance >= 0.8 (newest first), then up
         to ``relevant`` messages most similar to ``query`` (cosine >=
-        ``min_similarity``). ``caderno.memory.tri_hybrid`` says where the
+        ``min_similarity``). ``caderno.memory.engines.get_context`` says where the
         design comes from (davo20019/aidaemon, ``src/state/sqlite.rs``
         ``get_context`` at 620a136) and why the floor is not the
         reference's 0.65.
 
         Salient and relevant look in the whole resource by default
-        (``GET_CONTEXT_SCOPE``), where the reference looks in the session
+        (``GET_CONTEXT_SCOPE``), where aidaemon looks in the session
         only. Measured by bench/get_context.py (relevant@5, resource
         against thread scope): LoCoMo dev 0.425 against 0.012 (tuning) and
         0.457 against 0.006 (check); LongMemEval_S dev 0.614 against 0.000
@@ -601,7 +603,7 @@ class Memory:
             min_similarity: cosine floor of the relevant part, in [-1, 1].
             scope: where salient and relevant look: ``"resource"`` (every
                 thread of the resource, as ``recall``; the default) or
-                ``"thread"`` (the reference's session). The recent part is
+                ``"thread"`` (aidaemon's session). The recent part is
                 the thread's either way.
             now: when the question is asked (see ``recall``).
 

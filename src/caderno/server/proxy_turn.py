@@ -279,7 +279,7 @@ def proxy_chat(app: FastAPI, model: Any) -> AgentChat:
     saved nothing worth its memory.)
     """
     from ..agent.chat import AgentChat
-    from ..memory.turns import TURN_WAIT
+    from ..memory.parts.turns import TURN_WAIT
 
     chat: AgentChat | None = app.state.proxy_chat
     if chat is None or chat.model is not model:

@@ -55,7 +55,7 @@ from ..core.jsonvalue import MAX_PATCH_BYTES, loads_strict
 from ..core.records import ApiKey
 from ..core.validate import DUMP_DEPTH, check_id, check_name
 from ..memory.facade import Memory
-from ..memory.notebook import StoredNotebook
+from ..memory.parts.notebook import StoredNotebook
 from ..stores import ops
 from . import schemas as s
 from .auth import AdminKey, CurrentKey, Forbidden, OwnResource

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..memory import dump as _dump
-from ..memory.recall import MAX_LEG_LIMIT, MAX_MESSAGE_RANGE
+from ..memory.engines import dump as _dump
+from ..memory.engines.recall import MAX_LEG_LIMIT, MAX_MESSAGE_RANGE
 
 __all__ = [
     "ApiKeyOut",
@@ -52,13 +52,13 @@ __all__ = [
 _strict = ConfigDict(extra="forbid")
 
 #: Positions, versions and counters are 64-bit signed integers in SQLite and
-#: PostgreSQL (``caderno.memory.dump.MAX_INT64``, the one name of that bound): a
+#: PostgreSQL (``caderno.memory.engines.dump.MAX_INT64``, the one name of that bound): a
 #: number past it is refused here (422) instead of overflowing in the driver.
 MAX_INT64 = _dump.MAX_INT64
 
-#: A leg's or ``top``'s count in a recall body (see ``caderno.memory.recall.MAX_LEG_LIMIT``).
+#: A leg's or ``top``'s count in a recall body (see ``caderno.memory.engines.recall.MAX_LEG_LIMIT``).
 LegLimit = Annotated[int, Field(ge=0, le=MAX_LEG_LIMIT)]
-#: Neighbours on one side of a recall hit (see ``caderno.memory.recall.MAX_MESSAGE_RANGE``).
+#: Neighbours on one side of a recall hit (see ``caderno.memory.engines.recall.MAX_MESSAGE_RANGE``).
 Around = Annotated[int, Field(ge=0, le=MAX_MESSAGE_RANGE)]
 
 

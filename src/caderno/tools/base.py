@@ -32,8 +32,8 @@ from typing import Any, Generic, Literal, TypeVar
 from ..core.errors import CadernoError, InvalidToolArguments, UsageError
 from ..core.jsonvalue import MAX_PATCH_BYTES, check_json
 from ..core.messages import ToolSpec
+from ..memory.engines.notebook_rules import NotebookPort
 from ..memory.facade import AgentMemory, Memory
-from ..memory.notebook import NotebookPort
 from ..stores import ops
 
 __all__ = [

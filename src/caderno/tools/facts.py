@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.clock import to_iso
-from ..memory.facts import fact_op
+from ..memory.parts.facts import fact_op
 from .base import Scope, ToolDef, done
 
 __all__ = ["FORGET_FACT", "GET_FACTS", "REMEMBER_FACT"]

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..core.errors import NotebookError, UsageError
-from ..memory.notebook import MEMORY_TOOL_SPEC
+from ..memory.engines.notebook_rules import MEMORY_TOOL_SPEC
 from .base import Scope, ToolDef, done, refused
 
 __all__ = ["NOTEBOOK"]

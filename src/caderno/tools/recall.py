@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import InvalidToolArguments
+from ..memory.engines.recall import Recalled
 from ..memory.facade import Memory
-from ..memory.recall import Recalled
 from ..stores import ops
 from .base import Scope, ToolDef, done
 

@@ -9,7 +9,7 @@ from ..core.clock import to_iso
 from ..core.errors import Conflict
 from ..core.messages import WorkingMemory
 from ..memory.facade import Memory
-from ..memory.working_memory import check_patch, merge_patch
+from ..memory.parts.working_memory import check_patch, merge_patch
 from .base import NoArguments, Scope, ToolDef, done
 
 __all__ = ["GET_WORKING_MEMORY", "UPDATE_WORKING_MEMORY", "WM_SOURCE", "state_payload"]
