@@ -30,11 +30,6 @@ def event_params(m: Message) -> tuple[Any, ...]:
     return (m.id, m.role, m.content, dumps(calls), m.tool_call_id, m.name, m.importance, created, dumps(m.metadata))
 
 
-def event_row(m: Message, resource_id: str, thread_id: str) -> tuple[Any, ...]:
-    """(resource_id, thread_id, *event_params(m)): the values of an events INSERT."""
-    return (resource_id, thread_id, *event_params(m))
-
-
 def row_to_message(row: Any) -> Message:
     seq, id_, role, content, calls, call_id, name, importance, created, metadata, position = row
     calls = loads(calls)

@@ -2,12 +2,13 @@
 
 Not a second implementation of the port: the same SQL plans, schema and
 full-text index as a SQLite file, so ``memory://`` cannot drift from the
-durable backends (until issue 23 it was ~1,000 lines of dicts that
-re-implemented every operation). The database is a file in a new directory
-of the system's temporary directory (``$TMPDIR``), readable by this user
-alone (``mkdtemp`` makes it 0700), deleted by ``close`` — or at exit when
-nobody closed the store. A process killed outright leaves it behind, like
-any temporary file; a ``$TMPDIR`` on tmpfs keeps it off the disk.
+durable backends (an earlier ``memory://`` was ~1,000 lines of dicts that
+re-implemented every operation, and could). The database is a file in a
+new directory of the system's temporary directory (``$TMPDIR``), readable
+by this user alone (``mkdtemp`` makes it 0700), deleted by ``close`` — or
+at exit when nobody closed the store. A process killed outright leaves it
+behind, like any temporary file; a ``$TMPDIR`` on tmpfs keeps it off the
+disk.
 
 Why a file and not one of SQLite's in-memory databases: the store's writer
 thread and its readers need WAL, where a reader keeps its snapshot while
