@@ -1,12 +1,12 @@
-"""PostgreSQL's list of one-statement operations, checked against the plans themselves.
+"""The operations PostgreSQL runs as one statement, checked against the plans themselves.
 
 An operation alone in a batch runs without BEGIN/COMMIT when its plan sends
 one statement (``caderno.stores.postgres.one_statement``): one statement is
-atomic on its own. The list is written by hand beside the store, so this
-test runs every operation's plan on a real PostgreSQL — in a transaction it
-rolls back, over a scene where each operation has work to do
-(``_op_cases``) — and counts the statements each one sends (an
-``executemany`` counts one per row):
+atomic on its own. Which operations do is their ``Op.one_statement``
+attribute, set by hand beside each one, so this test runs every operation's
+plan on a real PostgreSQL — in a transaction it rolls back, over a scene
+where each operation has work to do (``_op_cases``) — and counts the
+statements each one sends (an ``executemany`` counts one per row):
 
 * an operation the store runs alone never sends more than one (it would
   commit half of itself);
@@ -47,5 +47,5 @@ async def test_the_operations_run_alone_are_exactly_those_of_one_statement(scene
     most: dict[type[Any], int] = {}
     for op, n in sent_:
         most[type(op)] = max(n, most.get(type(op), 0))
-    left_out = sorted(kind.__name__ for kind, n in most.items() if kind not in postgres._ONE_STATEMENT and n <= 1)
-    assert left_out == [], f"one statement in every case: add {left_out} to postgres._ONE_STATEMENT"
+    left_out = sorted(kind.__name__ for kind, n in most.items() if not kind.one_statement and n <= 1)
+    assert left_out == [], f"one statement in every case: set one_statement = True on {left_out}"

@@ -177,7 +177,7 @@ def test_every_advisory_lock_of_the_postgres_store_is_transaction_scoped() -> No
     import re
 
     stores = pathlib.Path(postgres.__file__).parent
-    calls = {m for path in stores.glob("*.py") for m in re.findall(r"pg_(?:try_)?advisory_\w+", path.read_text())}
+    calls = {m for path in stores.rglob("*.py") for m in re.findall(r"pg_(?:try_)?advisory_\w+", path.read_text())}
     assert calls and all(call.startswith(("pg_advisory_xact_", "pg_try_advisory_xact_")) for call in calls), calls
 
 

@@ -9,7 +9,8 @@ import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder
 from caderno.memory.engines.vector_cache import VectorIndex, code_dtype, quantize
-from caderno.stores import _plans, ops
+from caderno.stores import ops
+from caderno.stores.capabilities import recall
 
 DIM = 32
 
@@ -36,7 +37,7 @@ async def stored(memory: caderno.Memory, emb: HashingEmbedder, thread_id: str) -
 async def test_blocks_hold_every_vector_with_its_thread_first_load_and_refresh(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_plans, "VECTOR_READ_CHUNK", 4)
+    monkeypatch.setattr(recall, "VECTOR_READ_CHUNK", 4)
     emb = HashingEmbedder(DIM)
     async with caderno.connect(db_url, embedder=emb) as memory:
         for thread_id, n in (("a", 10), ("b", 7)):
@@ -76,7 +77,7 @@ async def test_a_chunked_load_searches_like_one_block(db_url: str, monkeypatch: 
         await memory.flush()
         q = emb.embed(["b said thing 3"])[0]
         whole = {t: await VectorIndex().search(memory.run, "r", emb.name, DIM, q, 5, -1.0, t) for t in (None, "b")}
-        monkeypatch.setattr(_plans, "VECTOR_READ_CHUNK", 7)
+        monkeypatch.setattr(recall, "VECTOR_READ_CHUNK", 7)
         index = VectorIndex()
         for thread_id, hits in whole.items():
             assert await index.search(memory.run, "r", emb.name, DIM, q, 5, -1.0, thread_id) == hits

@@ -3,9 +3,9 @@
 ``PostgresStore`` sends a notice on ``caderno_work`` after each committed
 batch that queued embedding work; every store of the same schema hears it
 on its key listener's session and calls what ``watch_embedding_queue`` set
-(``Memory.run_background`` sets its indexer's wake-up). The list of
-operations that queue work is written by hand beside the store; the first
-test checks it against the statements the plans really send.
+(``Memory.run_background`` sets its indexer's wake-up). Which operations
+queue work is their ``queues_work`` attribute, set by hand beside each one;
+the first test checks it against the statements the plans really send.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ async def test_the_operations_announced_are_exactly_those_that_queue_work(scene:
     for op in cases(scene):
         if type(op) in runnable(scene) and any(_QUEUES.search(q.sql) and q.params for q in await sent(scene.store, op)):
             queueing.add(type(op).__name__)
-    assert queueing == {kind.__name__ for kind in postgres._QUEUES_WORK}
+    assert queueing == {kind.__name__ for kind in runnable(scene) if kind.queues_work}
 
 
 async def _heard(wake: asyncio.Event, what: str) -> None:

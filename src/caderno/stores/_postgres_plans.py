@@ -1,4 +1,9 @@
-"""The PostgreSQL plans that differ from SQLite's: append, claims, full text, seq lookups."""
+"""The PostgreSQL plans that differ from SQLite's: append, claims, full text, seq lookups, vector search.
+
+Each is registered on ``POSTGRES`` (or, where it needs the vector extension,
+``PGVECTOR``) beside its function; every other operation runs its shared
+plan (``Op.plan``).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +14,24 @@ from ..core.messages import Message
 from ..core.records import ScheduledTask
 from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT
 from . import ops
-from ._plans import renew_consolidation
-from ._plans_state import fair_claim
+from ._op import DialectPlans
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import Dialect, Plan, Q, UniqueViolation, later
+from .capabilities.agent_state import fair_claim
+from .capabilities.consolidation import renew_consolidation
+from .capabilities.recall import finish_embeddings
+
+#: PostgreSQL's own plans; the PostgreSQL store looks each operation's plan up here.
+POSTGRES = DialectPlans("PostgreSQL")
+#: Those of a store that found the vector extension (``PostgresStore.pgvector_schema``); the rest are ``POSTGRES``'s.
+PGVECTOR = DialectPlans("PostgreSQL with pgvector", under=POSTGRES)
 
 #: Messages per append statement: 10 parameters each stays far below
 #: PostgreSQL's 65,535 parameters per statement.
 APPEND_CHUNK = 1000
 
 
+@POSTGRES.plan_of(ops.Append)
 def append(d: Dialect, op: ops.Append) -> Plan[list[Message]]:
     """One statement per ``APPEND_CHUNK`` messages: a turn is one round trip, atomic on its own.
 
@@ -69,6 +82,7 @@ def _append_chunk(op: ops.Append, messages: tuple[Message, ...]) -> Plan[list[Me
     return [m._stamped(seq=placed[m.id][0], position=placed[m.id][1]) for m in messages]
 
 
+@POSTGRES.plan_of(ops.ClaimEmbeddings)
 def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:
     # SKIP LOCKED: workers on any number of machines take disjoint batches
     # without waiting on each other; the lease (not_before) then keeps the
@@ -95,6 +109,7 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
     return [ops.EmbeddingJob(resource_id=r[0], seq=r[1], content=r[2], attempts=r[3]) for r in rows]
 
 
+@POSTGRES.plan_of(ops.RenewEmbeddings)
 def renew_embeddings(d: Dialect, op: ops.RenewEmbeddings) -> Plan[None]:
     """Each job's lease to ``now + lease_seconds``, while it is still leased (see ``ops.RenewEmbeddings``)."""
     # One statement. SKIP LOCKED: a row another transaction holds (a worker
@@ -119,6 +134,7 @@ _TOP = max(1.0, CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT)
 RANK_WEIGHTS = "{" + ", ".join(f"{w / _TOP:.4f}" for w in (0.0, DATE_COLUMN_WEIGHT, CONTEXT_COLUMN_WEIGHT, 1.0)) + "}"
 
 
+@POSTGRES.plan_of(ops.LexicalSearch)
 def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
     if not op.terms:
         return []
@@ -139,6 +155,7 @@ def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, fl
     return [(r[0], float(r[1])) for r in rows]
 
 
+@POSTGRES.plan_of(ops.ReadBySeq)
 def read_by_seq(d: Dialect, op: ops.ReadBySeq) -> Plan[list[tuple[str, Message]]]:
     if not op.seqs:
         return []
@@ -149,6 +166,7 @@ def read_by_seq(d: Dialect, op: ops.ReadBySeq) -> Plan[list[tuple[str, Message]]
     return [(r[0], row_to_message(r[1:])) for r in rows]
 
 
+@POSTGRES.plan_of(ops.ClaimConsolidation)
 def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
     if op.renew:
         return (yield from renew_consolidation(d, op))
@@ -170,6 +188,7 @@ def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
     return True
 
 
+@POSTGRES.plan_of(ops.ClaimDueTasks)
 def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTask]]:
     # SKIP LOCKED: workers on any number of machines take disjoint tasks; the
     # lease and the moved next run keep them theirs after the commit. OF: the
@@ -181,6 +200,7 @@ def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTas
     return (yield from fair_claim(d, op, lock="FOR UPDATE OF scheduled_tasks SKIP LOCKED"))
 
 
+@PGVECTOR.plan_of(ops.SearchVectors)
 def search_vectors(d: Dialect, op: ops.SearchVectors) -> Plan[list[tuple[int, float]]]:
     """The best ``k`` by inner product (``<#>`` is its negative), in the database.
 
@@ -203,3 +223,9 @@ def search_vectors(d: Dialect, op: ops.SearchVectors) -> Plan[list[tuple[int, fl
     sql += f" WHERE m.resource_id = ? AND m.model = ? AND m.dim = {dim:d} AND m.vec IS NOT NULL ORDER BY {distance} LIMIT ?"
     rows = yield Q(sql, (*params, op.resource_id, op.model, query, op.k))
     return [(r[0], -float(r[1])) for r in rows if -float(r[1]) >= op.min_similarity]
+
+
+@PGVECTOR.plan_of(ops.FinishEmbeddings)
+def finish_embeddings_with_vec(d: Dialect, op: ops.FinishEmbeddings) -> Plan[None]:
+    """The shared plan, each vector also stored as a pgvector value (what ``search_vectors`` reads)."""
+    return (yield from finish_embeddings(d, op, vec=True))

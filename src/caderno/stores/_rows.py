@@ -11,6 +11,8 @@ from ..core.records import Fact
 
 #: Column order used by every SELECT that builds messages.
 EVENT_COLUMNS = "seq, id, role, content, tool_calls, tool_call_id, name, importance, created_at, metadata, position"
+#: A thread's messages (summaries left out), resource and thread bound; callers add conditions and the order.
+EVENTS_OF_THREAD = f"SELECT {EVENT_COLUMNS} FROM events WHERE resource_id = ? AND thread_id = ? AND kind = 'message'"
 
 
 def dumps(value: Any) -> str | None:

@@ -1,4 +1,8 @@
-"""The SQLite plans that differ from PostgreSQL's: append, claims, full text, seq lookups."""
+"""The SQLite plans that differ from PostgreSQL's: append, claims, full text, seq lookups.
+
+Each is registered on ``SQLITE`` beside its function (``@SQLITE.plan_of``);
+every other operation runs its shared plan (``Op.plan``).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,7 @@ from ..core.messages import Message
 from ..core.records import ScheduledTask
 from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, stems
 from . import ops
-from ._plans import renew_consolidation
-from ._plans_state import fair_claim
+from ._op import DialectPlans
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import (
     PLACED_EVENT_INSERT,
@@ -24,9 +27,17 @@ from ._sql import (
     later,
     marks,
 )
+from .capabilities.agent_state import fair_claim
+from .capabilities.consolidation import renew_consolidation
+
+#: SQLite's own plans; the SQLite store (and ``memory://``) looks each operation's plan up here.
+SQLITE = DialectPlans("SQLite")
 
 
-def append(d: Dialect, op: ops.Append, *, known: bool, rows: list[list[Any]] | None = None) -> Plan[list[Message]]:
+@SQLITE.plan_of(ops.Append)
+def append(
+    d: Dialect, op: ops.Append, *, known: bool = False, rows: list[list[Any]] | None = None
+) -> Plan[list[Message]]:
     """Insert the messages at the thread's next positions (full text follows in batches); queue the embeddable ones.
 
     ``known``: this store wrote to the thread before, so the two "create if
@@ -145,6 +156,7 @@ _DUE_TAKEN_JOBS = _JOBS + "WHERE q.not_before <> '' AND q.not_before <= ? ORDER 
 _RESOURCE_JOBS = _JOBS + "WHERE q.resource_id = ? AND q.not_before <= ? ORDER BY q.seq DESC LIMIT ?"
 
 
+@SQLITE.plan_of(ops.ClaimEmbeddings)
 def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:
     """New jobs first, then taken ones due again: the order of ``not_before``, then seq (``''`` is the least).
 
@@ -170,6 +182,7 @@ def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.Embed
     return [ops.EmbeddingJob(resource_id=r[1], seq=r[0], content=r[2], attempts=r[3]) for r in rows]
 
 
+@SQLITE.plan_of(ops.RenewEmbeddings)
 def renew_embeddings(d: Dialect, op: ops.RenewEmbeddings) -> Plan[None]:
     """Each job's lease to ``now + lease_seconds``, while it is still leased (see ``ops.RenewEmbeddings``)."""
     until, now = later(d, op.now, op.lease_seconds), d.ts(op.now)
@@ -180,6 +193,7 @@ def renew_embeddings(d: Dialect, op: ops.RenewEmbeddings) -> Plan[None]:
     )
 
 
+@SQLITE.plan_of(ops.LexicalSearch)
 def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, float]]]:
     """BM25 over a message's own stems, its neighbours' (``CONTEXT_COLUMN_WEIGHT``) and its day's (``DATE_COLUMN_WEIGHT``).
 
@@ -206,6 +220,7 @@ def lexical_search(d: Dialect, op: ops.LexicalSearch) -> Plan[list[tuple[int, fl
     return [(r[0], r[1]) for r in rows]
 
 
+@SQLITE.plan_of(ops.ReadBySeq)
 def read_by_seq(d: Dialect, op: ops.ReadBySeq) -> Plan[list[tuple[str, Message]]]:
     if not op.seqs:
         return []
@@ -218,6 +233,7 @@ def read_by_seq(d: Dialect, op: ops.ReadBySeq) -> Plan[list[tuple[str, Message]]
     return [(r[0], row_to_message(r[1:])) for r in rows]
 
 
+@SQLITE.plan_of(ops.ClaimConsolidation)
 def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
     if op.renew:
         return (yield from renew_consolidation(d, op))
@@ -230,6 +246,7 @@ def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
     return bool(done)
 
 
+@SQLITE.plan_of(ops.ClaimDueTasks)
 def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTask]]:
     # The single writer serialises claims: two workers never take one slot.
     return (yield from fair_claim(d, op))

@@ -54,11 +54,14 @@ from urllib.parse import quote
 from ..core.clock import utcnow
 from ..core.errors import MissingExtra, OutcomeUnknown, StorageBusy, StorageError, UsageError
 from ..core.redact import redact_url, scrub, secrets_of, split_url
-from . import _migrate, _plans, _postgres_plans, ops
+from . import _migrate, _postgres_plans, ops
 from ._cache import KeyCache
+from ._op import DialectPlans
+from ._postgres_plans import PGVECTOR, POSTGRES
 from ._postgres_schema import HNSW_MAX_DIM, LEDGER, MIGRATION_LOCK, MIGRATIONS, VECTOR_COLUMN, hnsw_index
 from ._replica import PRIMARY_FLUSHED, StandbyGone, StandbyWatch
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan, to_pyformat
+from .capabilities.recall import vector_text
 
 T = TypeVar("T")
 
@@ -110,9 +113,6 @@ _LISTEN_CONNECT_TIMEOUT = 10.0
 #: key listener's session listens to it too, and wakes this process's embedding worker
 #: (``watch_embedding_queue``). A notice only hurries a worker: each one also polls the queue.
 _WORK_CHANNEL = "caderno_work"
-#: The operations whose plans queue embedding work (an ``INSERT`` into ``embedding_queue`` or
-#: ``item_embeddings``; ``tests/stores/test_work_notices.py`` checks the list against the plans).
-_QUEUES_WORK = (ops.Append, ops.EditMessage, ops.ImportResource, ops.Reindex, ops.PutItem)
 #: The listener session's name in ``pg_stat_activity`` (the pool's connections are ``caderno``).
 _LISTENER_NAME = "caderno-keys"
 #: Seconds between two heartbeats of the key listener. A heartbeat is a
@@ -144,7 +144,7 @@ DIALECT = Dialect(
     name="postgresql",
     ts=lambda value: value,
     for_update=" FOR UPDATE",
-    # Identity values become visible at commit, not in draw order (see _plans.read_vectors).
+    # Identity values become visible at commit, not in draw order (see ``capabilities.recall.read_vectors``).
     feed_overlap=10_000,
     # A vector is stored only for a message that still exists: its row is
     # locked against a concurrent delete for the rest of the transaction.
@@ -162,22 +162,6 @@ DIALECT = Dialect(
     }[kind],
     json_path=list,
 )
-
-_OWN: dict[type[Any], Handler] = {
-    ops.Append: _postgres_plans.append,
-    ops.ClaimEmbeddings: _postgres_plans.claim_embeddings,
-    ops.RenewEmbeddings: _postgres_plans.renew_embeddings,
-    ops.LexicalSearch: _postgres_plans.lexical_search,
-    ops.ReadBySeq: _postgres_plans.read_by_seq,
-    ops.ClaimConsolidation: _postgres_plans.claim_consolidation,
-    ops.ClaimDueTasks: _postgres_plans.claim_due_tasks,
-}
-
-#: Handlers of a store that found the vector extension.
-_VECTOR: dict[type[Any], Handler] = {
-    ops.FinishEmbeddings: functools.partial(_plans.finish_embeddings, vec=True),
-    ops.SearchVectors: _postgres_plans.search_vectors,
-}
 
 
 async def _still_open(conn: Any) -> None:
@@ -241,80 +225,16 @@ class _Progress:
         return exc.sqlstate is None or (exc.sqlstate in _SESSION_ENDED and not self.autocommit)
 
 
-#: Operations whose plan is one statement (``Append`` up to a chunk: see ``one_statement``).
-_ONE_STATEMENT = frozenset(
-    {
-        # history, working memory, resources
-        ops.Append,
-        ops.ReadThread,
-        ops.ListThreads,
-        ops.GetThread,
-        ops.ReadMessageLog,
-        ops.SetImportance,
-        ops.ReadWorkingMemory,
-        ops.ReadWorkingMemoryLog,
-        ops.ListResources,
-        # facts
-        ops.ReadFacts,
-        ops.ReadFactHistory,
-        ops.ForgetFact,
-        # recall
-        ops.RenewEmbeddings,
-        ops.CountPendingEmbeddings,
-        ops.SearchVectors,
-        ops.LexicalSearch,
-        ops.ReadSalient,
-        ops.ReadBySeq,
-        ops.ReadSparse,
-        # consolidation
-        ops.FindConsolidationCandidates,
-        ops.ReleaseConsolidation,
-        ops.ReadUnconsolidated,
-        ops.ReadSummaries,
-        ops.ReadFactCandidates,
-        ops.MarkFactsExtracted,
-        ops.LogConsolidation,
-        ops.ReadConsolidationLog,
-        # agent state
-        ops.PutTask,
-        ops.ListTasks,
-        ops.DeleteTask,
-        ops.RenewTaskClaims,
-        ops.FinishTask,
-        ops.ReadMacros,
-        ops.MarkMacroUsed,
-        ops.AllowPrefix,
-        ops.RevokePrefix,
-        ops.ListPrefixes,
-        # keys: FindKey runs on every HTTP request
-        ops.CreateKey,
-        ops.FindKey,
-        ops.ListKeys,
-        ops.RevokeKey,
-        # items
-        ops.DeleteItem,
-        ops.GetItem,
-        ops.SearchItems,
-        ops.ListItemNamespaces,
-        ops.ReadItemVectors,
-        # notebook and turn leases: a turn's claim runs alone
-        ops.ReadNotebook,
-        ops.ReadNotebookSnapshot,
-        ops.ClaimTurn,
-        ops.ReleaseTurn,
-    }
-)
-
-
 def one_statement(op: ops.Op[Any]) -> bool:
     """Whether ``op``'s plan sends at most one statement, so that alone in a batch it needs no transaction.
 
-    ``tests/stores/test_one_statement.py`` runs every operation's plan and
-    checks this against the statements it really sends.
+    The operation type says (``Op.one_statement``), but for an append longer
+    than one chunk. ``tests/stores/test_one_statement.py`` runs every
+    operation's plan and checks this against the statements it really sends.
     """
     if isinstance(op, ops.Append):
         return len(op.messages) <= _postgres_plans.APPEND_CHUNK  # one statement per chunk
-    return type(op) in _ONE_STATEMENT
+    return op.one_statement
 
 
 async def _run_on(
@@ -686,7 +606,7 @@ class PostgresStore:
         ``Memory.run_background`` sets it to wake its embedding worker. The
         notices come on the key listener's session (``_WORK_CHANNEL``): none
         behind a transaction pooler, or while that session reconnects — the
-        worker's poll (``caderno.memory.indexer.POLL_SECONDS``) finds the work then.
+        worker's poll (``caderno.memory.engines.indexer.POLL_SECONDS``) finds the work then.
         """
         self._on_work = wake
 
@@ -981,7 +901,7 @@ class PostgresStore:
             async with conn.cursor() as cur:
                 await cur.executemany(
                     "UPDATE embeddings SET vec = %s::vector WHERE resource_id = %s AND id = %s",
-                    [(_plans.vector_text(bytes(r[3])), r[0], r[1]) for r in rows],
+                    [(vector_text(bytes(r[3])), r[0], r[1]) for r in rows],
                 )
             for dim in {r[2] for r in rows}:
                 await self._index_dim(conn, dim)
@@ -1164,7 +1084,7 @@ class PostgresStore:
         # A single one-statement operation is atomic on its own: no BEGIN/COMMIT round trips.
         alone = len(batch) == 1 and one_statement(batch[0])
         results = await self._dispatch(batch, run, writes=writes, alone=alone, snapshot=snapshot)
-        if any(isinstance(op, _QUEUES_WORK) for op in batch):
+        if any(op.queues_work for op in batch):
             self._work_queued.set()  # committed: ``_announce_work`` tells the other processes
         return results
 
@@ -1309,10 +1229,13 @@ class PostgresStore:
             if pool is not None:
                 await pool.close()
 
+    @property
+    def plans(self) -> DialectPlans:
+        """Where the store finds each operation's plan: with the vector extension's plans once open found it."""
+        return POSTGRES if self.pgvector_schema is None else PGVECTOR
+
     def _handler(self, op: ops.Op[Any]) -> Handler:
-        if type(op) in _VECTOR and self.pgvector_schema is not None:
-            return _VECTOR[type(op)]
-        handler = _OWN.get(type(op)) or _plans.SHARED.get(type(op))
+        handler = self.plans.handler(type(op))
         if handler is None:
             raise UsageError(f"{type(self).__name__} does not support {type(op).__name__}")
         return handler

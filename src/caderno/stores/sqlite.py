@@ -38,11 +38,13 @@ from urllib.parse import quote
 from ..core.clock import to_iso
 from ..core.errors import StorageError, UsageError
 from ..core.files import create_private
-from . import _plans, _sqlite_plans, _sqlite_schema, ops
+from . import _sqlite_plans, _sqlite_schema, ops
 from ._cache import KeyCache, RecentCache
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan_sync
 from ._sqlite_fts import catch_up_fts
+from ._sqlite_plans import SQLITE
 from ._sqlite_writer import GroupWriter, Job
+from .capabilities.history import read_thread
 
 __all__ = ["FTS_BATCH", "SQLiteStore", "catch_up_fts"]
 
@@ -72,18 +74,6 @@ FTS_BATCH = 512
 
 #: Checkpoint attempts after a deletion while another connection reads (10 ms apart).
 _CHECKPOINT_TRIES = 20
-#: Operations whose text must leave the file: after they commit, the store
-#: scrubs (see ``SQLiteStore._scrub``).
-_ERASING = (ops.EraseResource, ops.DeleteThread, ops.DeleteMessage, ops.PopMessage)
-
-_OWN: dict[type[Any], Handler] = {
-    ops.ClaimEmbeddings: _sqlite_plans.claim_embeddings,
-    ops.RenewEmbeddings: _sqlite_plans.renew_embeddings,
-    ops.LexicalSearch: _sqlite_plans.lexical_search,
-    ops.ReadBySeq: _sqlite_plans.read_by_seq,
-    ops.ClaimConsolidation: _sqlite_plans.claim_consolidation,
-    ops.ClaimDueTasks: _sqlite_plans.claim_due_tasks,
-}
 
 
 def _execute(conn: sqlite3.Connection, q: Q) -> Any:
@@ -114,6 +104,8 @@ class SQLiteStore:
     """A store in one SQLite file."""
 
     supports = ops.ALL
+    plans = SQLITE
+    """Where the store finds each operation's plan (``DialectPlans.handler``)."""
 
     def __init__(
         self,
@@ -416,7 +408,7 @@ class SQLiteStore:
             # indexes what is not yet, so it finds every committed message.
             await self._write(catch_up_fts, self._fts_caught_up)
         if any(op.writes for op in batch):
-            erasing = any(isinstance(op, _ERASING) for op in batch)
+            erasing = any(op.erases for op in batch)
             durable = any(op.durable for op in batch if op.writes)
             return await self._write(
                 run, lambda results: self._committed(batch, results), scrub=erasing, durable=durable
@@ -433,7 +425,7 @@ class SQLiteStore:
             known = (op.resource_id, op.thread_id) in self._known_threads  # type: ignore[attr-defined]
             rows = _sqlite_plans.insert_rows(op)  # type: ignore[arg-type]  # here, not on the writer thread
             return functools.partial(_sqlite_plans.append, known=known, rows=rows)
-        handler = _OWN.get(kind) or _plans.SHARED.get(kind)
+        handler = self.plans.handler(kind)
         if handler is None:
             raise UsageError(f"{type(self).__name__} does not support {kind.__name__}")
         return handler
@@ -481,7 +473,7 @@ class SQLiteStore:
         key, limit = (op.resource_id, op.thread_id), op.limit
         if op.before is not None or not self.cache.enabled:
             return await self._read(
-                lambda conn: run_plan_sync(_plans.read_thread(DIALECT, op), functools.partial(_execute, conn))
+                lambda conn: run_plan_sync(read_thread(DIALECT, op), functools.partial(_execute, conn))
             )
         if self._cache_is_fresh():
             hit = self.cache.get(key, limit)
@@ -491,7 +483,7 @@ class SQLiteStore:
         want = None if limit is None else max(limit, self.cache.per_thread)
         wide = ops.ReadThread(resource_id=op.resource_id, thread_id=op.thread_id, limit=want)
         newest = await self._read(
-            lambda conn: run_plan_sync(_plans.read_thread(DIALECT, wide), functools.partial(_execute, conn))
+            lambda conn: run_plan_sync(read_thread(DIALECT, wide), functools.partial(_execute, conn))
         )
         if want is None or want > 0:
             self.cache.fill(key, newest, want is None or len(newest) < want, epoch)
