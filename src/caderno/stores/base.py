@@ -25,7 +25,7 @@ __all__ = ["EmbeddingJob", "ResourceDump", "Runner", "Store", "VectorRows", "Wor
 
 T = TypeVar("T")
 
-#: The JSON-able export of one resource (see ``caderno.memory.dump``).
+#: The JSON-able export of one resource (see ``caderno.memory.engines.dump``).
 ResourceDump = dict[str, Any]
 
 

@@ -27,7 +27,7 @@ snapshot is not exported: it is a copy, and the next conversation takes a
 new one. Summaries are not exported: they are derived from the messages and
 the next consolidation pass writes them again.
 
-What an import must pass before ``ImportResource`` is ``caderno.memory.dump``.
+What an import must pass before ``ImportResource`` is ``caderno.memory.engines.dump``.
 """
 
 from __future__ import annotations
