@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -26,7 +27,7 @@ __all__ = [
     "emit_json",
     "fail",
     "json_option",
-    "open_memory",
+    "opened",
     "plural",
     "rich_console",
     "run_async",
@@ -225,9 +226,12 @@ READ_ONLY = frozenset(
 )
 
 
-async def open_memory(ctx: click.Context) -> Memory:
-    """The memory on ``--db`` with what caderno.toml sets: consolidation (its fast model, its period) and the cache.
+@contextlib.asynccontextmanager
+async def opened(ctx: click.Context) -> AsyncIterator[Memory]:
+    """The memory on ``--db`` with what caderno.toml sets (consolidation: its fast model, its period; the cache),
+    open for an ``async with`` block and closed after it, with the fast model it built.
 
+    Every command that uses the database opens it here: ``async with opened(ctx) as memory:``.
     ``caderno worker``, ``serve`` and ``consolidate`` summarise and extract
     facts with ``[model.fast]`` when the file names one.
     """
@@ -235,7 +239,14 @@ async def open_memory(ctx: click.Context) -> Memory:
     command = ctx.command_path[len(ctx.find_root().command_path) :].strip()
     if command in READ_ONLY and not _database_exists(str(db)):
         fail(f"no database at {db} (nothing stored yet); commands that write create it")
-    return await connect(db, **ctx.obj["config"].connect_options())
+    options = ctx.obj["config"].connect_options()
+    fast_model = options["consolidation"].fast_model
+    try:
+        async with connect(db, **options) as memory:
+            yield memory
+    finally:
+        if fast_model is not None:
+            await asyncio.shield(fast_model.aclose())
 
 
 def _database_exists(db: str) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..core.errors import CadernoError
-from .common import Progress, emit_json, fail, json_option, open_memory, run_async
+from .common import Progress, emit_json, fail, json_option, opened, run_async
 
 __all__ = ["GROUPS"]
 
@@ -51,9 +51,8 @@ async def _imported(ctx: click.Context, as_json: bool, work: Callable[[Any], Awa
     """
     from ..stores import ops
 
-    memory = await open_memory(ctx)
-    memory.indexer.elsewhere = lambda: None  # not embedded here: the summary says how
-    try:
+    async with opened(ctx) as memory:
+        memory.indexer.elsewhere = lambda: None  # not embedded here: the summary says how
         with Progress("importing", quiet=as_json) as progress:
             got = await work(memory)
             reports = got if isinstance(got, list) else [got]
@@ -62,8 +61,6 @@ async def _imported(ctx: click.Context, as_json: bool, work: Callable[[Any], Awa
                 await memory.run(ops.CountPendingEmbeddings()) if memory.supports(ops.CountPendingEmbeddings) else 0
             )
             _show(reports, as_json, pending, progress)
-    finally:
-        await memory.close()
 
 
 @click.group("import-from")
@@ -133,13 +130,11 @@ async def _import_notes(
             fail(str(exc))
         _show([report], as_json)
         return
-    memory = await open_memory(ctx)
-    try:
-        report = await import_notes(directory, memory.notebook(resource), resource_id=resource)
-    except CadernoError as exc:
-        fail(str(exc))
-    finally:
-        await memory.close()
+    async with opened(ctx) as memory:
+        try:
+            report = await import_notes(directory, memory.notebook(resource), resource_id=resource)
+        except CadernoError as exc:
+            fail(str(exc))
     _show([report], as_json)
 
 

@@ -39,7 +39,7 @@ from .common import (
     emit_json,
     fail,
     json_option,
-    open_memory,
+    opened,
     plural,
     rich_console,
     run_async,
@@ -109,11 +109,8 @@ def threads() -> None:
 @run_async
 async def threads_list(ctx: click.Context, resource: str, as_json: bool) -> None:
     """List RESOURCE's threads, most recent first."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         items = await memory.list_threads(resource_id=resource)
-    finally:
-        await memory.close()
     if as_json:
         emit_json([_thread_json(t) for t in items])
         return
@@ -137,12 +134,9 @@ async def threads_show(
     ctx: click.Context, resource: str, thread: str, limit: int | None, raw: bool, as_json: bool
 ) -> None:
     """Show THREAD of RESOURCE, oldest first: summaries stand in for the turns they cover."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         messages = await memory.get_messages(resource_id=resource, thread_id=thread, limit=limit)
         summaries = [] if raw else await memory.consolidation.summaries(resource_id=resource, thread_id=thread)
-    finally:
-        await memory.close()
     live = [s for s, merged in summaries if not merged]
     covered = [span for s, _ in summaries if (span := summary_span(s)) is not None]
 
@@ -236,13 +230,10 @@ async def threads_create(
 ) -> None:
     """Create an empty THREAD of RESOURCE (an id is made when THREAD is omitted)."""
     parsed = _parse_metadata(metadata)
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         made = await memory.threads.create(
             resource_id=resource, thread_id=thread, title=title, metadata=None if parsed is ops.UNSET else parsed
         )
-    finally:
-        await memory.close()
     _thread_done("created", made, as_json)
 
 
@@ -271,11 +262,8 @@ async def threads_update(
         fail("nothing to change: give --title, --clear-title or --metadata")
     new_title: Any = None if clear_title else (title if title is not None else ops.UNSET)
     parsed = _parse_metadata(metadata)
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         updated = await memory.threads.update(resource_id=resource, thread_id=thread, title=new_title, metadata=parsed)
-    finally:
-        await memory.close()
     _thread_done("updated", updated, as_json)
 
 
@@ -311,11 +299,8 @@ def _message_done(verb: str, m: Message | None, as_json: bool, empty: str) -> No
 @run_async
 async def messages_pop(ctx: click.Context, resource: str, thread: str, reason: str | None, as_json: bool) -> None:
     """Remove THREAD's newest message (undo a turn, one message at a time)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         popped = await memory.messages.pop(resource_id=resource, thread_id=thread, actor=CLI_ACTOR, reason=reason)
-    finally:
-        await memory.close()
     _message_done("popped", popped, as_json, f"(no messages in {resource}/{thread}; nothing popped)")
 
 
@@ -331,13 +316,10 @@ async def messages_edit(
     ctx: click.Context, resource: str, message_id: str, content: str, reason: str | None, as_json: bool
 ) -> None:
     """Replace the text of MESSAGE_ID with CONTENT (the old text goes to the message log)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         edited = await memory.messages.edit(
             resource_id=resource, message_id=message_id, content=content, actor=CLI_ACTOR, reason=reason
         )
-    finally:
-        await memory.close()
     _message_done("edited", edited, as_json, "")
 
 
@@ -352,13 +334,10 @@ async def messages_delete(
     ctx: click.Context, resource: str, message_id: str, reason: str | None, as_json: bool
 ) -> None:
     """Delete MESSAGE_ID of RESOURCE (the log keeps who, when and why, not the text)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         deleted = await memory.messages.delete(
             resource_id=resource, message_id=message_id, actor=CLI_ACTOR, reason=reason
         )
-    finally:
-        await memory.close()
     _message_done("deleted", deleted, as_json, "")
 
 
@@ -370,11 +349,8 @@ async def messages_delete(
 @run_async
 async def messages_log(ctx: click.Context, resource: str, message_id: str | None, as_json: bool) -> None:
     """Show the edits, pops and deletions of RESOURCE's messages, oldest first."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         entries = await memory.messages.log(resource_id=resource, message_id=message_id)
-    finally:
-        await memory.close()
     if as_json:
         emit_json(entries)
         return
@@ -413,11 +389,8 @@ def wm() -> None:
 @run_async
 async def wm_show(ctx: click.Context, resource: str, as_json: bool) -> None:
     """Show RESOURCE's working memory."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         state = await memory.working_memory.state(resource_id=resource)
-    finally:
-        await memory.close()
     if as_json:
         emit_json({"data": state.data, "version": state.version} if state else None)
         return
@@ -444,13 +417,10 @@ async def wm_patch(ctx: click.Context, resource: str, patch: str, expected_versi
         parsed = loads_strict(patch, "PATCH")
     except CadernoError as exc:
         fail(str(exc))
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         state = await memory.update_working_memory(
             resource_id=resource, patch=parsed, expected_version=expected_version, source="cli"
         )
-    finally:
-        await memory.close()
     if as_json:
         emit_json({"data": state.data, "version": state.version})
     else:
@@ -472,14 +442,11 @@ async def export_cmd(ctx: click.Context, resource: str, output: Path | None) -> 
     owner only (0600, whatever the umask), and never through a symbolic link:
     an export holds every message and fact of the resource.
     """
-    memory = await open_memory(ctx)
     # The export is one read: a spinner while it runs, then the bar full with what it held (on stderr,
     # as the summary: stdout may be the export itself).
     with Progress(f"exporting {resource}") as progress:
-        try:
+        async with opened(ctx) as memory:
             dump = await memory.export_resource(resource_id=resource)
-        finally:
-            await memory.close()
         text = json.dumps(dump, ensure_ascii=False, indent=2)
         messages = sum(len(t["messages"]) for t in dump["threads"])
         progress.update(messages, messages)
@@ -510,13 +477,10 @@ async def import_cmd(ctx: click.Context, file: Path) -> None:
         fail(f"cannot read {file}: {exc.strerror or exc}")
     except CadernoError as exc:
         fail(str(exc))
-    memory = await open_memory(ctx)
     # One transaction: a spinner while it runs, then the bar full with what was restored.
     with Progress("importing") as progress:
-        try:
+        async with opened(ctx) as memory:
             await memory.import_resource(data)
-        finally:
-            await memory.close()
         messages = sum(len(t["messages"]) for t in data["threads"])  # a valid export: import_resource checked it
         progress.update(messages, messages)
         progress.done(
@@ -534,11 +498,8 @@ async def erase_cmd(ctx: click.Context, resource: str, yes: bool) -> None:
     """Erase everything of RESOURCE (needs --yes)."""
     if not yes:
         fail(f"erase deletes everything of {resource!r} for good; add --yes to confirm")
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         await memory.erase_resource(resource_id=resource)
-    finally:
-        await memory.close()
     click.echo(f"erased {resource}")
 
 
@@ -558,9 +519,8 @@ async def recall_cmd(
     ctx: click.Context, resource: str, query: str, thread: str | None, scope: str, top: int | None, as_json: bool
 ) -> None:
     """Find RESOURCE's past messages about QUERY (embeds pending messages first)."""
-    memory = await open_memory(ctx)
-    memory.indexer.elsewhere = lambda: None  # this command embeds what it needs itself, below
-    try:
+    async with opened(ctx) as memory:
+        memory.indexer.elsewhere = lambda: None  # this command embeds what it needs itself, below
         # Every pending message of the resource, not only recall's bound, with a bar on a terminal:
         # the first recall after an import may embed thousands.
         pending = await memory.run(ops.CountPendingEmbeddings(resource_id=resource))
@@ -571,8 +531,6 @@ async def recall_cmd(
                 if progress.interactive:
                     progress.done(summary)
         hits = await memory.recall(resource_id=resource, query=query, thread_id=thread, scope=scope, top=top)
-    finally:
-        await memory.close()
     if as_json:
         emit_json(
             [
@@ -606,12 +564,9 @@ async def recall_cmd(
 @run_async
 async def consolidate_cmd(ctx: click.Context, resource: str | None, as_json: bool) -> None:
     """Run one consolidation pass: summarise long threads (all resources when RESOURCE is omitted)."""
-    memory = await open_memory(ctx)
     with Progress("consolidating", quiet=as_json) as progress:
-        try:
+        async with opened(ctx) as memory:
             report = await memory.consolidation.run(resource_id=resource, progress=progress.update)
-        finally:
-            await memory.close()
         if as_json:
             emit_json(report)
             return
@@ -663,38 +618,35 @@ async def worker_cmd(
     config = ctx.obj["config"]
     model = config.chat_model()
     wanted = config.tasks() if config.path is not None and not parent_pipe else None  # serve synced them
-    memory = await open_memory(ctx)
-    memory.indexer.lease_seconds = embed_lease
     try:
-        every = interval_hours if interval_hours is not None else memory.consolidation.settings.interval_hours
-        if not parent_pipe:
-            click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {every:g} h (Ctrl-C to stop)", err=True)
-        if wanted is not None:
-            click.echo(sync_report_text(await memory.tasks.sync_config(wanted)), err=True)
-        if parent_pipe:
-            jobs = [memory.run_background(interval_hours=every)]
-        else:
-            jobs = [_backlog_first(memory, lambda: memory.run_background(interval_hours=every))]
-        if parent_pipe:
-            jobs.append(_follow_parent(memory))
-        if model is None:
-            click.echo(f"{NO_MODEL}; this worker only embeds and consolidates", err=True)
-        else:
-            from ..agent.chat import AgentChat
-
-            chat = AgentChat(model=model, memory=memory, schedule_tool=True)
-            jobs.append(scheduler.run_forever(memory, chat))
+        async with opened(ctx) as memory:
+            memory.indexer.lease_seconds = embed_lease
+            every = interval_hours if interval_hours is not None else memory.consolidation.settings.interval_hours
             if not parent_pipe:
-                click.echo(f"running due tasks every {scheduler.POLL_SECONDS:g} s", err=True)
-        await _until_stopped(jobs)
-        if not parent_pipe:
-            click.echo("caderno worker stopped", err=True)
+                click.echo(f"caderno worker on {ctx.obj['db']}: a pass every {every:g} h (Ctrl-C to stop)", err=True)
+            if wanted is not None:
+                click.echo(sync_report_text(await memory.tasks.sync_config(wanted)), err=True)
+            if parent_pipe:
+                jobs = [memory.run_background(interval_hours=every)]
+            else:
+                jobs = [_backlog_first(memory, lambda: memory.run_background(interval_hours=every))]
+            if parent_pipe:
+                jobs.append(_follow_parent(memory))
+            if model is None:
+                click.echo(f"{NO_MODEL}; this worker only embeds and consolidates", err=True)
+            else:
+                from ..agent.chat import AgentChat
+
+                chat = AgentChat(model=model, memory=memory, schedule_tool=True)
+                jobs.append(scheduler.run_forever(memory, chat))
+                if not parent_pipe:
+                    click.echo(f"running due tasks every {scheduler.POLL_SECONDS:g} s", err=True)
+            await _until_stopped(jobs)
+            if not parent_pipe:
+                click.echo("caderno worker stopped", err=True)
     finally:
-        await memory.close()
-        # The chat model, and consolidation's [model.fast] (built by open_memory).
-        for client in (model, memory.consolidation.settings.fast_model):
-            if client is not None:
-                await client.aclose()
+        if model is not None:  # the chat model; consolidation's [model.fast] is closed with the memory
+            await model.aclose()
 
 
 async def _backlog_first(memory: Any, background: Callable[[], Awaitable[None]]) -> None:
@@ -780,11 +732,10 @@ async def _until_stopped(jobs: list[Coroutine[Any, Any, None]]) -> None:
 @run_async
 async def reindex_cmd(ctx: click.Context, resource: str | None) -> None:
     """Embed RESOURCE's messages again (all resources when omitted), e.g. after a model change."""
-    memory = await open_memory(ctx)
-    # This command embeds in its own loop: the background worker that reindex's notify would
-    # start here took every other batch unseen by the bar, which stopped at 15-49 %.
-    memory.indexer.elsewhere = lambda: None
-    try:
+    async with opened(ctx) as memory:
+        # This command embeds in its own loop: the background worker that reindex's notify would
+        # start here took every other batch unseen by the bar, which stopped at 15-49 %.
+        memory.indexer.elsewhere = lambda: None
         with Progress("embedding") as progress:
             queued = await memory.reindex(resource_id=resource)
             count = ops.CountPendingEmbeddings(resource_id=resource)
@@ -799,8 +750,6 @@ async def reindex_cmd(ctx: click.Context, resource: str | None) -> None:
                 f"re-embedded {queued - left} message(s)"
                 + (f"; {left} wait (failed and retried later, or embedding in another worker)" if left else "")
             )
-    finally:
-        await memory.close()
 
 
 # -- notebook -------------------------------------------------------------------
@@ -839,11 +788,8 @@ def notes() -> None:
 
 
 async def _stored(ctx: click.Context, resource: str, work: Any) -> Any:
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         return await work(memory.notebook(resource))
-    finally:
-        await memory.close()
 
 
 @notes.command("show")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ..core.errors import CadernoError
-from .common import fail, import_home_notebooks, open_memory, run_async
+from .common import fail, import_home_notebooks, opened, run_async
 
 __all__ = ["COMMANDS"]
 
@@ -37,13 +37,10 @@ def mcp(ctx: click.Context, resource: str) -> None:
 async def _serve(ctx: click.Context, resource: str) -> None:
     from ..integrations.mcp import build_server, stdio_pick
 
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         await import_home_notebooks(memory)
         server = build_server(memory, stdio_pick(resource), listed=(resource,))
         await server.run_stdio_async()
-    finally:
-        await memory.close()
 
 
 COMMANDS = (mcp,)

@@ -22,7 +22,7 @@ from ..agent.config import BACKGROUND_MODES, MAX_REQUEST_BYTES, ServerSettings, 
 from ..core.errors import CadernoError, MissingExtra
 from ..core.records import ApiKey
 from ..memory.engines.indexer import LEASE_SECONDS
-from .common import emit_json, fail, import_home_notebooks, json_option, open_memory, rich_console, run_async
+from .common import emit_json, fail, import_home_notebooks, json_option, opened, rich_console, run_async
 
 __all__ = ["COMMANDS"]
 
@@ -60,11 +60,8 @@ def keys() -> None:
 @run_async
 async def keys_create(ctx: click.Context, resources: tuple[str, ...], admin: bool, name: str, as_json: bool) -> None:
     """Create a key and print its token (shown this once: keep it)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         token, key = await memory.keys.create(resources=resources, admin=admin, name=name)
-    finally:
-        await memory.close()
     if as_json:
         emit_json({"token": token, "key": _key_json(key)})
         return
@@ -80,11 +77,8 @@ async def keys_create(ctx: click.Context, resources: tuple[str, ...], admin: boo
 @run_async
 async def keys_list(ctx: click.Context, as_json: bool) -> None:
     """List keys, revoked ones included (never a token)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         items = await memory.keys.list()
-    finally:
-        await memory.close()
     if as_json:
         emit_json([_key_json(k) for k in items])
         return
@@ -111,11 +105,8 @@ async def keys_list(ctx: click.Context, as_json: bool) -> None:
 @run_async
 async def keys_revoke(ctx: click.Context, key_id: str) -> None:
     """Stop the key KEY_ID at once."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         await memory.keys.revoke(key_id=key_id)
-    finally:
-        await memory.close()
     click.echo(f"revoked key {key_id}")
 
 
@@ -173,7 +164,7 @@ def serve(
             fail(str(exc))
         if config.database_url and ctx.find_root().params.get("db") is None:
             ctx.obj["db"] = config.database_url
-        ctx.obj["config"] = config  # open_memory reads its consolidation and cache settings
+        ctx.obj["config"] = config  # opened reads its consolidation and cache settings
     try:
         wanted = config.tasks() if config.path is not None else None
         model = config.chat_model()
@@ -233,45 +224,44 @@ async def _serve(
 ) -> None:
     import uvicorn
 
-    memory = await open_memory(ctx)
-    memory.indexer.lease_seconds = embed_lease
-    memory.turns.lease_seconds = settings.turn_lease
-    worker: ChildWorker | None = None
     try:
-        await import_home_notebooks(memory)
-        if wanted is not None:
-            report = await memory.tasks.sync_config(wanted)
-            from .state_commands import sync_report_text
+        async with opened(ctx) as memory:  # the lifespan closes it already unless startup failed: no harm
+            memory.indexer.lease_seconds = embed_lease
+            memory.turns.lease_seconds = settings.turn_lease
+            worker: ChildWorker | None = None
+            try:
+                await import_home_notebooks(memory)
+                if wanted is not None:
+                    report = await memory.tasks.sync_config(wanted)
+                    from .state_commands import sync_report_text
 
-            click.echo(f"config tasks: {sync_report_text(report)}", err=True)
-        from ..server import create_app
-        from ..server.routes import default_routers
+                    click.echo(f"config tasks: {sync_report_text(report)}", err=True)
+                from ..server import create_app
+                from ..server.routes import default_routers
 
-        if settings.background == "process":
-            worker = ChildWorker(str(ctx.obj["db"]), ctx.obj["config"].path, embed_lease=embed_lease)
-            worker.start()
-            memory.indexer.elsewhere = worker.wake
-        elif settings.background == "off":
-            memory.indexer.elsewhere = lambda: None  # another process's `caderno worker` embeds
-        app = create_app(
-            memory,
-            model=model,
-            background=settings.background == "inline",
-            routers=default_routers(),
-            max_body_bytes=settings.max_body_bytes,
-            docs=settings.docs,
-        )
-        app.state.turn_wait = settings.turn_wait
-        server = uvicorn.Server(_uvicorn_config(app, host, port, log_level, settings))
-        await server.serve()
+                if settings.background == "process":
+                    worker = ChildWorker(str(ctx.obj["db"]), ctx.obj["config"].path, embed_lease=embed_lease)
+                    worker.start()
+                    memory.indexer.elsewhere = worker.wake
+                elif settings.background == "off":
+                    memory.indexer.elsewhere = lambda: None  # another process's `caderno worker` embeds
+                app = create_app(
+                    memory,
+                    model=model,
+                    background=settings.background == "inline",
+                    routers=default_routers(),
+                    max_body_bytes=settings.max_body_bytes,
+                    docs=settings.docs,
+                )
+                app.state.turn_wait = settings.turn_wait
+                server = uvicorn.Server(_uvicorn_config(app, host, port, log_level, settings))
+                await server.serve()
+            finally:
+                if worker is not None:
+                    await worker.stop()
     finally:
-        if worker is not None:
-            await worker.stop()
-        await memory.close()  # the lifespan closed it already unless startup failed
-        # The chat model, and consolidation's [model.fast] (built by open_memory).
-        for client in (model, memory.consolidation.settings.fast_model):
-            if client is not None:
-                await asyncio.shield(client.aclose())
+        if model is not None:  # the chat model; consolidation's [model.fast] is closed with the memory
+            await asyncio.shield(model.aclose())
 
 
 #: How much lower ``serve``'s worker child runs than the server (``nice``): requests go first on a busy machine.

@@ -1,7 +1,7 @@
 """The CLI's commands for an agent's other state: ``tasks``, ``facts``, ``macros``, ``prefixes``.
 
 Kept apart from ``caderno.cli.main`` for size; ``main`` registers these groups on
-``main``. The helpers (``run_async``, ``open_memory``, ``--json`` output, one-line
+``main``. The helpers (``run_async``, ``opened``, ``--json`` output, one-line
 errors) are the ones every other command uses.
 """
 
@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import click
 
 from ..core.records import ScheduledTask
-from .common import clip, emit_json, fail, json_option, open_memory, rich_console, run_async
+from .common import clip, emit_json, fail, json_option, opened, rich_console, run_async
 
 __all__ = ["GROUPS", "NO_MODEL", "sync_report_text"]
 
@@ -57,11 +57,8 @@ def tasks() -> None:
 @run_async
 async def tasks_list(ctx: click.Context, resource: str | None, as_json: bool) -> None:
     """List RESOURCE's tasks by name (every resource's when omitted)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         items = await memory.tasks.list(resource_id=resource)
-    finally:
-        await memory.close()
     if as_json:
         emit_json([_task_json(t) for t in items])
         return
@@ -119,8 +116,7 @@ async def tasks_add(
     as_json: bool,
 ) -> None:
     """Ask the agent PROMPT as RESOURCE on SCHEDULE ("daily at 9am", "todo dia às 9h", "in 2 hours", a cron line…)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         task = await memory.tasks.add(
             resource_id=resource,
             name=name,
@@ -130,8 +126,6 @@ async def tasks_add(
             thread_id=thread,
             trusted=trusted,
         )
-    finally:
-        await memory.close()
     _task_done("added", task, as_json)
 
 
@@ -142,11 +136,8 @@ def _task_change(verb: str, method: str) -> Any:
     @click.pass_context
     @run_async
     async def command(ctx: click.Context, resource: str, name: str, as_json: bool) -> None:
-        memory = await open_memory(ctx)
-        try:
+        async with opened(ctx) as memory:
             task = await getattr(memory.tasks, method)(resource_id=resource, name=name)
-        finally:
-            await memory.close()
         _task_done(verb, task, as_json)
 
     return command
@@ -167,11 +158,8 @@ tasks.command("resume", help="Let paused task NAME of RESOURCE fire again, from 
 @run_async
 async def tasks_delete(ctx: click.Context, resource: str, name: str) -> None:
     """Delete task NAME of RESOURCE."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         await memory.tasks.delete(resource_id=resource, name=name)
-    finally:
-        await memory.close()
     click.echo(f"deleted task {name!r} of {resource}")
 
 
@@ -193,11 +181,8 @@ async def tasks_sync(ctx: click.Context, as_json: bool) -> None:
     if config.path is None:
         fail("tasks sync needs a config file: give --config caderno.toml or set CADERNO_CONFIG")
     wanted = config.tasks()
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         report = await memory.tasks.sync_config(wanted)
-    finally:
-        await memory.close()
     if as_json:
         emit_json(report)
     else:
@@ -234,11 +219,10 @@ async def tasks_run_due(ctx: click.Context, now_text: str | None, as_json: bool)
     model = ctx.obj["config"].chat_model()
     if model is None:
         fail(NO_MODEL)
-    memory = await open_memory(ctx)
     try:
-        runs = await scheduler.run_due(memory, AgentChat(model=model, memory=memory, schedule_tool=True), now=now)
+        async with opened(ctx) as memory:
+            runs = await scheduler.run_due(memory, AgentChat(model=model, memory=memory, schedule_tool=True), now=now)
     finally:
-        await memory.close()
         await model.aclose()
     if as_json:
         emit_json(
@@ -280,11 +264,8 @@ def facts() -> None:
 @run_async
 async def facts_list(ctx: click.Context, resource: str, category: str | None, as_json: bool) -> None:
     """List RESOURCE's facts, most recently updated first."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         items = await memory.facts.list(resource_id=resource, category=category)
-    finally:
-        await memory.close()
     if as_json:
         emit_json([dataclasses.asdict(f) for f in items])
         return
@@ -306,11 +287,8 @@ async def facts_list(ctx: click.Context, resource: str, category: str | None, as
 @run_async
 async def facts_add(ctx: click.Context, resource: str, category: str, key: str, value: str, as_json: bool) -> None:
     """Set fact CATEGORY/KEY of RESOURCE to VALUE (source user; an earlier value goes to its history)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         fact = await memory.facts.remember(resource_id=resource, category=category, key=key, value=value, source="user")
-    finally:
-        await memory.close()
     if as_json:
         emit_json(dataclasses.asdict(fact))
     else:
@@ -325,11 +303,8 @@ async def facts_add(ctx: click.Context, resource: str, category: str, key: str, 
 @run_async
 async def facts_forget(ctx: click.Context, resource: str, category: str, key: str) -> None:
     """Delete fact CATEGORY/KEY of RESOURCE (its history stays)."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         await memory.facts.forget(resource_id=resource, category=category, key=key)
-    finally:
-        await memory.close()
     click.echo(f"forgot fact {category.lower()}/{key} of {resource}")
 
 
@@ -342,11 +317,8 @@ async def facts_forget(ctx: click.Context, resource: str, category: str, key: st
 @run_async
 async def facts_history(ctx: click.Context, resource: str, category: str, key: str, as_json: bool) -> None:
     """Show the earlier values of fact CATEGORY/KEY of RESOURCE, oldest first."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         entries = await memory.facts.history(resource_id=resource, category=category, key=key)
-    finally:
-        await memory.close()
     if as_json:
         emit_json(entries)
         return
@@ -378,11 +350,8 @@ async def macros_list(ctx: click.Context, resource: str, as_json: bool) -> None:
     """List RESOURCE's macros, most confident first."""
     import json
 
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         items = await memory.macros.list(resource_id=resource)
-    finally:
-        await memory.close()
     if as_json:
         emit_json([dataclasses.asdict(m) for m in items])
         return
@@ -416,11 +385,8 @@ def prefixes() -> None:
 @run_async
 async def prefixes_list(ctx: click.Context, resource: str, as_json: bool) -> None:
     """List RESOURCE's approved prefixes."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         items = await memory.prefixes.list(resource_id=resource)
-    finally:
-        await memory.close()
     if as_json:
         emit_json(items)
         return
@@ -437,11 +403,8 @@ async def prefixes_list(ctx: click.Context, resource: str, as_json: bool) -> Non
 @run_async
 async def prefixes_allow(ctx: click.Context, resource: str, prefix: str) -> None:
     """Approve every command of RESOURCE that starts with PREFIX's words ("git status", "ls")."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         normalised = await memory.prefixes.allow_always(resource_id=resource, prefix=prefix)
-    finally:
-        await memory.close()
     click.echo(f"allowed {normalised!r} for {resource}")
 
 
@@ -452,11 +415,8 @@ async def prefixes_allow(ctx: click.Context, resource: str, prefix: str) -> None
 @run_async
 async def prefixes_revoke(ctx: click.Context, resource: str, prefix: str) -> None:
     """Withdraw RESOURCE's approval of PREFIX."""
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         await memory.prefixes.revoke(resource_id=resource, prefix=prefix)
-    finally:
-        await memory.close()
     click.echo(f"revoked {prefix!r} for {resource}")
 
 
@@ -473,11 +433,8 @@ async def prefixes_check(ctx: click.Context, resource: str, command: str, as_jso
     can tell the answer from a failure (a failure exits 1 with a line on
     stderr); with --json it prints {"command": …, "allowed": true|false}.
     """
-    memory = await open_memory(ctx)
-    try:
+    async with opened(ctx) as memory:
         allowed = await memory.prefixes.is_allowed(resource_id=resource, command=command)
-    finally:
-        await memory.close()
     if as_json:
         emit_json({"command": command, "allowed": allowed})
     else:
