@@ -6,6 +6,7 @@ The tree::
     ├── UsageError (ValueError)        the caller did something wrong
     │   ├── InvalidPatch               a working-memory patch that cannot be applied
     │   ├── InvalidToolArguments       a model's tool call that does not fit the tool
+    │   ├── KeyReused                  an idempotency key sent again with other messages
     │   └── Unsupported                the store does not handle an operation
     ├── NotFound (LookupError)         missing, including a thread owned by another resource
     ├── Conflict                       expected_version mismatch
@@ -33,6 +34,7 @@ __all__ = [
     "Erased",
     "InvalidPatch",
     "InvalidToolArguments",
+    "KeyReused",
     "MissingExtra",
     "ModelError",
     "NotFound",
@@ -72,6 +74,13 @@ class InvalidToolArguments(UsageError):
     def __init__(self, message: str, *, tool: str | None = None) -> None:
         super().__init__(message)
         self.tool = tool
+
+
+class KeyReused(UsageError):
+    """An idempotency key names a stored turn whose messages differ from the ones sent now.
+
+    HTTP 422. Nothing was stored: a retry must send the same messages, a new turn a new key.
+    """
 
 
 class Unsupported(UsageError):
