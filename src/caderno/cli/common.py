@@ -9,13 +9,14 @@ import json
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from ..core.errors import CadernoError
-from ..memory.adapters.connect import connect
-from ..memory.facade import Memory
+
+if TYPE_CHECKING:
+    from ..memory.facade import Memory
 
 __all__ = [
     "DEFAULT_DB",
@@ -239,6 +240,8 @@ async def opened(ctx: click.Context) -> AsyncIterator[Memory]:
     command = ctx.command_path[len(ctx.find_root().command_path) :].strip()
     if command in READ_ONLY and not _database_exists(str(db)):
         fail(f"no database at {db} (nothing stored yet); commands that write create it")
+    from ..memory.adapters.connect import connect
+
     options = ctx.obj["config"].connect_options()
     fast_model = options["consolidation"].fast_model
     try:

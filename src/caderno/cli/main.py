@@ -6,6 +6,9 @@ Every caderno error becomes one line on stderr and exit status 1; nothing is
 written when a command fails. A usage error (an unknown option, a missing
 argument) is click's: its message and exit status 2, before anything runs.
 ``--db`` and ``--config`` may stand anywhere on the line (``CadernoGroup``).
+Each command imports the memory layer (and the rest of caderno it needs) when
+it runs, not with this module: ``caderno --help`` and each start load only
+what the command uses (``tests/cli/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -20,17 +23,13 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..agent.config import load_config
 from ..core.errors import CadernoError
 from ..core.files import atomic_write
 from ..core.jsonvalue import loads_strict
-from ..core.messages import Message, Thread
-from ..memory.parts.consolidation import summary_span
-from ..stores import ops
 from .common import (
     DEFAULT_DB,
     CadernoGroup,
@@ -50,6 +49,9 @@ from .server_commands import COMMANDS as SERVER_COMMANDS
 from .server_commands import embed_lease_option
 from .state_commands import GROUPS as STATE_GROUPS
 from .state_commands import NO_MODEL, sync_report_text
+
+if TYPE_CHECKING:
+    from ..core.messages import Message, Thread
 
 
 @click.group(cls=CadernoGroup)
@@ -82,6 +84,8 @@ def main(ctx: click.Context, db: str | None, config: str | None) -> None:
       1  a caderno error: one line on stderr (caderno: error: ...), nothing written
       2  a usage error (unknown option, missing argument), before anything runs
     """
+    from ..agent.config import load_config
+
     try:
         loaded = load_config(config)
     except CadernoError as exc:
@@ -134,6 +138,8 @@ async def threads_show(
     ctx: click.Context, resource: str, thread: str, limit: int | None, raw: bool, as_json: bool
 ) -> None:
     """Show THREAD of RESOURCE, oldest first: summaries stand in for the turns they cover."""
+    from ..memory.parts.consolidation import summary_span
+
     async with opened(ctx) as memory:
         messages = await memory.get_messages(resource_id=resource, thread_id=thread, limit=limit)
         summaries = [] if raw else await memory.consolidation.summaries(resource_id=resource, thread_id=thread)
@@ -181,6 +187,8 @@ def _shown_order(entry: tuple[str, Message]) -> tuple[float, int]:
     A summary has no position of its own; one that names no span (its
     messages were deleted before spans existed) goes last.
     """
+    from ..memory.parts.consolidation import summary_span
+
     kind, m = entry
     if kind == "summary":
         span = summary_span(m)
@@ -201,6 +209,8 @@ def _thread_json(t: Thread) -> dict[str, Any]:
 
 def _parse_metadata(text: str | None) -> Any:
     """``--metadata``: a JSON object, or ``null`` (which clears it on update)."""
+    from ..stores import ops
+
     if text is None:
         return ops.UNSET
     try:
@@ -229,6 +239,8 @@ async def threads_create(
     ctx: click.Context, resource: str, thread: str | None, title: str | None, metadata: str | None, as_json: bool
 ) -> None:
     """Create an empty THREAD of RESOURCE (an id is made when THREAD is omitted)."""
+    from ..stores import ops
+
     parsed = _parse_metadata(metadata)
     async with opened(ctx) as memory:
         made = await memory.threads.create(
@@ -256,6 +268,8 @@ async def threads_update(
     as_json: bool,
 ) -> None:
     """Change THREAD's title and/or metadata (what is not given is kept)."""
+    from ..stores import ops
+
     if title is not None and clear_title:
         fail("give --title or --clear-title, not both")
     if title is None and not clear_title and metadata is None:
@@ -519,6 +533,8 @@ async def recall_cmd(
     ctx: click.Context, resource: str, query: str, thread: str | None, scope: str, top: int | None, as_json: bool
 ) -> None:
     """Find RESOURCE's past messages about QUERY (embeds pending messages first)."""
+    from ..stores import ops
+
     async with opened(ctx) as memory:
         memory.indexer.elsewhere = lambda: None  # this command embeds what it needs itself, below
         # Every pending message of the resource, not only recall's bound, with a bar on a terminal:
@@ -658,6 +674,8 @@ async def _backlog_first(memory: Any, background: Callable[[], Awaitable[None]])
     batches other workers take count too. One job of the worker's, so a stop
     during the backlog stops it as any other time.
     """
+    from ..stores import ops
+
     count = ops.CountPendingEmbeddings()
     if memory.indexer.active and memory.supports(ops.CountPendingEmbeddings) and (backlog := await memory.run(count)):
         with Progress("embedding the waiting messages", backlog) as progress:
@@ -732,6 +750,8 @@ async def _until_stopped(jobs: list[Coroutine[Any, Any, None]]) -> None:
 @run_async
 async def reindex_cmd(ctx: click.Context, resource: str | None) -> None:
     """Embed RESOURCE's messages again (all resources when omitted), e.g. after a model change."""
+    from ..stores import ops
+
     async with opened(ctx) as memory:
         # This command embeds in its own loop: the background worker that reindex's notify would
         # start here took every other batch unseen by the bar, which stopped at 15-49 %.

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import click
 
-from ..core.records import ScheduledTask
 from .common import clip, emit_json, fail, json_option, opened, rich_console, run_async
+
+if TYPE_CHECKING:
+    from ..core.records import ScheduledTask
 
 __all__ = ["GROUPS", "NO_MODEL", "sync_report_text"]
 

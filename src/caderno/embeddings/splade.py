@@ -40,17 +40,24 @@ weights are never stored.
 from __future__ import annotations
 
 import ctypes
+import functools
 import io
+import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EmbeddingUnavailable
 from .minilm import ChunkedRuns, _cores, encode_truncated, read_verified, wordpiece_tokenizer
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported by the functions that compute, not with the module: a ``Memory`` holds its
+# ``SpladeEncoder`` from the start, and a process that never encodes (a CLI command listing threads)
+# does not load numpy for it.
 
 MODEL_ID = "splade-tiny-fp16"
 WEIGHTS = Path(__file__).parent / "data" / "splade-tiny.npz"
@@ -80,7 +87,7 @@ CHUNK_TOKENS = 256
 #: reduced (max over each text's tokens) before the next: 2,048-8,192 and the
 #: whole vocabulary at once measured within 5 %; a block keeps memory small.
 DECODER_BLOCK = 4096
-_WIDTH = np.dtype("<u2").itemsize + np.dtype("<f2").itemsize
+_WIDTH = struct.calcsize("<He")  # a packed term: its uint16 id and float16 weight
 
 
 def pack(ids: Any, weights: Any) -> bytes:
@@ -90,6 +97,8 @@ def pack(ids: Any, weights: Any) -> bytes:
         ids: term ids, each below ``VOCAB``, no repeats.
         weights: one weight per id.
     """
+    import numpy as np
+
     ids = np.asarray(ids, dtype=np.int64).ravel()
     w = np.asarray(weights, dtype=np.float32).ravel().astype("<f2")
     if ids.shape != w.shape:
@@ -104,6 +113,8 @@ def pack(ids: Any, weights: Any) -> bytes:
 
 def unpack(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
     """The ids (int64) and weights (float32) of a packed vector."""
+    import numpy as np
+
     n, rest = divmod(len(blob), _WIDTH)
     if rest:
         raise ValueError(f"a packed sparse vector has a multiple of {_WIDTH} bytes, not {len(blob)}")
@@ -113,6 +124,8 @@ def unpack(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 def dot(query: bytes, docs: Sequence[bytes]) -> np.ndarray:
     """Dot product of one packed vector with each of ``docs`` (float32, one score per doc)."""
+    import numpy as np
+
     q_ids, q_w = unpack(query)
     dense = np.zeros(VOCAB, dtype=np.float32)
     dense[q_ids] = q_w
@@ -122,6 +135,8 @@ def dot(query: bytes, docs: Sequence[bytes]) -> np.ndarray:
 
 def _unpack_many(docs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every term id and weight of ``docs`` in one pair of arrays, and the doc each belongs to."""
+    import numpy as np
+
     sizes = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
     if (sizes % _WIDTH).any():
         raise ValueError(f"a packed sparse vector has a multiple of {_WIDTH} bytes")
@@ -144,6 +159,8 @@ def query_scorer(encoder: Any, text: str) -> Callable[[Sequence[bytes]], np.ndar
 
 def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
     """numpy's bundled OpenBLAS thread-count getter and setter, or None (another BLAS, or not found)."""
+    import numpy as np
+
     here = Path(np.__file__).parent
     for lib in sorted([*(here.parent / "numpy.libs").glob("*openblas*"), *(here / ".dylibs").glob("*openblas*")]):
         try:
@@ -201,23 +218,34 @@ _one_blas_thread = _OneBlasThread()
 
 
 def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     mean = x.mean(axis=-1, keepdims=True)
     centred = x - mean
     var = np.mean(centred * centred, axis=-1, keepdims=True)
     return centred / np.sqrt(var + LAYER_NORM_EPS) * gamma + beta
 
 
-#: erf(z) ~ 1 - t * P(t) * exp(-z^2), t = 1 / (1 + p z): Abramowitz & Stegun 7.1.26 (error < 1.5e-7).
-_ERF_P = np.float32(0.3275911)
-_ERF_POLY = tuple(np.float32(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592))
+@functools.cache
+def _erf_constants() -> tuple[Any, tuple[Any, ...]]:
+    """erf(z) ~ 1 - t * P(t) * exp(-z^2), t = 1 / (1 + p z): Abramowitz & Stegun 7.1.26 (error < 1.5e-7);
+    ``p`` and P's coefficients as float32."""
+    import numpy as np
+
+    return np.float32(0.3275911), tuple(
+        np.float32(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+    )
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
     """BERT's exact GELU, x * Phi(x) (numpy has no erf; the approximation above is below float32's own error)."""
+    import numpy as np
+
+    erf_p, erf_poly = _erf_constants()
     z = np.abs(x) * np.float32(0.7071067811865476)
-    t = 1 / (1 + _ERF_P * z)
-    poly = _ERF_POLY[0] * t
-    for a in _ERF_POLY[1:]:
+    t = 1 / (1 + erf_p * z)
+    poly = erf_poly[0] * t
+    for a in erf_poly[1:]:
         poly = (poly + a) * t
     erf = np.copysign(1 - poly * np.exp(-z * z), x)
     return x * np.float32(0.5) * (1 + erf)
@@ -227,6 +255,8 @@ class _Weights:
     """The npz's tensors as float32, matrices pre-transposed for ``x @ W``."""
 
     def __init__(self, data: bytes) -> None:
+        import numpy as np
+
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 t = {k: z[k].astype(np.float32) for k in z.files}
@@ -344,6 +374,8 @@ class SpladeEncoder(ChunkedRuns):
         """The dot product of the query (``query_states``) with each packed vector of ``docs``: the
         query's weights decoded for the docs' terms only, in float32 (``dot`` of its whole packed
         vector agrees within float16's rounding)."""
+        import numpy as np
+
         w = self._weights
         assert w is not None
         ids, weights, owner = _unpack_many(docs)
@@ -359,6 +391,8 @@ class SpladeEncoder(ChunkedRuns):
     def _states(self, rows: list[int], encodings: list[Any], lengths: list[int]) -> tuple[np.ndarray, list[Any]]:
         """The texts' token states after the MLM head's transform (padding dropped, text after text)
         and each text's span of rows in them."""
+        import numpy as np
+
         w = self._weights
         assert w is not None
         width = max(lengths[i] for i in rows)
@@ -389,6 +423,8 @@ class SpladeEncoder(ChunkedRuns):
         return h, list(zip([0, *ends[:-1]], ends, strict=True))
 
     def _run(self, rows: list[int], encodings: list[Any], lengths: list[int]) -> list[bytes]:
+        import numpy as np
+
         w = self._weights
         assert w is not None
         h, spans = self._states(rows, encodings, lengths)
@@ -402,6 +438,8 @@ class SpladeEncoder(ChunkedRuns):
 
 
 def _sparse(dense: np.ndarray) -> bytes:
+    import numpy as np
+
     ids = np.flatnonzero(dense)
     if ids.size > MAX_TERMS:
         ids = np.sort(ids[np.argpartition(dense[ids], -MAX_TERMS)[-MAX_TERMS:]])
