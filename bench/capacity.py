@@ -345,7 +345,14 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             await memory.get_messages(resource_id=rng.choice(resources), thread_id="main", limit=20)
 
         async def load(rng: random.Random) -> None:
-            await memory.turns.load(resource_id=rng.choice(resources), thread_id="main", history_limit=20)
+            rid = rng.choice(resources)
+            reads = [  # what a turn's context providers read by default: history, summaries, working memory, facts
+                ops.ReadThread(resource_id=rid, thread_id="main", limit=20),
+                ops.ReadWorkingMemory(resource_id=rid),
+                ops.ReadSummaries(resource_id=rid, thread_id="main"),
+                ops.ReadFacts(resource_id=rid),
+            ]
+            await memory.turns.load(resource_id=rid, thread_id="main", reads=reads)
 
         async def context(rng: random.Random) -> None:
             await memory.get_context(resource_id=rng.choice(resources), thread_id="main", query=rng.choice(words))

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import caderno
-from caderno import AgentChat, Message, ToolCall
+from caderno import AgentChat, ChatSettings, Message, ToolCall
 from caderno.examples.household import BudgetTool
 from caderno.memory.parts.consolidation import ConsolidationSettings
 
@@ -72,12 +72,9 @@ async def run(turns: int, budget: int | None, db: Path) -> dict:
             model=ScriptedHousehold(),
             memory=memory,
             tools=[BudgetTool()],
-            history_limit=100_000,
-            max_context_tokens=budget,
-            reply_reserve=512,
             consolidate=False,
-            facts=0,
             recall_tool=False,
+            settings=ChatSettings(history_limit=100_000, max_context_tokens=budget, reply_reserve=512, facts=0),
         )
         for n in range(1, turns + 1):
             result = await chat.ask(messages=user_text(n, rng), resource_id="casa", thread_id="long")

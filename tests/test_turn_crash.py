@@ -28,7 +28,7 @@ KILLS = int(os.environ.get("CADERNO_CRASH_KILLS", "5"))
 CHILD = textwrap.dedent(
     """
     import asyncio, sys, caderno
-    from caderno import AgentChat, Message, ScriptedModel, ToolCall
+    from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall
 
     def turn(tag):
         return [
@@ -44,7 +44,9 @@ CHILD = textwrap.dedent(
             print("ready", flush=True)
             for i in range(100000):
                 tag = f"r{run}n{i}"
-                chat = AgentChat(model=ScriptedModel(turn(tag)), memory=memory, consolidate=False, facts=50)
+                chat = AgentChat(
+                    model=ScriptedModel(turn(tag)), memory=memory, consolidate=False, settings=ChatSettings(facts=50)
+                )
                 await chat.ask(messages="turn " + tag, resource_id="casa", thread_id="t")
                 print(tag, flush=True)
 

@@ -14,7 +14,7 @@ from .core.errors import CadernoError, Conflict, InvalidPatch, NotFound, Storage
 from .core.version import __version__
 
 if typing.TYPE_CHECKING:
-    from .agent.chat import AgentChat, ChatResult, RecallSettings, ToolCallRecord
+    from .agent.chat import AgentChat, ChatResult, ChatSettings, RecallSettings, ToolCallRecord
     from .agent.function_tools import Tool, ToolSpec, tool
     from .agent.models import Model, ModelRequest, OpenAIChatModel, ScriptedModel
     from .core.messages import Message, Thread, ToolCall, WorkingMemory
@@ -37,6 +37,7 @@ if typing.TYPE_CHECKING:
 _LAZY = {
     "AgentChat": ".agent.chat",
     "ChatResult": ".agent.chat",
+    "ChatSettings": ".agent.chat",
     "RecallSettings": ".agent.chat",
     "ToolCallRecord": ".agent.chat",
     "Tool": ".agent.function_tools",
@@ -70,6 +71,7 @@ __all__ = [
     "AgentMemory",
     "CadernoError",
     "ChatResult",
+    "ChatSettings",
     "Conflict",
     "ContextParts",
     "InMemoryAgentMemory",

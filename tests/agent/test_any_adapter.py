@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import caderno
-from caderno import AgentChat, InMemoryAgentMemory, Message, ScriptedModel, ToolCall
+from caderno import AgentChat, ChatSettings, InMemoryAgentMemory, Message, ScriptedModel, ToolCall
 from caderno.memory.parts.working_memory import merge_patch
 
 
@@ -197,7 +197,9 @@ async def test_over_a_memory_a_tool_turn_keeps_its_tool_steps(shared_url: str) -
 
 async def test_the_household_signature_is_called_positionally() -> None:
     mem = Household()
-    chat = AgentChat(model=ScriptedModel([Message.assistant("Oi!")]), memory=mem, history_limit=6)
+    chat = AgentChat(
+        model=ScriptedModel([Message.assistant("Oi!")]), memory=mem, settings=ChatSettings(history_limit=6)
+    )
     await chat.ask(messages="Oi", resource_id="casa", thread_id="t9")
     assert mem.calls == [("get_messages", "t9", 6), ("append_messages", "t9", 2)]
 

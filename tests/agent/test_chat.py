@@ -8,7 +8,7 @@ import json
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel, ToolCall
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall
 from caderno.core.errors import ModelError
 from caderno.examples.household import BudgetTool, WorkingMemory
 
@@ -142,7 +142,7 @@ async def test_failed_turns_store_nothing(memory: caderno.Memory) -> None:
         (ScriptedModel([Message.assistant("")]), "empty message"),
     ]
     for model, message in cases:
-        chat = AgentChat(model=model, memory=memory, tools=[BudgetTool()], max_steps=3)
+        chat = AgentChat(model=model, memory=memory, tools=[BudgetTool()], settings=ChatSettings(max_steps=3))
         with pytest.raises(ModelError, match=message):
             await chat.ask(messages="quanto?", resource_id=R, thread_id="t")
     assert [m.content for m in await memory.get_messages(resource_id=R, thread_id="t")] == ["antes"]
@@ -224,7 +224,7 @@ async def test_history_window_never_starts_with_a_tool_result(memory: caderno.Me
     model = ScriptedModel(
         [call("budget_total", {"month": "2026-06"}), Message.assistant("feito"), Message.assistant("ok")]
     )
-    chat = AgentChat(model=model, memory=memory, tools=[BudgetTool()], history_limit=2)
+    chat = AgentChat(model=model, memory=memory, tools=[BudgetTool()], settings=ChatSettings(history_limit=2))
     await chat.ask(messages="quanto?", resource_id=R, thread_id="t")
     await chat.ask(messages="e agora?", resource_id=R, thread_id="t")
     roles = [m.role for m in model.requests[-1].messages]

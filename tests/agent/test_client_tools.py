@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel, ToolCall, ToolSpec
-from caderno.agent.idempotency import RETRY_WINDOW
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall, ToolSpec
 from caderno.agent.models import Delta
 from caderno.core.clock import utcnow
 from caderno.core.errors import UsageError
+from caderno.memory.engines.idempotency import RETRY_WINDOW
 
 R, T = "casa", "t1"
 BUDGET = ToolSpec(name="budgetTotal", description="What the household spent in a month.", parameters={"type": "object"})
@@ -136,7 +136,7 @@ async def test_a_retry_answers_the_newest_turn_only_while_it_is_recent(memory: c
     again = await chat.ask(messages="oi", resource_id=R, thread_id=T, retry=True)
     assert again.replayed and again.reply == once.reply and len(model.requests) == 1
     later = utcnow() + timedelta(seconds=RETRY_WINDOW + 60)
-    late = AgentChat(model=model, memory=memory, clock=lambda: later)
+    late = AgentChat(model=model, memory=memory, settings=ChatSettings(clock=lambda: later))
     fresh = await late.ask(messages="oi", resource_id=R, thread_id=T, retry=True)
     assert not fresh.replayed and fresh.reply.content == "Oi de novo!"
     assert [m.content for m in await stored(memory)] == ["oi", "Oi!", "oi", "Oi de novo!"]

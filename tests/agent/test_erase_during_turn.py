@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel, ToolCall
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall
 from caderno.core.errors import Erased, ThreadBusy
 
 SSN = "123-45-6789"
@@ -97,7 +97,9 @@ async def test_the_thread_is_free_for_a_new_turn_right_after_the_erase(memory: c
     turn = asyncio.create_task(old.ask(messages="e o meu SSN?", resource_id="casa", thread_id="t"))
     await started.wait()
     await memory.erase_resource(resource_id="casa")
-    new = AgentChat(model=ScriptedModel([Message.assistant("olá de novo")]), memory=memory, turn_wait=5)
+    new = AgentChat(
+        model=ScriptedModel([Message.assistant("olá de novo")]), memory=memory, settings=ChatSettings(turn_wait=5)
+    )
     await new.ask(messages="recomeçar", resource_id="casa", thread_id="t")
     assert SSN not in new.model.requests[0].text()  # type: ignore[attr-defined]
     release.set()

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, OpenAIChatModel
+from caderno import AgentChat, ChatSettings, Message, OpenAIChatModel
 from caderno.agent.models import RETRY_AFTER_MAX, RETRY_ATTEMPTS, RetryPolicy, _retry_after
 from caderno.core.errors import ModelError, UsageError
 from caderno.examples.household import BudgetTool
@@ -113,7 +113,7 @@ async def test_round_trip_with_tool_calling(server: str, memory: caderno.Memory)
 async def test_malformed_arguments_reach_the_model_as_an_error(server: str) -> None:
     FakeChatCompletions.mode = "badargs"
     model = OpenAIChatModel(model="m", base_url=server)
-    chat = AgentChat(model=model, tools=[BudgetTool()], max_steps=2)
+    chat = AgentChat(model=model, tools=[BudgetTool()], settings=ChatSettings(max_steps=2))
     with pytest.raises(ModelError, match="max_steps=2"):
         await chat.ask(messages="x")
     tool_msg = FakeChatCompletions.received[1]["body"]["messages"][-1]
@@ -306,7 +306,7 @@ async def test_no_wait_outlives_the_turns_deadline(memory: caderno.Memory) -> No
     upstream = Upstream(script=[_refused(429, "5"), text("too late")])  # type: ignore[list-item]
     chat_started = time.monotonic()
     async with _model(upstream, RetryPolicy()) as model:
-        chat = AgentChat(model=model, memory=memory, turn_timeout=2)
+        chat = AgentChat(model=model, memory=memory, settings=ChatSettings(turn_timeout=2))
         with pytest.raises(ModelError, match="^the model call failed: HTTP 429 from the upstream$"):
             await chat.ask(messages="where?", resource_id="r", thread_id="t")
     assert len(upstream.requests) == 1 and time.monotonic() - chat_started < 2

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel, ToolCall
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall
 from caderno.core.errors import ModelError, Unsupported, UsageError
 from caderno.memory.adapters.connect import open_store
 from caderno.stores import ops
@@ -64,7 +64,9 @@ async def test_a_turn_makes_three_round_trips(db_url: str) -> None:
         trips = list(store.batches)[:3]  # background consolidation may start before ask returns
         assert trips == [
             ["ClaimTurn"],
-            ["ReadThread", "ReadWorkingMemory", "ReadSummaries", "ReadFacts"],
+            # The context providers' reads, in their order (caderno.agent.context): summaries, history,
+            # working memory, facts.
+            ["ReadSummaries", "ReadThread", "ReadWorkingMemory", "ReadFacts"],
             ["ClaimTurn", "Append", "PatchWorkingMemory", "UpsertFact", "ReleaseTurn"],
         ]
         assert result.working_memory is not None and result.working_memory.data == {"turns": {"a": True}}
@@ -84,7 +86,7 @@ async def test_a_failed_turn_stores_nothing(memory: caderno.Memory) -> None:
 
 
 async def test_max_steps_stores_nothing(memory: caderno.Memory) -> None:
-    chat = AgentChat(model=ScriptedModel(tool_turn("y")[:1] * 3), memory=memory, max_steps=1)
+    chat = AgentChat(model=ScriptedModel(tool_turn("y")[:1] * 3), memory=memory, settings=ChatSettings(max_steps=1))
     with pytest.raises(ModelError, match="max_steps"):
         await chat.ask(messages="remember y", resource_id="r", thread_id="t")
     assert await memory.facts.list(resource_id="r") == []

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel
 from caderno.core.clock import utcnow
 from caderno.core.errors import ThreadBusy
 from caderno.stores import ops
@@ -63,7 +63,12 @@ async def test_a_turn_that_waits_too_long_is_refused_and_stores_nothing(
     a, b = pair
     started, release = asyncio.Event(), asyncio.Event()
     chat_a = AgentChat(model=ScriptedModel([slow("resposta A", started, release)]), memory=a, consolidate=False)
-    chat_b = AgentChat(model=ScriptedModel([Message.assistant("nunca")]), memory=b, turn_wait=0.2, consolidate=False)
+    chat_b = AgentChat(
+        model=ScriptedModel([Message.assistant("nunca")]),
+        memory=b,
+        consolidate=False,
+        settings=ChatSettings(turn_wait=0.2),
+    )
     first = asyncio.create_task(chat_a.ask(messages="pergunta A", resource_id="casa", thread_id="t"))
     await started.wait()
     with pytest.raises(ThreadBusy, match="another turn holds thread 't'") as refused:
@@ -84,7 +89,12 @@ async def test_a_dead_holders_lease_expires(pair: tuple[caderno.Memory, caderno.
         [ops.ClaimTurn(resource_id="casa", thread_id="t", holder="morto", lease_seconds=0.5, now=utcnow())]
     )
     assert taken
-    chat_b = AgentChat(model=ScriptedModel([Message.assistant("segui")]), memory=b, turn_wait=5, consolidate=False)
+    chat_b = AgentChat(
+        model=ScriptedModel([Message.assistant("segui")]),
+        memory=b,
+        consolidate=False,
+        settings=ChatSettings(turn_wait=5),
+    )
     result = await chat_b.ask(messages="ainda aí?", resource_id="casa", thread_id="t")
     assert result.reply.content == "segui"
     (again,) = await b.batch(

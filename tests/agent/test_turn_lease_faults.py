@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel
 from caderno.memory.parts.turns import TURN_LEASE
 from conftest import python_env
 
@@ -114,7 +114,7 @@ async def test_a_killed_holders_thread_is_free_within_ten_seconds(shared_url: st
                 model=ScriptedModel([Message.assistant("resposta B")]),
                 memory=b,
                 consolidate=False,
-                turn_wait=3 * FREE_WITHIN,  # generous: the assertion is on the time it took
+                settings=ChatSettings(turn_wait=3 * FREE_WITHIN),  # generous: the assertion is on the time it took
             )
             result = await chat.ask(messages="pergunta B", resource_id="casa", thread_id="t")
             took = time.monotonic() - killed
@@ -136,7 +136,9 @@ async def test_a_stopped_turn_stores_nothing_after_another_took_its_thread(share
     with holder(shared_url, lease=str(STOPPED_LEASE), think=STOPPED_LEASE) as a:
         os.kill(a.pid, signal.SIGSTOP)  # mid-turn: a GC pause, a VM migration, an operator's ^Z
         async with await caderno.connect(shared_url, embedder=None) as b:
-            chat = AgentChat(model=ScriptedModel([b_step]), memory=b, consolidate=False, turn_wait=30)
+            chat = AgentChat(
+                model=ScriptedModel([b_step]), memory=b, consolidate=False, settings=ChatSettings(turn_wait=30)
+            )
             b_turn = asyncio.create_task(chat.ask(messages="pergunta B", resource_id="casa", thread_id="t"))
             await asyncio.wait_for(started.wait(), timeout=30)  # A's lease ran out: B holds the thread
             if b_state == "released":

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel, ToolCall
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall
 from caderno.agent.task_tools import MODEL_MAX_TASKS, MODEL_MIN_INTERVAL
 from caderno.core.cron import shortest_gap
 
@@ -26,7 +26,7 @@ def _create(name: str, schedule: str) -> ToolCall:
 
 async def _ask(memory: caderno.Memory, *calls: ToolCall) -> caderno.ChatResult:
     model = ScriptedModel([Message.assistant(tool_calls=list(calls)), Message.assistant("feito")])
-    chat = AgentChat(model=model, memory=memory, schedule_tool=True, clock=lambda: NOW)
+    chat = AgentChat(model=model, memory=memory, schedule_tool=True, settings=ChatSettings(clock=lambda: NOW))
     return await chat.ask(messages="agende", resource_id="casa", thread_id="t")
 
 
@@ -68,7 +68,9 @@ async def test_people_may_still_schedule_every_minute(memory: caderno.Memory) ->
 async def test_the_model_creates_at_most_the_cap_per_resource(memory: caderno.Memory) -> None:
     for i in range(MODEL_MAX_TASKS - 1):
         await memory.tasks.add(resource_id="casa", name=f"t{i}", schedule="daily at 9", prompt="p", now=NOW)
-    await memory.tasks.add(resource_id="casa", name="humano", schedule="daily at 9", prompt="p", source="config", now=NOW)
+    await memory.tasks.add(
+        resource_id="casa", name="humano", schedule="daily at 9", prompt="p", source="config", now=NOW
+    )
     # source "tool" counts (the API's default too); a person's config task does not
     result = await _ask(memory, _create("ultima", "daily at 10"), _create("demais", "daily at 11"))
     first, second = result.tool_calls
@@ -82,7 +84,7 @@ async def test_the_model_creates_at_most_the_cap_per_resource(memory: caderno.Me
 
 async def _ask_other(memory: caderno.Memory) -> caderno.ChatResult:
     model = ScriptedModel([Message.assistant(tool_calls=[_create("x", "daily at 9")]), Message.assistant("ok")])
-    chat = AgentChat(model=model, memory=memory, schedule_tool=True, clock=lambda: NOW)
+    chat = AgentChat(model=model, memory=memory, schedule_tool=True, settings=ChatSettings(clock=lambda: NOW))
     return await chat.ask(messages="agende", resource_id="outra", thread_id="t")
 
 

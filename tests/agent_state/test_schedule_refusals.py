@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel, ToolCall
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall
 from caderno.core.errors import UsageError
 from conftest import python_env
 
@@ -44,7 +44,7 @@ async def test_the_models_tool_gets_the_sentence(memory: caderno.Memory, schedul
     model = ScriptedModel(
         [Message.assistant(tool_calls=[ToolCall(id="c", name="schedule", arguments=args)]), Message.assistant("ok")]
     )
-    chat = AgentChat(model=model, memory=memory, schedule_tool=True, clock=lambda: NOW)
+    chat = AgentChat(model=model, memory=memory, schedule_tool=True, settings=ChatSettings(clock=lambda: NOW))
     result = await chat.ask(messages="agende", resource_id="casa", thread_id="t")
     (record,) = result.tool_calls
     assert record.result is None and words in (record.error or ""), record.error
@@ -53,7 +53,9 @@ async def test_the_models_tool_gets_the_sentence(memory: caderno.Memory, schedul
 
 async def test_agent_chat_refuses_a_hostile_zone(memory: caderno.Memory) -> None:
     with pytest.raises(UsageError, match="an IANA name has at most 64"):
-        AgentChat(model=ScriptedModel([]), memory=memory, schedule_tool=True, timezone="A" * 10_000)
+        AgentChat(
+            model=ScriptedModel([]), memory=memory, schedule_tool=True, settings=ChatSettings(timezone="A" * 10_000)
+        )
 
 
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel, ToolCall
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall
 from caderno.agent.config import load_config
 from caderno.agent.scheduler import run_due
 from caderno.core.errors import UsageError
@@ -132,7 +132,12 @@ async def test_the_schedule_tool_is_committed_with_the_turn(memory: caderno.Memo
         arguments={"action": "create", "name": "contas", "schedule": "todo dia às 9h", "prompt": "Veja as contas."},
     )
     model = ScriptedModel([Message.assistant(tool_calls=[create]), Message.assistant("Agendado.")])
-    chat = AgentChat(model=model, memory=memory, schedule_tool=True, timezone="America/Sao_Paulo", clock=lambda: NOW)
+    chat = AgentChat(
+        model=model,
+        memory=memory,
+        schedule_tool=True,
+        settings=ChatSettings(timezone="America/Sao_Paulo", clock=lambda: NOW),
+    )
     result = await chat.ask(messages="me lembre todo dia às 9h", resource_id="casa", thread_id="t")
     assert result.tool_calls[0].result["task"]["cron"] == "0 9 * * *"
     (task,) = await memory.tasks.list(resource_id="casa")

@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel
 from caderno.agent.scheduler import TaskRun, run_due
 from caderno.core.clock import utcnow
 from conftest import python_env
@@ -130,7 +130,7 @@ async def test_a_worker_stopped_past_its_claim_runs_nothing_another_re_claimed(s
             os.kill(a.pid, signal.SIGSTOP)  # A holds the claim of both and runs the first
             b.turns.lease_seconds = LEASE  # so B's turn on t0 waits only for A's short turn lease too
             asked: list[str] = []
-            chat = AgentChat(model=slow_model(asked), memory=b, consolidate=False, turn_wait=30)
+            chat = AgentChat(model=slow_model(asked), memory=b, consolidate=False, settings=ChatSettings(turn_wait=30))
             fired: list[TaskRun] = []
             deadline = time.monotonic() + DEADLINE
             while len(fired) < 2 and time.monotonic() < deadline:  # polls until A's claim has run out

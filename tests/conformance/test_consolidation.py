@@ -8,7 +8,7 @@ import json
 import pytest
 
 import caderno
-from caderno import AgentChat, Message, ScriptedModel, ToolCall
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel, ToolCall
 from caderno.core.errors import NotFound, UsageError
 from caderno.memory.parts.consolidation import ConsolidationSettings, parse_facts
 from caderno.stores import ops
@@ -275,7 +275,7 @@ async def test_after_a_turn_consolidation_runs_in_the_background(db_url: str) ->
     )
     async with caderno.connect(db_url, embedder=None, consolidation=settings) as memory:
         await long_thread(memory)
-        chat = AgentChat(model=ScriptedModel([Message.assistant("ok")]), memory=memory, facts=0)
+        chat = AgentChat(model=ScriptedModel([Message.assistant("ok")]), memory=memory, settings=ChatSettings(facts=0))
         result = await chat.ask(messages="mais um", resource_id=R, thread_id=T)
         # ask returned while the summary was still held: the reply never waits for it.
         assert result.reply.content == "ok" and not release.is_set()

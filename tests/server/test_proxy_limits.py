@@ -26,7 +26,7 @@ import httpx  # noqa: E402
 from _api_helpers import assert_problem  # noqa: E402
 
 import caderno  # noqa: E402
-from caderno import AgentChat, Message, ScriptedModel  # noqa: E402
+from caderno import AgentChat, ChatSettings, Message, ScriptedModel  # noqa: E402
 from caderno.core.errors import ModelError  # noqa: E402
 from caderno.server import create_app  # noqa: E402
 from caderno.server.proxy import MAX_INSTRUCTIONS_CHARS, MAX_REQUEST_CHARS, THREAD_HEADER  # noqa: E402
@@ -105,7 +105,7 @@ async def test_a_whole_turn_has_a_deadline(tmp_path: Path) -> None:
         return Message.assistant("tarde")
 
     async with caderno.connect(f"sqlite:///{tmp_path / 'd.db'}") as memory:
-        chat = AgentChat(model=ScriptedModel([never]), memory=memory, turn_timeout=0.5)
+        chat = AgentChat(model=ScriptedModel([never]), memory=memory, settings=ChatSettings(turn_timeout=0.5))
         with pytest.raises(ModelError, match="turn_timeout"):
             await asyncio.wait_for(chat.ask(messages="oi", resource_id="r", thread_id="t"), timeout=10)
         assert await memory.get_messages(resource_id="r", thread_id="t") == []
@@ -114,7 +114,7 @@ async def test_a_whole_turn_has_a_deadline(tmp_path: Path) -> None:
         result = await asyncio.wait_for(chat.ask(messages="oi", resource_id="r", thread_id="t"), timeout=10)
         assert result.reply.content == "agora sim"
     with pytest.raises(caderno.core.errors.UsageError, match="turn_timeout"):
-        AgentChat(model=ScriptedModel([]), turn_timeout=0)
+        AgentChat(model=ScriptedModel([]), settings=ChatSettings(turn_timeout=0))
 
 
 class _Server:

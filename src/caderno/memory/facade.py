@@ -181,9 +181,7 @@ class Memory:
             self.run, consolidation or ConsolidationSettings(), self.facts.remember, self._background
         )
         """Summaries and fact extraction, and their settings (``caderno.memory.parts.consolidation``)."""
-        self.turns = Turns(
-            self.batch, self.supports, self.working_memory, self.indexer, self._recall_plan, self._finish_recall
-        )
+        self.turns = Turns(self.batch, self.working_memory, self.indexer, self._recall_plan, self._finish_recall)
         """A turn's snapshot and commit, for ``AgentChat``: internal (``caderno.memory.parts.turns``)."""
         self.tasks = Tasks(self.run)
         """Scheduled tasks (``caderno.memory.parts.state.Tasks``)."""

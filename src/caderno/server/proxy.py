@@ -57,7 +57,7 @@ most ``MAX_CLIENT_TOOLS`` tools.
 Retries: a request with the header ``Idempotency-Key`` is stored once. A
 retry with the same key (same resource and thread) answers the stored turn
 without calling the model; with other messages it is a 422; see
-``caderno.agent.idempotency`` for how long a key holds. The OpenAI SDKs
+``caderno.memory.engines.idempotency`` for how long a key holds. The OpenAI SDKs
 retry without a key unless given one (``extra_headers={"Idempotency-Key":
 ...}`` is kept across a call's retries); a request they mark as a retry
 (``x-stainless-retry-count`` above 0) is answered with the thread's newest
@@ -102,10 +102,9 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
-from ..agent.idempotency import KeyReused
 from ..agent.models import SETTINGS, Delta, check_settings, wire_call
 from ..core.clock import new_id
-from ..core.errors import UsageError
+from ..core.errors import KeyReused, UsageError
 from ..core.messages import Message, ToolSpec
 from ..core.validate import check_id
 from .auth import CurrentKey

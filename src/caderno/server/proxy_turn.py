@@ -21,9 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
 
-from ..agent.idempotency import IDEMPOTENCY_HEADER, KeyReused
 from ..agent.models import Delta, wire_call
-from ..core.errors import UsageError
+from ..core.errors import KeyReused, UsageError
 from ..core.messages import Message, ToolSpec
 from ..core.records import ApiKey
 from ..core.validate import check_id
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from ..agent.chat import AgentChat, ChatResult
 
 __all__ = [
+    "IDEMPOTENCY_HEADER",
     "MAX_CLIENT_TOOLS",
     "MAX_INSTRUCTIONS_CHARS",
     "MAX_REQUEST_CHARS",
@@ -61,6 +61,10 @@ RESOURCE_HEADER = "X-Caderno-Resource"
 
 #: Names the conversation (else the request's ``user`` field).
 THREAD_HEADER = "X-Caderno-Thread"
+
+#: Carries a request's idempotency key (REST appends and the memory proxy; the rules:
+#: ``caderno.memory.engines.idempotency``).
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 #: Most characters of a request's messages, all together. Clients resend the whole
 #: conversation; 1,000,000 characters is ~250k tokens, past the context window of the
@@ -278,7 +282,7 @@ def proxy_chat(app: FastAPI, model: Any) -> AgentChat:
     ``AgentChat`` costs ~25 µs; the cache of one per prompt it replaces
     saved nothing worth its memory.)
     """
-    from ..agent.chat import AgentChat
+    from ..agent.chat import AgentChat, ChatSettings
     from ..memory.parts.turns import TURN_WAIT
 
     chat: AgentChat | None = app.state.proxy_chat
@@ -287,9 +291,9 @@ def proxy_chat(app: FastAPI, model: Any) -> AgentChat:
             model=model,
             memory=app.state.memory,
             notebook=True,  # the database notebook: every server shows the same one
-            turn_wait=getattr(app.state, "turn_wait", TURN_WAIT),
             recall=True,
             schedule_tool=True,
+            settings=ChatSettings(turn_wait=getattr(app.state, "turn_wait", TURN_WAIT)),
         )
         app.state.proxy_chat = chat
     return chat

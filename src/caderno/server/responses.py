@@ -76,10 +76,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
-from ..agent.idempotency import KeyReused
 from ..agent.models import Delta, check_settings, wire_call
 from ..core.clock import new_id
-from ..core.errors import NotFound, UsageError
+from ..core.errors import KeyReused, NotFound, UsageError
 from ..core.messages import Message, ToolCall, ToolSpec
 from ..core.validate import check_id
 from ..stores import ops

@@ -40,26 +40,20 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..agent.idempotency import (
-    IDEMPOTENCY_HEADER,
-    MAX_IDEMPOTENCY_KEY,
-    KeyReused,
-    check_key,
-    check_same,
-    find_turn,
-    turn_ids,
-)
 from ..core import messages as m
-from ..core.errors import Conflict, NotFound, UsageError
+from ..core.errors import Conflict, KeyReused, NotFound, UsageError
 from ..core.jsonvalue import MAX_PATCH_BYTES, loads_strict
 from ..core.records import ApiKey
 from ..core.validate import DUMP_DEPTH, check_id, check_name
+from ..memory.engines.idempotency import MAX_IDEMPOTENCY_KEY, check_key
 from ..memory.facade import Memory
+from ..memory.parts.appends import Replayed, append_once
 from ..memory.parts.notebook import StoredNotebook
 from ..stores import ops
 from . import schemas as s
 from .auth import AdminKey, CurrentKey, Forbidden, OwnResource
 from .problems import problem
+from .proxy_turn import IDEMPOTENCY_HEADER
 
 __all__ = ["BodyLimit", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "default_routers", "install_routes"]
 
@@ -400,31 +394,22 @@ async def append_messages(request: Request, memory: Mem, rid: OwnResource, threa
         for x in body.messages
     ]
     key = request.headers.get(IDEMPOTENCY_HEADER)
+
+    async def append(messages: list[m.Message]) -> list[m.Message]:
+        return await memory.append_messages(resource_id=rid, thread_id=thread, messages=messages)
+
     try:
-        if key is None:
-            stored = await memory.append_messages(resource_id=rid, thread_id=thread, messages=built)
-        else:
-            stored = await _append_once(memory, rid, thread, check_key(key), built)
+        stored = await append_once(
+            memory,
+            resource_id=rid,
+            thread_id=thread,
+            key=None if key is None else check_key(key),
+            sent=built,
+            append=append,
+        )
     except KeyReused as exc:
         return problem(422, "idempotency-key-reused", "Idempotency key reused", str(exc))
-    return [_message(x) for x in stored]
-
-
-async def _append_once(memory: Memory, rid: str, thread: str, key: str, built: list[m.Message]) -> list[m.Message]:
-    """Append under an idempotency key: the stored turn if the key has one, else append with the key's ids."""
-    found = await find_turn(memory, rid, thread, key)
-    if found is not None:
-        return check_same(found, built, key)
-    ids = turn_ids(rid, thread, key, len(built))
-    try:
-        return await memory.append_messages(
-            resource_id=rid, thread_id=thread, messages=[x.with_(id=i) for x, i in zip(built, ids, strict=True)]
-        )
-    except UsageError:
-        again = await find_turn(memory, rid, thread, key)  # a concurrent retry stored it first
-        if again is None:
-            raise
-        return check_same(again, built, key)
+    return [_message(x) for x in (stored.messages if isinstance(stored, Replayed) else stored)]
 
 
 @v1.delete(

@@ -16,24 +16,24 @@ import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ...core.clock import new_id, utcnow
 from ...core.errors import CadernoError, ThreadBusy, UsageError
 from ...core.jsonvalue import MAX_MESSAGES_PER_APPEND
 from ...core.messages import Message, WorkingMemory
-from ...core.records import Fact, Macro
 from ...core.validate import check_id, check_message, check_name
 from ...stores import ops
 from ..engines.importance import embeddable
 from ..engines.importance import score as importance_score
 from ..engines.indexer import Indexer
 from ..engines.recall import INLINE_CHARS as PREPARE_INLINE_CHARS
+from ..engines.recall import Hits, RecallPlan
 from .messages import detached
 from .working_memory import WorkingMemoryPart
 
-__all__ = ["TURN_LEASE", "TURN_WAIT", "TurnContext", "TurnLease", "Turns"]
+__all__ = ["TURN_LEASE", "TURN_WAIT", "Committed", "TurnLease", "Turns"]
 
 log = logging.getLogger("caderno.memory.parts.turns")
 
@@ -54,21 +54,13 @@ Batch = Callable[[Sequence[ops.Op[Any]]], Awaitable[list[Any]]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TurnContext:
-    """What a turn reads before the model runs, in one snapshot (``Turns.load``)."""
+class Committed:
+    """What a turn's commit stored (``Turns.commit``)."""
 
-    history: list[Message]
-    """The newest messages of the thread (up to the limit asked), oldest first."""
-    summaries: list[tuple[Message, bool]]
-    """The thread's summaries, oldest first, each with ``merged``."""
+    messages: list[Message]
+    """The turn's messages as stored (ids, times, positions)."""
     working_memory: WorkingMemory | None
-    """The resource's working memory."""
-    facts: list[Fact]
-    """The resource's facts, most recently updated first (empty when not asked)."""
-    macros: list[Macro] = field(default_factory=list)
-    """The resource's learned tool macros (empty when not asked)."""
-    extra: list[Any] = field(default_factory=list)
-    """The results of the caller's own reads (``load(extra=…)``), in their order."""
+    """The working memory after the turn's last patch (``None`` when it held none)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -87,8 +79,6 @@ class Turns:
     Args:
         batch: the memory's ``batch`` (one transaction; ``Unsupported`` for
             an operation the store does not handle).
-        supports: the memory's ``supports``: a turn reads summaries, facts
-            and macros only from a store that keeps them.
         working_memory: builds the turn's working-memory patches.
         indexer: woken after a commit to embed the new messages.
     """
@@ -96,26 +86,24 @@ class Turns:
     def __init__(
         self,
         batch: Batch,
-        supports: Callable[..., bool],
         working_memory: WorkingMemoryPart,
         indexer: Indexer,
-        recall_plan: Callable[..., Awaitable[Any]],
-        finish_recall: Callable[..., Awaitable[Any]],
+        recall_plan: Callable[..., Awaitable[RecallPlan]],
+        finish_recall: Callable[..., Awaitable[Hits]],
     ) -> None:
         self._batch = batch
-        self._supports = supports
         self._working_memory = working_memory
         self._indexer = indexer
         self._recall_plan = recall_plan
         self._finish_recall = finish_recall
         self.lease_seconds = TURN_LEASE
 
-    async def recall_plan(self, **recall: Any) -> Any:
+    async def recall_plan(self, **recall: Any) -> RecallPlan:
         """A recall's first half for a turn (``Memory.recall``'s arguments, checked alike): its ``reads``
-        ride in the turn's ``load(extra=…)``; ``finish_recall`` gives the hits from their results."""
+        ride in the turn's ``load``; ``finish_recall`` gives the hits from their results."""
         return await self._recall_plan(**recall)
 
-    async def finish_recall(self, plan: Any, results: list[Any], *, top: int | None = None) -> Any:
+    async def finish_recall(self, plan: RecallPlan, results: list[Any], *, top: int | None = None) -> Hits:
         """The hits of a ``recall_plan`` whose reads gave ``results`` (``top`` overrides the plan's)."""
         return await self._finish_recall(plan, results, top=top)
 
@@ -234,46 +222,18 @@ class Turns:
             embed=frozenset(m.id for m in messages if m.id and embeddable(m.role, m.content)),
         )
 
-    async def load(
-        self,
-        *,
-        resource_id: str,
-        thread_id: str,
-        history_limit: int,
-        facts: bool = True,
-        macros: bool = False,
-        extra: Sequence[ops.Op[Any]] = (),
-    ) -> TurnContext:
-        """Everything a turn's prompt needs, read in one snapshot (one round trip).
+    async def load(self, *, resource_id: str, thread_id: str, reads: Sequence[ops.Op[Any]]) -> list[Any]:
+        """A turn's reads in one snapshot (one round trip): their results, in their order.
 
-        History, summaries (when the store has them), working memory, and
-        the resource's facts when ``facts`` is true and the store has them;
-        ``extra``: the caller's own reads in the same batch (recall's legs,
-        the notebook's snapshot), their results in ``TurnContext.extra``.
+        ``reads``: what each of the turn's context providers reads (the
+        thread's history, its summaries, the working memory, facts,
+        recall's legs, the notebook's snapshot…: ``caderno.agent.context``).
+        A thread's messages come back as copies the caller may change.
         """
         check_id(resource_id, "resource_id")
         check_id(thread_id, "thread_id")
-        batch: list[ops.Op[Any]] = [
-            ops.ReadThread(resource_id=resource_id, thread_id=thread_id, limit=history_limit),
-            ops.ReadWorkingMemory(resource_id=resource_id),
-        ]
-        if with_summaries := self._supports(ops.ReadSummaries):
-            batch.append(ops.ReadSummaries(resource_id=resource_id, thread_id=thread_id))
-        if with_facts := facts and self._supports(ops.ReadFacts):
-            batch.append(ops.ReadFacts(resource_id=resource_id))
-        if with_macros := macros and self._supports(ops.ReadMacros):
-            batch.append(ops.ReadMacros(resource_id=resource_id))
-        own = len(batch)
-        results = await self._batch([*batch, *extra])
-        results, extras = results[:own], results[own:]
-        return TurnContext(
-            history=detached(results[0]),
-            working_memory=results[1],
-            summaries=results[2] if with_summaries else [],
-            facts=results[2 + with_summaries] if with_facts else [],
-            macros=results[-1] if with_macros else [],
-            extra=extras,
-        )
+        results = await self._batch(reads)
+        return [detached(r) if isinstance(op, ops.ReadThread) else r for op, r in zip(reads, results, strict=True)]
 
     async def commit(
         self,
@@ -285,7 +245,7 @@ class Turns:
         facts: Sequence[ops.UpsertFact] = (),
         extra: Sequence[ops.Op[Any]] = (),
         lease: TurnLease | None = None,
-    ) -> tuple[list[Message], WorkingMemory | None]:
+    ) -> Committed:
         """Store a turn in one transaction: its messages, working-memory patches, facts and ``extra``.
 
         ``extra``: other writes the turn's tools held (scheduled tasks, the
@@ -328,4 +288,4 @@ class Turns:
         if lease is not None:
             lease.released = True
             results = results[1:]
-        return detached(results[0]), (results[len(patches)] if patches else None)
+        return Committed(messages=detached(results[0]), working_memory=results[len(patches)] if patches else None)
