@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core.clock import new_id
-from ..core.errors import MissingExtra, ModelError, UsageError
+from ..core.errors import InternalSignal, MissingExtra, ModelError, UsageError
 from ..core.jsonvalue import check_json
 from ..core.messages import Message, ToolCall, check_text
 from ..core.redact import redact_library_logs, redact_text, redact_url, secrets_of
@@ -386,7 +386,7 @@ def _with_usage(reply: Message, usage: Any) -> Message:
     return reply.with_(metadata={**(reply.metadata or {}), "usage": counted})
 
 
-class _Malformed(Exception):
+class _Malformed(InternalSignal):
     """An answer (or an event of the upstream's stream) of the wrong shape (says why, for the log)."""
 
     said = "the upstream's answer is not in the expected format"
@@ -559,7 +559,7 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, seconds)
 
 
-class _Retry(Exception):
+class _Retry(InternalSignal):
     """A failure worth another try: the error a client reads if none is left, and the wait the upstream asked for."""
 
     def __init__(self, error: ModelError, asked: float | None = None) -> None:

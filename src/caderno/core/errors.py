@@ -1,13 +1,14 @@
-"""Every error caderno raises.
+"""Every error caderno raises, and the signals it raises and catches inside itself.
 
-The tree::
+The tree of what a caller may see (``CadernoError``)::
 
     CadernoError
     ├── UsageError (ValueError)        the caller did something wrong
     │   ├── InvalidPatch               a working-memory patch that cannot be applied
     │   ├── InvalidToolArguments       a model's tool call that does not fit the tool
     │   ├── KeyReused                  an idempotency key sent again with other messages
-    │   └── Unsupported                the store does not handle an operation
+    │   ├── Unsupported                the store does not handle an operation
+    │   └── SyncCallInEventLoop        a LangGraph store's sync method called on its own event loop
     ├── NotFound (LookupError)         missing, including a thread owned by another resource
     ├── Conflict                       expected_version mismatch
     │   ├── ThreadBusy                 another turn holds the thread (any process)
@@ -16,10 +17,36 @@ The tree::
     ├── ModelError                     a model adapter failed or ran out of steps
     ├── MissingExtra (ImportError)     an optional dependency is not installed
     ├── EmbeddingUnavailable           the embedding model is missing or corrupt
-    └── StorageError                   a database problem, wrapping the driver error; nothing was stored
-        ├── SchemaTooNew               the database was written by a newer caderno
-        ├── StorageBusy                a lock stayed held past the lock timeout; nothing was stored
-        └── OutcomeUnknown             the connection died with the commit in flight: maybe stored
+    ├── StorageError                   a database problem, wrapping the driver error; nothing was stored
+    │   ├── SchemaTooNew               the database was written by a newer caderno
+    │   ├── StorageBusy                a lock stayed held past the lock timeout; nothing was stored
+    │   └── OutcomeUnknown             the connection died with the commit in flight: maybe stored
+    ├── Unauthorized                   HTTP: no API key, or a malformed, unknown or revoked one (401)
+    ├── Forbidden                      HTTP: a valid key asking for what only an admin key may do (403)
+    └── TooLarge (HTTPException)       HTTP: a request body past the server's limit (413)
+
+The signals (``InternalSignal``): raised and caught inside caderno, so no
+caller ever sees one, and an ``except CadernoError`` (the CLI's one line,
+the server's problem bodies, MCP tool errors) never has to consider one::
+
+    InternalSignal
+    ├── UniqueViolation                a statement broke a unique constraint: thrown into a store's plan
+    ├── ForeignKeyViolation            a statement broke a foreign key: thrown into a store's plan
+    ├── StandbyGone                    the read replica is no standby (any longer): reads go to the primary
+    ├── _Malformed                     a model server's answer of the wrong shape (becomes a ModelError)
+    │   └── _ErrorEvent                an error the model server reported mid-stream
+    └── _Retry                         a model call's failure worth another try
+
+A few are defined beside the code that raises them, because they need an
+optional package's base class or belong to one module's inner workings:
+``SyncCallInEventLoop`` (``caderno.integrations.langgraph``, an
+``asyncio.InvalidStateError`` too), ``TooLarge`` (``caderno.server.edge``,
+starlette's ``HTTPException`` first, so FastAPI answers it as a 413),
+``UniqueViolation`` and ``ForeignKeyViolation`` (``caderno.stores._sql``),
+``StandbyGone`` (``caderno.stores._replica``), ``_Malformed``,
+``_ErrorEvent`` and ``_Retry`` (``caderno.agent.models``).
+``tests/test_errors.py`` checks that every exception class in caderno
+derives from one of the two roots and is drawn here.
 
 Errors carry the ids they are about as attributes, so callers can react
 without parsing messages.
@@ -32,6 +59,8 @@ __all__ = [
     "Conflict",
     "EmbeddingUnavailable",
     "Erased",
+    "Forbidden",
+    "InternalSignal",
     "InvalidPatch",
     "InvalidToolArguments",
     "KeyReused",
@@ -44,6 +73,7 @@ __all__ = [
     "StorageBusy",
     "StorageError",
     "ThreadBusy",
+    "Unauthorized",
     "Unsupported",
     "UsageError",
 ]
@@ -213,4 +243,22 @@ class OutcomeUnknown(StorageError):
     this one a blind retry could store the write twice: retry with the same
     ``Idempotency-Key`` (the server answers with what is stored), or read
     before writing again. HTTP 503 ``storage-unknown``.
+    """
+
+
+class Unauthorized(CadernoError):
+    """No API key, a malformed one, an unknown one or a revoked one: HTTP 401 (``caderno.server.auth``)."""
+
+
+class Forbidden(CadernoError):
+    """A valid API key asking for something only an admin key may do: HTTP 403 (``caderno.server.auth``)."""
+
+
+class InternalSignal(Exception):
+    """Base of the exceptions caderno raises and catches inside itself; none reaches a caller.
+
+    Not a ``CadernoError``: the handlers of those (the CLI's one line, the
+    server's problem bodies, MCP tool errors) show a caller the error's
+    text, and a signal's text may be a driver's. The code that raises one
+    catches it, or turns it into a ``CadernoError`` (a store: ``StorageError``).
     """

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 
-from ..core.errors import NotFound
+from ..core.errors import Forbidden, NotFound, Unauthorized  # Unauthorized, Forbidden: defined with every error
 from ..core.records import ApiKey
 
 __all__ = [
@@ -36,14 +36,6 @@ __all__ = [
 
 #: Where the edge leaves the request's verified key in the ASGI scope.
 SCOPE_KEY = "caderno.api_key"
-
-
-class Unauthorized(Exception):
-    """No key, a malformed one, an unknown one or a revoked one: 401."""
-
-
-class Forbidden(Exception):
-    """A valid key asking for something only an admin key may do: 403."""
 
 
 async def current_key(request: Request) -> ApiKey:

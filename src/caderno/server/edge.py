@@ -37,6 +37,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agent.config import MAX_REQUEST_BYTES
+from ..core.errors import CadernoError
 from . import problems
 from .auth import SCOPE_KEY, Unauthorized, current_key
 
@@ -50,8 +51,9 @@ KEYED_PREFIXES = ("/v1/", "/mcp")
 PROXY_PATH = "/v1/chat/completions"
 
 
-class TooLarge(HTTPException):
-    """A body passed the limit while streaming in (an ``HTTPException``: FastAPI passes it through)."""
+class TooLarge(HTTPException, CadernoError):
+    """A body passed the limit while streaming in (an ``HTTPException`` first: FastAPI passes it through,
+    and its handler, found before the ``CadernoError`` one, answers 413)."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"the body of a request may be at most {limit} bytes")

@@ -21,7 +21,6 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core import errors
-from .auth import Forbidden, Unauthorized
 
 __all__ = ["PROBLEM_TYPES", "for_error", "http_problem", "install", "problem", "with_message"]
 
@@ -46,9 +45,9 @@ PROBLEM_TYPES: list[tuple[type[BaseException], int, str, str]] = [
     (errors.StorageError, 503, "storage", "Storage unavailable"),
     (errors.MissingExtra, 501, "missing-extra", "Optional dependency missing"),
     (errors.EmbeddingUnavailable, 503, "embedding-unavailable", "Embeddings unavailable"),
+    (errors.Unauthorized, 401, "unauthorized", "Unauthorized"),
+    (errors.Forbidden, 403, "forbidden", "Forbidden"),
     (errors.CadernoError, 500, "caderno-error", "caderno error"),
-    (Unauthorized, 401, "unauthorized", "Unauthorized"),
-    (Forbidden, 403, "forbidden", "Forbidden"),
 ]
 
 
@@ -127,7 +126,6 @@ def install(app: FastAPI) -> None:
             response.headers[name] = value
         return response
 
-    for kind in (errors.CadernoError, Unauthorized, Forbidden):
-        app.add_exception_handler(kind, caderno_error)
+    app.add_exception_handler(errors.CadernoError, caderno_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)

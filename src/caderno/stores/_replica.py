@@ -33,6 +33,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..core.errors import InternalSignal
+
 __all__ = [
     "STANDBY_CHECK_SECONDS",
     "STANDBY_MAX_LAG_SECONDS",
@@ -63,7 +65,7 @@ _STANDBY_STATE = "SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0')
 PRIMARY_FLUSHED = "SELECT (pg_current_wal_flush_lsn() - '0/0')::bigint"
 
 
-class StandbyGone(Exception):
+class StandbyGone(InternalSignal):
     """The replica answers but is not a standby of the primary (any longer): the primary answers every read."""
 
 

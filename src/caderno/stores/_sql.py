@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from ..core.clock import to_iso
+from ..core.errors import InternalSignal
 
 T = TypeVar("T")
 
@@ -47,11 +48,11 @@ class Q:
 Plan = Generator[Q, Any, T]
 
 
-class UniqueViolation(Exception):
+class UniqueViolation(InternalSignal):
     """Thrown into a plan by its driver when a statement breaks a unique constraint."""
 
 
-class ForeignKeyViolation(Exception):
+class ForeignKeyViolation(InternalSignal):
     """Thrown into a plan by its driver when a statement breaks a foreign key."""
 
 
