@@ -1,18 +1,27 @@
 """The HTTP API's bodies and responses, as pydantic models (the OpenAPI document is built from them).
 
-Responses mirror the library's records (``Message.to_dict()``, ``Thread``,
-``WorkingMemory``…); request bodies validate shape here and leave policy
-(ids, sizes, text rules) to ``Memory``, so the API refuses exactly what the
+Responses mirror the library's records: the ones that are a record as it
+is (``ThreadOut``, ``FactOut``, ``TaskOut``, ``ApiKeyOut``) are built from
+the record's own fields (``from_record``), so a field added to a record is
+in the API's document too; the others (``Message.to_dict()`` with its
+position, ``WorkingMemory`` with its ``null`` before the first patch…) are
+written here. Request bodies validate shape here and leave policy (ids,
+sizes, text rules) to ``Memory``, so the API refuses exactly what the
 library refuses.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ..core.messages import Thread
+from ..core.records import ApiKey, Fact, ScheduledTask
 from ..memory.engines import dump as _dump
 from ..memory.engines.recall import MAX_LEG_LIMIT, MAX_MESSAGE_RANGE
 
@@ -47,6 +56,7 @@ __all__ = [
     "ToolCallOut",
     "WorkingMemoryLogEntry",
     "WorkingMemoryOut",
+    "from_record",
 ]
 
 _strict = ConfigDict(extra="forbid")
@@ -60,6 +70,36 @@ MAX_INT64 = _dump.MAX_INT64
 LegLimit = Annotated[int, Field(ge=0, le=MAX_LEG_LIMIT)]
 #: Neighbours on one side of a recall hit (see ``caderno.memory.engines.recall.MAX_MESSAGE_RANGE``).
 Around = Annotated[int, Field(ge=0, le=MAX_MESSAGE_RANGE)]
+
+
+#: A response model class (``from_record``).
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def from_record(record: type[Any]) -> Callable[[type[_M]], type[_M]]:
+    """Build the response model it decorates from the fields of the dataclass ``record``: each one's
+    name, type and default, in the record's order, so the record is the one place they are written.
+
+    The model keeps its name and docstring (its description in the OpenAPI document); a field's
+    docstring stays the library's.
+    """
+
+    def build(model: type[_M]) -> type[_M]:
+        hints = typing.get_type_hints(record)
+        fields: dict[str, Any] = {}
+        for field in dataclasses.fields(record):
+            if field.default is not dataclasses.MISSING:
+                default: Any = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                default = Field(default_factory=field.default_factory)
+            else:
+                default = ...
+            fields[field.name] = (hints[field.name], default)
+        return cast(
+            "type[_M]", create_model(model.__name__, __doc__=model.__doc__, __module__=model.__module__, **fields)
+        )
+
+    return build
 
 
 class Problem(BaseModel):
@@ -143,14 +183,9 @@ class SummaryOut(BaseModel):
     merged: bool = Field(description="Folded into a later summary.")
 
 
+@from_record(Thread)
 class ThreadOut(BaseModel):
-    id: str
-    resource_id: str
-    title: str | None = None
-    metadata: dict[str, Any] | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    message_count: int = 0
+    pass
 
 
 class ThreadIn(BaseModel):
@@ -241,14 +276,9 @@ class RecallHit(BaseModel):
     scores: dict[str, float]
 
 
+@from_record(Fact)
 class FactOut(BaseModel):
-    resource_id: str
-    category: str
-    key: str
-    value: str
-    source: str
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    pass
 
 
 class FactIn(BaseModel):
@@ -277,34 +307,14 @@ class TaskIn(BaseModel):
     )
 
 
+@from_record(ScheduledTask)
 class TaskOut(BaseModel):
-    id: str
-    resource_id: str
-    name: str
-    cron_expr: str | None
-    original_schedule: str
-    prompt: str
-    source: str
-    is_oneshot: bool
-    is_paused: bool = False
-    is_trusted: bool = False
-    timezone: str = "UTC"
-    thread_id: str = ""
-    next_run_at: datetime | None = None
-    last_run_at: datetime | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    pass
 
 
+@from_record(ApiKey)
 class ApiKeyOut(BaseModel):
     """A key's record (never its token)."""
-
-    id: str
-    name: str
-    resources: list[str]
-    admin: bool = False
-    created_at: datetime | None = None
-    revoked_at: datetime | None = None
 
 
 class KeyIn(BaseModel):
