@@ -28,8 +28,9 @@ the notebook when one is given.
 To add a provider: write a class with ``reads`` and ``add`` (subclass
 ``Provider``, which reads nothing by default), name the block it adds in
 ``BLOCK_ORDER`` (its place in the prompt), and choose it in
-``caderno.agent.capabilities.wire`` under the capability its reads need
-(``memory.supports(...)``). Its reads ride in the same batch; the loop does
+``caderno.agent.capabilities`` — in ``_on_memory`` under the capability its
+reads need (``memory.supports(...)``), in ``_on_port`` too when it can work
+through the four methods. Its reads ride in the same batch; the loop does
 not change.
 """
 
