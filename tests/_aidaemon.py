@@ -1,6 +1,6 @@
-"""A helper module (``from _aidaemon import …``): SQLite files as the reference agent writes them.
+"""A helper module (``from _aidaemon import …``): SQLite files as aidaemon writes them.
 
-The reference agent is aidaemon (github.com/davo20019/aidaemon). The
+aidaemon is github.com/davo20019/aidaemon, the agent caderno's contract grew from. The
 statements below are copied from its source, not invented, so the tests
 that open these files check caderno against the agent's real layout:
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +275,58 @@ def forget_fact(conn: sqlite3.Connection, category: str, key: str, at: datetime)
         "UPDATE facts SET superseded_at = ? WHERE category = ? AND key = ? AND superseded_at IS NULL",
         (at.astimezone(UTC).isoformat(), category, key),
     )
+
+
+#: The sample's first moment.
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def at(seconds: int) -> datetime:
+    """The sample's moment ``seconds`` after ``T0``."""
+    return T0 + timedelta(seconds=seconds)
+
+
+def two_sessions_database(path: Path) -> None:
+    """A sample file: two sessions of the agent's event log (conversation, and the events around it, one
+    not JSON), a macro, a fact, a prefix, and rows in the tables caderno does not model."""
+    conn = current_database(path)
+    s1, s2 = "telegram:100", "slack:C1"
+    append_event(conn, s1, "session_start", {"channel": "telegram", "user_id": "100"}, at(0))
+    append_event(conn, s1, "user_message", user_message("quanto gastamos?", "tg-1"), at(1))
+    append_event(conn, s1, "task_start", {"task_id": "task-1", "description": "budget"}, at(2))
+    calls = [
+        {"id": "call_a", "name": "terminal", "arguments": {"command": "ls"}},
+        {"id": "call_b", "name": "budget_total", "arguments": '{"month": "2026-03"}', "extra_content": {"sig": "x"}},
+    ]
+    append_event(conn, s1, "assistant_response", assistant_response(None, calls=calls), at(3))
+    append_event(conn, s1, "tool_call", tool_call("call_a", "terminal", {"command": "ls"}, "task-1"), at(4))
+    append_event(conn, s1, "tool_result", tool_result("call_a", "terminal", "total 8", "task-1"), at(5))
+    append_event(conn, s1, "tool_call", tool_call("call_b", "budget_total", {"month": "2026-03"}, "task-1"), at(6))
+    append_event(conn, s1, "tool_result", tool_result("call_b", "budget_total", '{"total": 10}', "task-1"), at(7))
+    append_event(conn, s1, "assistant_response", assistant_response("R$ 10"), at(8))
+    # the other session: a platform id the first already used, and no id at all
+    append_event(conn, s2, "user_message", user_message("oi", "tg-1"), at(10))
+    append_event(conn, s2, "user_message", user_message("tudo bem?"), at(11))
+    conn.execute(
+        "INSERT INTO events (session_id, event_type, data, created_at) VALUES (?, 'user_message', 'not json', ?)",
+        (s2, at(12).isoformat()),
+    )
+    conn.execute(
+        "INSERT INTO macros (trigger_tool, trigger_args_pattern, next_tool, next_args, confidence, used_count, "
+        "created_at, updated_at) VALUES ('git_status', NULL, 'git_diff', '{}', 0.7, 2, ?, ?)",
+        (T0.isoformat(), T0.isoformat()),
+    )
+    conn.execute(
+        "INSERT INTO facts (category, key, value, source, created_at, updated_at) VALUES (?,?,?,?,?,?)",
+        ("family", "daughter", "Ana", "", T0.isoformat(), T0.isoformat()),
+    )
+    conn.execute("INSERT INTO terminal_allowed_prefixes (prefix) VALUES ('git status')")
+    conn.execute(
+        "INSERT INTO episodes (session_id, summary, start_time, end_time, created_at) VALUES (?, ?, ?, ?, ?)",
+        (s1, "talked about the budget", T0.isoformat(), at(8).isoformat(), at(9).isoformat()),
+    )
+    conn.execute("INSERT INTO people (name, relationship) VALUES ('Ana', 'daughter')")
+    conn.execute("INSERT INTO person_facts (person_id, category, key, value) VALUES (1, 'school', 'grade', '5')")
+    conn.execute("INSERT INTO settings (key, value) VALUES ('model', 'gpt-4o-mini')")
+    conn.commit()
+    conn.close()

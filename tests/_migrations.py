@@ -3,7 +3,7 @@
 Both ``…_migrated_up_to`` run caderno's own migration runner
 (``caderno.stores._migrate``) over the migrations up to one of them, as the
 caderno that stopped there did; ``open_killed_during`` opens a file in a
-process that dies in the middle of the older agent's import.
+process that dies in the middle of aidaemon's import.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def postgres_migrated_up_to(conn: Any, last: str) -> None:
 
 
 def open_killed_during(path: Path, step: str) -> None:
-    """Open ``path`` in a process that dies (no rollback, no close) when the legacy import reaches ``step``.
+    """Import aidaemon's ``path`` in a process that dies (no rollback, no close) when the import reaches ``step``.
 
     ``step`` names a function of ``caderno.stores._sqlite_legacy``; the
     process exits with status 9 the moment it is called, as if the power
@@ -80,7 +80,7 @@ def open_killed_during(path: Path, step: str) -> None:
         _sqlite_legacy.{step} = die
 
         async def main():
-            await caderno.connect({str(path)!r}, embedder=None, legacy_resource_id="casa")
+            await caderno.connect({str(path)!r}, embedder=None, import_from="aidaemon", legacy_resource_id="casa")
 
         asyncio.run(main())
     """

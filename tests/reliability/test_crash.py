@@ -453,7 +453,7 @@ MIGRATE = """
     import time
 
     async def main(url, legacy):
-        options = {"legacy_resource_id": "casa"} if legacy == "1" else {}
+        options = {"import_from": "aidaemon", "legacy_resource_id": "casa"} if legacy == "1" else {}
         say("ready")
         start = time.monotonic()
         memory = await caderno.connect(url, embedder=None, **options)
@@ -561,7 +561,7 @@ def test_older_sqlite_database_migration(tmp_path: Path) -> None:
             expect(len(stored) == LEGACY_MESSAGES, f"{len(stored)} of {LEGACY_MESSAGES} older messages moved")
             expect(len(await memory.facts.list(resource_id="casa")) == 50, "older facts lost")
 
-        opened(str(path), check, legacy_resource_id="casa")
+        opened(str(path), check, import_from="aidaemon", legacy_resource_id="casa")
         expect(applied_migrations(str(path)) == latest_migrations(str(path)), "schema not at the latest migration")
         SURVIVED["migrations"] += 1
     print(f"\nolder-database migrations: {KILLS} kills, {midway} before the open finished (window {window:.3f} s)")

@@ -109,7 +109,7 @@ def test_cli_refusals_are_one_line(tmp_path: Path) -> None:
 
 def test_another_applications_database_with_an_events_table_is_refused(tmp_path: Path) -> None:
     # A calendar application's file: one table happens to be called events,
-    # but it is neither caderno's nor the reference agent's (no session_id,
+    # but it is neither caderno's nor aidaemon's (no session_id,
     # event_type, data): caderno must not rename it or rewrite the header.
     for mode in ("DELETE", "WAL"):
         path = tmp_path / f"calendar-{mode}.db"
@@ -122,7 +122,7 @@ def test_another_applications_database_with_an_events_table_is_refused(tmp_path:
         refuse(path, StorageError, "another application's SQLite database")
 
 
-def test_the_reference_agents_events_table_is_still_accepted(tmp_path: Path) -> None:
+def test_aidaemons_events_table_is_taken_by_its_import_and_refused_untouched_without_it(tmp_path: Path) -> None:
     path = tmp_path / "agent.db"
     with sqlite3.connect(path) as conn:
         conn.execute(
@@ -130,16 +130,23 @@ def test_the_reference_agents_events_table_is_still_accepted(tmp_path: Path) -> 
         )
         conn.execute("INSERT INTO events (session_id, event_type, data, created_at) VALUES ('s', 'x', '{}', 'now')")
     conn.close()
+    refuse(path, StorageError, "caderno import-from aidaemon")  # a normal open: the import is a step of its own
 
     async def use() -> list[Message]:
-        async with caderno.connect(path, embedder=None) as memory:
+        async with caderno.connect(path, embedder=None, import_from="aidaemon") as memory:
             await memory.append_messages(resource_id="r", thread_id="t", messages=[Message.user("oi")])
             return await memory.get_messages(resource_id="r", thread_id="t")
 
     assert [m.content for m in asyncio.run(use())] == ["oi"]
-    with sqlite3.connect(path) as conn:  # kept, renamed aside, for a later import
+    with sqlite3.connect(path) as conn:  # not conversation: kept, renamed aside, untouched
         assert conn.execute("SELECT session_id, data FROM legacy_events").fetchall() == [("s", "{}")]
     conn.close()
+
+    async def reopen() -> list[Message]:  # imported: a normal open now takes it
+        async with caderno.connect(path, embedder=None) as memory:
+            return await memory.get_messages(resource_id="r", thread_id="t")
+
+    assert [m.content for m in asyncio.run(reopen())] == ["oi"]
 
 
 def test_a_newer_cadernos_database_in_wal_mode_gets_no_sidecar(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The reference agent's own database opens whole: its event log is history, its macros all move.
+"""aidaemon's own database is imported whole (``import_from="aidaemon"``): its event log is history, its macros all move.
 
 The files are written by ``tests/_aidaemon.py`` from the agent's source
 (the commits are named there), never by hand here.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -17,12 +17,12 @@ from _aidaemon import (
     MESSAGES_ERA,
     append_event,
     assistant_response,
+    at,
     current_database,
     forget_fact,
     messages_era_database,
     set_fact,
-    tool_call,
-    tool_result,
+    two_sessions_database,
     user_message,
 )
 from _migrations import open_killed_during
@@ -30,57 +30,6 @@ from _migrations import open_killed_during
 import caderno
 from caderno.core.errors import StorageError
 from caderno.stores import ops
-
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-
-def _at(seconds: int) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def _agent_db(path: Path) -> None:
-    """Two sessions of the agent's event log, with the tables caderno does not model beside them."""
-    conn = current_database(path)
-    s1, s2 = "telegram:100", "slack:C1"
-    append_event(conn, s1, "session_start", {"channel": "telegram", "user_id": "100"}, _at(0))
-    append_event(conn, s1, "user_message", user_message("quanto gastamos?", "tg-1"), _at(1))
-    append_event(conn, s1, "task_start", {"task_id": "task-1", "description": "budget"}, _at(2))
-    calls = [
-        {"id": "call_a", "name": "terminal", "arguments": {"command": "ls"}},
-        {"id": "call_b", "name": "budget_total", "arguments": '{"month": "2026-03"}', "extra_content": {"sig": "x"}},
-    ]
-    append_event(conn, s1, "assistant_response", assistant_response(None, calls=calls), _at(3))
-    append_event(conn, s1, "tool_call", tool_call("call_a", "terminal", {"command": "ls"}, "task-1"), _at(4))
-    append_event(conn, s1, "tool_result", tool_result("call_a", "terminal", "total 8", "task-1"), _at(5))
-    append_event(conn, s1, "tool_call", tool_call("call_b", "budget_total", {"month": "2026-03"}, "task-1"), _at(6))
-    append_event(conn, s1, "tool_result", tool_result("call_b", "budget_total", '{"total": 10}', "task-1"), _at(7))
-    append_event(conn, s1, "assistant_response", assistant_response("R$ 10"), _at(8))
-    # the other session: a platform id the first already used, and no id at all
-    append_event(conn, s2, "user_message", user_message("oi", "tg-1"), _at(10))
-    append_event(conn, s2, "user_message", user_message("tudo bem?"), _at(11))
-    conn.execute(
-        "INSERT INTO events (session_id, event_type, data, created_at) VALUES (?, 'user_message', 'not json', ?)",
-        (s2, _at(12).isoformat()),
-    )
-    conn.execute(
-        "INSERT INTO macros (trigger_tool, trigger_args_pattern, next_tool, next_args, confidence, used_count, "
-        "created_at, updated_at) VALUES ('git_status', NULL, 'git_diff', '{}', 0.7, 2, ?, ?)",
-        (T0.isoformat(), T0.isoformat()),
-    )
-    conn.execute(
-        "INSERT INTO facts (category, key, value, source, created_at, updated_at) VALUES (?,?,?,?,?,?)",
-        ("family", "daughter", "Ana", "", T0.isoformat(), T0.isoformat()),
-    )
-    conn.execute("INSERT INTO terminal_allowed_prefixes (prefix) VALUES ('git status')")
-    conn.execute(
-        "INSERT INTO episodes (session_id, summary, start_time, end_time, created_at) VALUES (?, ?, ?, ?, ?)",
-        (s1, "talked about the budget", T0.isoformat(), _at(8).isoformat(), _at(9).isoformat()),
-    )
-    conn.execute("INSERT INTO people (name, relationship) VALUES ('Ana', 'daughter')")
-    conn.execute("INSERT INTO person_facts (person_id, category, key, value) VALUES (1, 'school', 'grade', '5')")
-    conn.execute("INSERT INTO settings (key, value) VALUES ('model', 'gpt-4o-mini')")
-    conn.commit()
-    conn.close()
 
 
 def _dump(path: Path, *tables: str) -> dict[str, list[tuple[object, ...]]]:
@@ -95,7 +44,7 @@ UNMODELLED = ("episodes", "people", "person_facts", "settings")
 
 
 async def _check_history(path: Path) -> None:
-    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+    async with caderno.connect(str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa") as memory:
         got = await memory.get_messages(resource_id="casa", thread_id="telegram:100")
         assert [(m.role, m.content) for m in got] == [
             ("user", "quanto gastamos?"),
@@ -105,7 +54,7 @@ async def _check_history(path: Path) -> None:
             ("assistant", "R$ 10"),
         ]
         assert [m.id for m in got][:1] == ["tg-1"]
-        assert got[0].created_at == _at(1)
+        assert got[0].created_at == at(1)
         assert got[0].metadata == {"legacy": {"event_id": 2, "data": {"has_attachments": False}}}
         calls = got[1].tool_calls
         assert calls is not None
@@ -145,7 +94,7 @@ async def _check_history(path: Path) -> None:
 
 async def test_the_agents_event_log_becomes_history_once(tmp_path: Path) -> None:
     path = tmp_path / "aidaemon.db"
-    _agent_db(path)
+    two_sessions_database(path)
     untouched = _dump(path, *UNMODELLED)
     await _check_history(path)
     await _check_history(path)  # a second open adds nothing
@@ -167,9 +116,9 @@ async def test_the_agents_event_log_becomes_history_once(tmp_path: Path) -> None
     conn.close()
 
     left_before = _dump(path, "legacy_events")
-    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+    async with caderno.connect(str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa") as memory:
         await memory.erase_resource(resource_id="casa")
-    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+    async with caderno.connect(str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa") as memory:
         # What stays behind is never read again: an erased resource does not come back.
         assert "casa" not in await memory.list_resources()
     assert _dump(path, "legacy_events") == left_before
@@ -177,7 +126,7 @@ async def test_the_agents_event_log_becomes_history_once(tmp_path: Path) -> None
 
 async def test_a_process_killed_while_reading_the_event_log_leaves_the_file_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "aidaemon.db"
-    _agent_db(path)
+    two_sessions_database(path)
     tables = ("events", "facts", "macros", "terminal_allowed_prefixes", *UNMODELLED)
     before = _dump(path, *tables)
     open_killed_during(path, "_import_events")
@@ -215,7 +164,9 @@ async def test_messages_era_rows_keep_their_times_patterns_and_embedding_intent(
     path = tmp_path / "older.db"
     _messages_era_db(path)
     for _ in range(2):  # the second open adds nothing
-        async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+        async with caderno.connect(
+            str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa"
+        ) as memory:
             got = await memory.get_messages(resource_id="casa", thread_id="s1")
             assert [(m.id, m.created_at.isoformat()) for m in got if m.created_at] == [
                 ("m1", "2024-05-01T10:00:00+00:00"),
@@ -265,26 +216,28 @@ def test_an_events_table_of_another_layout_beside_an_agents_tables_is_refused_un
 async def test_the_agents_replaced_facts_are_history_its_forgotten_and_scoped_ones_stay_behind(tmp_path: Path) -> None:
     path = tmp_path / "aidaemon.db"
     conn = current_database(path)
-    set_fact(conn, "family", "daughter", "Ana", "user", _at(0))
-    set_fact(conn, "family", "daughter", "Ana Clara", "user", _at(60))
-    set_fact(conn, "health", "allergy", "penicilina", "user", _at(120))
-    forget_fact(conn, "health", "allergy", _at(180))  # the user asked the agent to forget it
-    set_fact(conn, "work", "employer", "ACME", "consolidation", _at(30))
+    set_fact(conn, "family", "daughter", "Ana", "user", at(0))
+    set_fact(conn, "family", "daughter", "Ana Clara", "user", at(60))
+    set_fact(conn, "health", "allergy", "penicilina", "user", at(120))
+    forget_fact(conn, "health", "allergy", at(180))  # the user asked the agent to forget it
+    set_fact(conn, "work", "employer", "ACME", "consolidation", at(30))
     # Shown only in direct messages, and only in one channel: caderno has no such scope.
-    set_fact(conn, "health", "diagnosis", "ansiedade", "user", _at(40), privacy="private")
-    set_fact(conn, "work", "salary", "R$ 9000", "user", _at(50))
-    set_fact(conn, "work", "salary", "R$ 9500", "user", _at(55), privacy="channel", channel_id="slack:C1")
+    set_fact(conn, "health", "diagnosis", "ansiedade", "user", at(40), privacy="private")
+    set_fact(conn, "work", "salary", "R$ 9000", "user", at(50))
+    set_fact(conn, "work", "salary", "R$ 9500", "user", at(55), privacy="channel", channel_id="slack:C1")
     conn.commit()
     conn.close()
     rows = _dump(path, "facts")["facts"]
     stay = [r for r in rows if r[3] in ("penicilina", "ansiedade", "R$ 9000", "R$ 9500")]
     assert len(stay) == 4
     for _ in range(2):  # the second open adds nothing
-        async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+        async with caderno.connect(
+            str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa"
+        ) as memory:
             facts = {(f.category, f.key): f.value for f in await memory.facts.list(resource_id="casa")}
             assert facts == {("family", "daughter"): "Ana Clara", ("work", "employer"): "ACME"}
             history = await memory.run(ops.ReadFactHistory(resource_id="casa", category="family", key="daughter"))
-            assert [(h["value"], datetime.fromisoformat(h["replaced_at"])) for h in history] == [("Ana", _at(60))]
+            assert [(h["value"], datetime.fromisoformat(h["replaced_at"])) for h in history] == [("Ana", at(60))]
     # The forgotten value, and the scoped ones with their key's older value,
     # are neither current nor history: they stay, alone, in the agent's renamed table.
     assert _dump(path, "legacy_facts") == {"legacy_facts": stay}
@@ -299,15 +252,17 @@ async def test_a_message_in_both_the_old_table_and_the_event_log_moves_once(tmp_
     conn.executescript(MESSAGES_ERA)
     conn.executemany(
         "INSERT INTO messages (id, session_id, role, content, created_at) VALUES (?,?,?,?,?)",
-        [("u-1", "s", "user", "oi", _at(0).isoformat()), ("a-1", "s", "assistant", "olá", _at(1).isoformat())],
+        [("u-1", "s", "user", "oi", at(0).isoformat()), ("a-1", "s", "assistant", "olá", at(1).isoformat())],
     )
-    append_event(conn, "s", "user_message", user_message("oi", "u-1"), _at(0))
-    append_event(conn, "s", "assistant_response", assistant_response("olá", message_id="a-1"), _at(1))
-    append_event(conn, "s", "user_message", user_message("e agora?", "u-2"), _at(2))
+    append_event(conn, "s", "user_message", user_message("oi", "u-1"), at(0))
+    append_event(conn, "s", "assistant_response", assistant_response("olá", message_id="a-1"), at(1))
+    append_event(conn, "s", "user_message", user_message("e agora?", "u-2"), at(2))
     conn.commit()
     conn.close()
     for _ in range(2):
-        async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+        async with caderno.connect(
+            str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa"
+        ) as memory:
             got = await memory.get_messages(resource_id="casa", thread_id="s")
             assert [(m.id, m.content) for m in got] == [("u-1", "oi"), ("a-1", "olá"), ("u-2", "e agora?")]
     conn = sqlite3.connect(path)

@@ -1,4 +1,4 @@
-"""An older agent's database opens: every table of it moves into caderno's, once."""
+"""aidaemon's older database is imported (``import_from="aidaemon"``): every table of it moves into caderno's, once."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _tables(path: Path) -> set[str]:
 
 
 async def _check_everything(path: Path) -> None:
-    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+    async with caderno.connect(str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa") as memory:
         got = await memory.get_messages(resource_id="casa", thread_id="s1")
         assert [m.id for m in got] == ["m1", "m2", "m3", "m4", "m5", "m6", "m7"]
         assert got[0].importance == 0.9
@@ -173,7 +173,7 @@ async def test_a_failure_midway_leaves_the_old_tables_and_a_reopen_completes(
 
     monkeypatch.setattr(_sqlite_legacy, "_import_macros", poisoned)
     with pytest.raises(RuntimeError, match="poisoned"):
-        await caderno.connect(str(path), embedder=None, legacy_resource_id="casa")
+        await caderno.connect(str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa")
     assert _tables(path) == before  # messages and facts had moved: all rolled back
     monkeypatch.undo()
     await _check_everything(path)
@@ -202,7 +202,7 @@ async def test_a_caderno_database_with_older_tables_beside_it_takes_them_in(tmp_
     conn.commit()
     conn.close()
     for _ in range(2):
-        async with caderno.connect(str(path), embedder=None) as memory:
+        async with caderno.connect(str(path), embedder=None, import_from="aidaemon") as memory:
             macros = await memory.run(ops.ReadMacros(resource_id="default"))
             assert [(m.trigger_pattern, m.next_tool, m.next_args, m.confidence) for m in macros] == [
                 ("{}", "git_diff", {}, 0.5)
@@ -213,7 +213,7 @@ async def test_a_caderno_database_with_older_tables_beside_it_takes_them_in(tmp_
 async def test_the_older_agents_consolidated_at_is_kept_aside_and_caderno_summarises_the_history(
     tmp_path: Path,
 ) -> None:
-    # For the older agent, consolidated_at means "facts extracted"; for caderno, "covered by a
+    # For aidaemon, consolidated_at means "facts extracted"; for caderno, "covered by a
     # summary". Copied over, it would hide the history from caderno's summaries for good.
     path = tmp_path / "older.db"
     conn = sqlite3.connect(path)
@@ -232,7 +232,7 @@ async def test_the_older_agents_consolidated_at_is_kept_aside_and_caderno_summar
     )
     conn.commit()
     conn.close()
-    async with caderno.connect(str(path), embedder=None, legacy_resource_id="casa") as memory:
+    async with caderno.connect(str(path), embedder=None, import_from="aidaemon", legacy_resource_id="casa") as memory:
         got = await memory.get_messages(resource_id="casa", thread_id="s1")
         assert got[0].metadata == {"legacy": {"facts_extracted_at": "2026-05-02T03:00:00.000000+00:00"}}
         assert got[1].metadata is None

@@ -130,8 +130,8 @@ def _legacy_db(path: Path) -> None:
 async def test_legacy_messages_table_is_migrated_once(tmp_path: Path) -> None:
     path = tmp_path / "legacy.db"
     _legacy_db(path)
-    for _ in range(2):  # a second open must not duplicate anything
-        async with caderno.connect(path, legacy_resource_id="casa") as memory:
+    for _ in range(2):  # a second import must not duplicate anything
+        async with caderno.connect(path, import_from="aidaemon", legacy_resource_id="casa") as memory:
             got = await memory.get_messages(resource_id="casa", thread_id="s1")
             assert [m.id for m in got] == ["m1", "m2", "m3", "m4a", "m4b"]
             assert got[0].importance == 0.9
@@ -140,7 +140,7 @@ async def test_legacy_messages_table_is_migrated_once(tmp_path: Path) -> None:
             assert [t.id for t in await memory.list_threads(resource_id="casa")] == ["s2", "s1"]
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT name FROM sqlite_master WHERE name='messages'").fetchone() is None
-    # The older agent's consolidated_at ("facts extracted") is kept aside, not as caderno's (a summary covers it).
+    # aidaemon's consolidated_at ("facts extracted") is kept aside, not as caderno's (a summary covers it).
     consolidated, metadata = conn.execute("SELECT consolidated_at, metadata FROM events WHERE id='m2'").fetchone()
     assert consolidated is None
     assert json.loads(metadata)["legacy"]["facts_extracted_at"] == "2026-05-02T00:00:00.000000+00:00"
@@ -160,7 +160,7 @@ async def test_legacy_migration_after_a_half_finished_run_does_not_duplicate(tmp
         "VALUES ('m1', 'default', 's1', 'user', 'quanto gastamos?', '2026-05-01T10:00:00.000000+00:00')"
     )
     conn.close()
-    async with caderno.connect(path) as memory:
+    async with caderno.connect(path, import_from="aidaemon") as memory:
         got = await memory.get_messages(resource_id="default", thread_id="s1")
         assert [m.id for m in got] == ["m1", "m2", "m3", "m4a", "m4b"]
 

@@ -138,4 +138,60 @@ async def _import_notes(
     _show([report], as_json)
 
 
+@import_from.command("aidaemon")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--resource",
+    required=True,
+    help="The caderno resource that receives aidaemon's conversations, facts, macros, tasks and prefixes.",
+)
+@json_option
+@click.pass_context
+@run_async
+async def import_aidaemon_cmd(ctx: click.Context, file: Path | None, resource: str, as_json: bool) -> None:
+    """Import aidaemon's SQLite database FILE (default: the --db database) into caderno's tables, in place.
+
+    Its conversations (the event log, the older messages table), facts,
+    macros, scheduled tasks and approved prefixes move into RESOURCE, in one
+    transaction; what caderno has no place for stays in the file as it was
+    (legacy_events…), and so do aidaemon's other tables. The file is a caderno
+    database afterwards: until this runs, caderno refuses to open it.
+    """
+    from ..memory.adapters.connect import connect
+    from ..stores import ops
+
+    named = str(file if file is not None else ctx.obj["db"])
+    path = named[len("sqlite:///") :].split("?", 1)[0] if named.startswith("sqlite:///") else named
+    if "://" in path:
+        fail(f"import-from aidaemon imports a SQLite file in place: give its path (FILE or --db), not {named}")
+    if not Path(path).is_file():
+        fail(f"no database at {path}")
+    async with connect(path, embedder=None, import_from="aidaemon", legacy_resource_id=resource) as memory:
+        imported = getattr(memory.store, "imported", None)  # the SQLiteStore's: what its open moved
+        pending = await memory.run(ops.CountPendingEmbeddings(resource_id=resource))
+    report = imported.to_dict() if imported is not None else {"resource_id": resource, "moved": {}, "left": {}}
+    if as_json:
+        emit_json({**report, "path": path, "pending_embeddings": pending})
+        return
+    click.echo(_aidaemon_summary(path, report, pending))
+
+
+def _aidaemon_summary(path: str, report: dict[str, Any], pending: int) -> str:
+    """``import-from aidaemon``'s line: rows taken from each table, rows left, and how to embed what came."""
+    moved = ", ".join(f"{n} from {table}" for table, n in report["moved"].items())
+    line = (
+        f"imported aidaemon's {path} into {report['resource_id']}: {moved} (rows)"
+        if moved
+        else f"nothing of aidaemon's to import in {path}"
+    )
+    if report["left"]:
+        left = ", ".join(f"{table} {n}" for table, n in report["left"].items())
+        line += f"; left in the file, as they were (caderno has no place for them): {left}"
+    if report["moved"].get("events"):
+        line += f"; aidaemon kept no vectors of its events: `caderno reindex {report['resource_id']}` embeds them"
+    elif pending:
+        line += f"; {pending} message(s) wait for embedding: `caderno worker` embeds them"
+    return line
+
+
 GROUPS = (import_from,)

@@ -1,18 +1,27 @@
-"""Opening an older agent's SQLite database: its tables moved into caderno's.
+"""Importing aidaemon's SQLite database into caderno's tables, in place: an explicit step.
+
+aidaemon (github.com/davo20019/aidaemon) is the agent caderno's contract grew
+from; its files are laid out as ``tests/_aidaemon.py`` copies from its
+source. The import runs only when asked for: ``caderno import-from aidaemon
+FILE --resource NAME``, or opening the file with the store option
+``import_from="aidaemon"`` (``caderno.connect(path, import_from="aidaemon",
+legacy_resource_id=NAME)``). A normal open never runs it; a file that still
+holds aidaemon's tables to import is refused (``waiting``: the tables the
+import would take), with the command to run, before anything is written.
 
 Everything here runs inside ``migrate``'s one ``BEGIN IMMEDIATE``
 transaction, so a crash or an error at any point leaves the file exactly as
-it was; the next open starts over. Every insert is keyed on the target's
+it was; the next import starts over. Every insert is keyed on the target's
 natural key (``ON CONFLICT … DO NOTHING``, never ``INSERT OR IGNORE``, which
 would also swallow NOT NULL failures), so a repeated run adds nothing twice.
-Legacy rows go to the resource named by the store option
-``legacy_resource_id``.
+aidaemon's rows go to the resource named by the store option
+``legacy_resource_id`` (default ``"default"``).
 
 Before caderno's migrations run, a table, index or trigger whose name a
 pending migration is about to create, and that no applied migration created,
-belongs to the older agent: a table is renamed ``legacy_<name>`` (or
-``legacy_<name>_2``…), an index or trigger of that name is dropped (both are
-derived; the rows stay in the renamed table).
+is aidaemon's: a table is renamed ``legacy_<name>`` (or ``legacy_<name>_2``…),
+an index or trigger of that name is dropped (both are derived; the rows stay
+in the renamed table).
 
 Shapes accepted (columns beyond these are ignored; "optional" ones may be
 missing; a table without its required columns is left untouched):
@@ -31,15 +40,15 @@ missing; a table without its required columns is left untouched):
     {"inferred_tool_call_id": true}}``; when no single call fits it gets
     ``legacy-<row id>`` and ``{"legacy": {"synthesized_tool_call_id": true}}``
     (the context window then treats it as an orphan result, and drops it).
-    ``consolidated_at`` (the older agent's "facts extracted") is kept as
+    ``consolidated_at`` (aidaemon's "facts extracted") is kept as
     ``metadata["legacy"]["facts_extracted_at"]``, not as caderno's column (a
     summary covers the message), so caderno's consolidation summarises it.
     Whatever cannot be represented is kept in ``metadata["legacy"]``:
     tool-call JSON that is not a list of calls (``tool_calls_json``), an
     unknown role (``role``; stored as ``system``, ``developer`` as ``system``,
-    ``function`` as ``tool``), an unreadable time (``created_at``), the older
-    agent's failure to embed it (``embedding_error``). A message the older
-    agent embedded, or tried to (``embedding`` or ``embedding_error`` set), is
+    ``function`` as ``tool``), an unreadable time (``created_at``),
+    aidaemon's failure to embed it (``embedding_error``). A message aidaemon
+    embedded, or tried to (``embedding`` or ``embedding_error`` set), is
     queued for embedding: the store does not know which model will read the
     vectors, so the old vector is not reused, and the worker embeds the text
     again. Other imported messages wait for ``caderno reindex``, which applies
@@ -47,10 +56,10 @@ missing; a table without its required columns is left untouched):
 ``facts`` (renamed ``legacy_facts``)
     required ``category, key, value``; optional ``source, created_at,
     updated_at``. Categories are lowercased as ``Memory`` does; an empty
-    source becomes ``agent`` (the older agent wrote it through its tool).
+    source becomes ``agent`` (aidaemon wrote it through its tool).
     When two rows meet on one key (categories differing only in case, or a
     fact already there), the newest is current and the others go to
-    ``facts_history``. The reference agent never deletes a fact: it sets
+    ``facts_history``. aidaemon never deletes a fact: it sets
     ``superseded_at``, on a replaced value and on a forgotten one alike. A
     superseded row whose key has a live row goes to ``facts_history``
     (replaced at its ``superseded_at``) and is never current; one whose key
@@ -60,7 +69,7 @@ missing; a table without its required columns is left untouched):
     caderno's facts are seen by every thread of the resource.
 ``macros`` (renamed ``legacy_macros``)
     required ``trigger_tool, next_tool``; optional ``trigger_args_pattern``
-    (the reference agent's column, kept as caderno's ``trigger_pattern``;
+    (aidaemon's column, kept as caderno's ``trigger_pattern``;
     default ``{}``), ``next_args`` (JSON text; text that is not JSON is kept
     as a JSON string), ``confidence`` (default 0.5), ``used_count,
     success_count, failure_count, created_at, updated_at``.
@@ -75,7 +84,7 @@ missing; a table without its required columns is left untouched):
     required ``prefix``; optional ``created_at``. Prefixes are normalised as
     ``Memory.prefixes`` does; one that is empty or holds a shell operator is
     never approved, and stays behind in the old table.
-``events`` in the reference agent's layout (renamed ``legacy_events``)
+``events`` in aidaemon's layout (renamed ``legacy_events``)
     required ``id, session_id, event_type, data``; optional ``created_at,
     consolidated_at, task_id, tool_name``. The agent's conversation is the
     three event types its own history reads (``turn_from_event`` in
@@ -97,7 +106,7 @@ missing; a table without its required columns is left untouched):
 
 An ``events`` table of any other layout is another application's, and the
 file is refused before anything is written (``_sqlite_schema.check_foreign``).
-The reference agent's other tables (``episodes``, ``people``, ``goals``…)
+aidaemon's other tables (``episodes``, ``people``, ``goals``…)
 have names caderno does not use and stay as they are.
 
 A table whose rows all moved is dropped at the end; one with rows that
@@ -109,7 +118,9 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -119,7 +130,7 @@ from ._migrate import Migration
 
 #: Default confidence of a legacy macro that does not say (the middle of [0, 1]).
 _DEFAULT_CONFIDENCE = 0.5
-#: Default importance of a legacy message without one (as the older agent's column default).
+#: Default importance of a legacy message without one (as aidaemon's column default).
 _DEFAULT_IMPORTANCE = 0.5
 #: Epoch numbers above this are milliseconds, not seconds (1e11 s is the year 5138).
 _EPOCH_MILLIS = 1e11
@@ -129,28 +140,66 @@ _CREATED = re.compile(
 )
 
 
+# -- what an import would take -----------------------------------------------------------------
+
+
+def waiting(conn: sqlite3.Connection, migrations: Sequence[Migration], applied: set[str]) -> list[str]:
+    """The tables (and indexes, triggers) of aidaemon an import would take or move aside; empty when none.
+
+    Read only, on any connection (``SQLiteStore`` asks it of a read-only look
+    before a normal open, ``migrate`` under its write lock): a normal open
+    refuses a file it names, since caderno's migrations would otherwise fail
+    on a name aidaemon holds, or leave aidaemon's rows unread. What an import
+    leaves behind (rows caderno has no place for) is not waiting: a file
+    imported once opens normally.
+    """
+    found = sorted(_clashes(conn, migrations, applied))
+    with _lenient_text(conn):
+        for table, required, _ in _steps():
+            columns = _columns(conn, table)
+            if columns and columns >= required and _has_rows_to_move(conn, table, columns):
+                found.append(table)
+    return found
+
+
+@contextmanager
+def _lenient_text(conn: sqlite3.Connection) -> Iterator[None]:
+    """Text that is not valid UTF-8 read with the bad bytes replaced: it must not stop an import."""
+    factory = conn.text_factory
+    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    try:
+        yield
+    finally:
+        conn.text_factory = factory
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+
+
 # -- before the migrations: move clashing tables aside ---------------------------------------
 
 
-def rename_clashes(conn: sqlite3.Connection, migrations: Sequence[Migration], applied: set[str]) -> None:
-    """Rename the older agent's tables that carry a name a pending migration creates.
+def _clashes(conn: sqlite3.Connection, migrations: Sequence[Migration], applied: set[str]) -> dict[str, str]:
+    """``{name: type}`` of the objects that carry a name a pending migration creates and no applied one did.
 
     A name is foreign when it exists but no applied migration created it:
     caderno's own objects are never touched, and the check needs no column
     comparison.
     """
     ours: set[str] = set()
-    pending: dict[str, str] = {}
+    pending: set[str] = set()
     for name, statements in migrations:
         for statement in statements:
-            for kind, created in _CREATED.findall(statement):
-                if name in applied:
-                    ours.add(created)
-                else:
-                    pending.setdefault(created, kind.lower())
+            for _, created in _CREATED.findall(statement):
+                (ours if name in applied else pending).add(created)
     existing = dict(conn.execute("SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall())
-    for created in sorted(set(pending) - ours):
-        kind = existing.get(created)
+    return {created: existing[created] for created in sorted(pending - ours) if created in existing}
+
+
+def rename_clashes(conn: sqlite3.Connection, migrations: Sequence[Migration], applied: set[str]) -> None:
+    """Rename aidaemon's tables that carry a name a pending migration creates; drop such indexes and triggers."""
+    for created, kind in _clashes(conn, migrations, applied).items():
         if kind == "table":
             conn.execute(f'ALTER TABLE "{created}" RENAME TO "{_free_name(conn, "legacy_" + created)}"')
         elif kind in ("index", "trigger"):
@@ -173,49 +222,74 @@ def _exists(conn: sqlite3.Connection, table: str) -> bool:
 # -- after the migrations: import ------------------------------------------------------------
 
 
-def import_legacy(conn: sqlite3.Connection, resource_id: str) -> None:
-    """Move every recognised older table into caderno's tables (see the module docstring)."""
-    # Text that is not valid UTF-8 must not stop the import: keep it, with
-    # the bad bytes replaced, rather than failing the whole open.
-    factory = conn.text_factory
-    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
-    try:
+@dataclass(frozen=True)
+class Imported:
+    """What one import did: rows taken from each of aidaemon's tables, and rows left in the file."""
+
+    resource_id: str
+    """The caderno resource that received them."""
+    moved: dict[str, int] = field(default_factory=dict)
+    """Rows taken, by the table's name in aidaemon's file (``events``, ``facts``, ``messages``…)."""
+    left: dict[str, int] = field(default_factory=dict)
+    """Rows caderno has no place for, by the table that keeps them (``legacy_events``…), untouched."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"resource_id": self.resource_id, "moved": dict(self.moved), "left": dict(self.left)}
+
+
+def import_legacy(conn: sqlite3.Connection, resource_id: str) -> Imported:
+    """Move every recognised table of aidaemon into caderno's tables (see the module docstring)."""
+    moved: dict[str, int] = {}
+    left: dict[str, int] = {}
+    with _lenient_text(conn):
         now = to_iso(utcnow())
-        moved = False
-        for table, required, run in (
-            ("messages", {"id", "session_id", "role", "content"}, _import_messages),
-            ("legacy_facts", {"category", "key", "value"}, _import_facts),
-            ("legacy_macros", {"trigger_tool", "next_tool"}, _import_macros),
-            ("legacy_scheduled_tasks", {"name", "prompt"}, _import_tasks),
-            ("terminal_allowed_prefixes", {"prefix"}, _import_prefixes),
-            ("legacy_events", {"id", "session_id", "event_type", "data"}, _import_events),
-        ):
-            columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+        for table, required, run in _steps():
+            columns = _columns(conn, table)
             if not columns or not columns >= required:
                 continue
-            if not _has_rows_to_move(conn, table, columns):
-                continue  # what is left stays as it is, and nothing is written
-            if not moved:
-                conn.execute(
-                    "INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (resource_id) DO NOTHING",
-                    (resource_id, now, now),
-                )
-                moved = True
-            if run(conn, table, resource_id, now):
-                conn.execute(f'DROP TABLE "{table}"')
-    finally:
-        conn.text_factory = factory
+            before = _count_rows(conn, table)
+            if _has_rows_to_move(conn, table, columns):
+                if not moved:
+                    conn.execute(
+                        "INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
+                        "ON CONFLICT (resource_id) DO NOTHING",
+                        (resource_id, now, now),
+                    )
+                if run(conn, table, resource_id, now):
+                    conn.execute(f'DROP TABLE "{table}"')
+                moved[table.removeprefix("legacy_")] = before - (after := _count_rows(conn, table))
+            else:
+                after = before  # what is left stays as it is, and nothing is written
+            if after:
+                left[table] = after
+    return Imported(resource_id=resource_id, moved=moved, left=left)
+
+
+def _count_rows(conn: sqlite3.Connection, table: str) -> int:
+    if not _exists(conn, table):
+        return 0
+    return int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
 
 
 def _has_rows_to_move(conn: sqlite3.Connection, table: str, columns: set[str]) -> bool:
-    """False for a table holding only rows that always stay (so a later open reads nothing again)."""
+    """False for a table holding only rows that always stay (so a later import, and ``waiting``, read
+    nothing there again): each test is the one its import step applies."""
     if table == "legacy_events":
-        return conn.execute(f"SELECT 1 {_TURNS} LIMIT 1").fetchone() is not None
+        return any(isinstance(_json_object(data), dict) for (data,) in conn.execute(f"SELECT data {_TURNS}"))
     if table == "legacy_facts":
         live, _ = _fact_scope(columns)
         return conn.execute(f'SELECT 1 FROM "{table}" WHERE {live} LIMIT 1').fetchone() is not None
+    if table == "terminal_allowed_prefixes":
+        return any(_approvable(prefix) for (prefix,) in conn.execute(f'SELECT prefix FROM "{table}"'))
     return True
+
+
+def _json_object(data: Any) -> Any:
+    """``data`` parsed as Python reads it (``None`` when it does not): SQLite's JSON test accepts a little more."""
+    try:
+        return json.loads(data)
+    except (TypeError, ValueError):
+        return None
 
 
 def _rows(conn: sqlite3.Connection, sql: str) -> Iterator[dict[str, Any]]:
@@ -227,7 +301,6 @@ def _rows(conn: sqlite3.Connection, sql: str) -> Iterator[dict[str, Any]]:
 
 #: A time written as a bare number (seconds or milliseconds since the epoch), in a TEXT column.
 _EPOCH_TEXT = re.compile(r"\s*\d+(?:\.\d+)?\s*")
-
 
 
 def _insert_message(
@@ -271,6 +344,7 @@ def _insert_message(
             json.dumps({"legacy": legacy}, ensure_ascii=False) if legacy else None,
         ),
     )
+
 
 def _when(value: Any) -> str | None:
     """RFC 3339 text of a legacy time (text, or an epoch number or its text), or ``None`` when unreadable."""
@@ -350,11 +424,11 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
                     legacy["synthesized_tool_call_id"] = True
             pending[thread] = [c for c in waiting if c[0] != call_id]
 
-        # The older agent's consolidated_at says its facts were extracted, not that a summary
+        # aidaemon's consolidated_at says its facts were extracted, not that a summary
         # covers the message (caderno's meaning): kept aside, so caderno summarises the history.
         if rec.get("consolidated_at") is not None:
             legacy["facts_extracted_at"] = _when(rec["consolidated_at"])
-        # Queued only when the older agent meant the text to be found by meaning.
+        # Queued only when aidaemon meant the text to be found by meaning.
         embed = rec.get("embedding") is not None or rec.get("embedding_error") is not None
         if rec.get("embedding_error") is not None:
             legacy["embedding_error"] = _text(rec["embedding_error"])
@@ -386,7 +460,7 @@ def _import_messages(conn: sqlite3.Connection, table: str, resource_id: str, now
 
 
 #: Imported messages take the next positions of their threads, in the order
-#: they were inserted (the older agent's order), after any a thread holds.
+#: they were inserted (aidaemon's order), after any a thread holds.
 _PLACE_IMPORTED = (
     "UPDATE events SET position = p.n FROM (SELECT e.seq, t.last_position + row_number() OVER "
     "(PARTITION BY e.resource_id, e.thread_id ORDER BY e.seq) AS n FROM events e JOIN threads t "
@@ -429,7 +503,7 @@ def _tool_calls(raw: Any, msg_id: str) -> tuple[list[dict[str, Any]] | None, str
     return calls or None, None
 
 
-# -- the reference agent's event log -------------------------------------------------------------
+# -- aidaemon's event log -------------------------------------------------------------
 
 #: The event types that are conversation (the payload fields each maps to a column).
 _TURN_FIELDS = {
@@ -450,9 +524,8 @@ def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: 
     columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
     last_time: dict[str, str] = {}
     for rec in _rows(conn, f"SELECT * {_TURNS} ORDER BY id"):
-        try:
-            data = json.loads(rec["data"])
-        except ValueError:
+        data = _json_object(rec["data"])
+        if not isinstance(data, dict):
             continue  # JSON SQLite reads and Python does not: it stays in the old table
         role, mapped = _TURN_FIELDS[rec["event_type"]]
         thread = _text(rec["session_id"], "default")
@@ -465,7 +538,7 @@ def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: 
             "SELECT thread_id, role FROM events WHERE resource_id = ? AND id = ?", (resource_id, msg_id)
         ).fetchone()
         if held == (thread, role):
-            # The same message already moved (from the older ``messages`` table, as the agent
+            # The same message already moved (from aidaemon's older ``messages`` table, as the agent
             # itself dedupes them): the event is not a second copy of it.
             conn.execute(f'DELETE FROM "{table}" WHERE id = ?', (rec["id"],))
             continue
@@ -520,7 +593,7 @@ def _import_events(conn: sqlite3.Connection, table: str, resource_id: str, now: 
 def _fact_scope(columns: set[str]) -> tuple[str, str]:
     """SQL for "a live fact that moves" and "a fact scoped to a channel or to DMs" in the agent's layout.
 
-    The reference agent marks a replaced or forgotten fact ``superseded_at``
+    aidaemon marks a replaced or forgotten fact ``superseded_at``
     and scopes one with ``privacy`` (``global``, ``channel``, ``private``);
     caderno's facts have neither, and every thread of the resource sees them.
     """
@@ -684,15 +757,22 @@ def _next_run(cron: str, timezone: str) -> str | None:
         return None  # an unreadable cron: kept as it is, it never fires
 
 
-def _import_prefixes(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
+def _approvable(prefix: Any) -> str | None:
+    """The prefix as ``Memory.prefixes`` keeps it, or ``None`` when caderno would refuse to approve it."""
     from ..core.errors import UsageError
     from ..core.prefixes import normalize_prefix
 
+    try:
+        return normalize_prefix(_text(prefix))
+    except UsageError:
+        return None
+
+
+def _import_prefixes(conn: sqlite3.Connection, table: str, resource_id: str, now: str) -> bool:
     kept = False
     for rec in _rows(conn, f'SELECT * FROM "{table}"'):
-        try:
-            prefix = normalize_prefix(_text(rec["prefix"]))
-        except UsageError:
+        prefix = _approvable(rec["prefix"])
+        if prefix is None:
             kept = True  # never approve what caderno would refuse; it stays in the old table
             continue
         conn.execute(
@@ -702,3 +782,16 @@ def _import_prefixes(conn: sqlite3.Connection, table: str, resource_id: str, now
         )
         conn.execute(f'DELETE FROM "{table}" WHERE prefix IS ?', (rec["prefix"],))
     return not kept
+
+
+def _steps() -> tuple[tuple[str, set[str], Callable[[sqlite3.Connection, str, str, str], bool]], ...]:
+    """Each table an import reads (by its name after ``rename_clashes``), the columns it needs, its step
+    (looked up at each call, as a test that stops an import midway replaces one)."""
+    return (
+        ("messages", {"id", "session_id", "role", "content"}, _import_messages),
+        ("legacy_facts", {"category", "key", "value"}, _import_facts),
+        ("legacy_macros", {"trigger_tool", "next_tool"}, _import_macros),
+        ("legacy_scheduled_tasks", {"name", "prompt"}, _import_tasks),
+        ("terminal_allowed_prefixes", {"prefix"}, _import_prefixes),
+        ("legacy_events", {"id", "session_id", "event_type", "data"}, _import_events),
+    )

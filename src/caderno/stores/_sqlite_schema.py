@@ -1,19 +1,26 @@
-"""SQLite schema: its migrations, and how they run (the runner is ``_migrate``; the legacy import ``_sqlite_legacy``).
+"""SQLite schema: its migrations, and how they run (the runner is ``_migrate``; aidaemon's import ``_sqlite_legacy``).
 
 Each migration is written out as the text that ran — 0001's indentation
 included — and never edited; a change is a new entry at the end. Statements
 run one by one (a trigger's body holds ';'). ``PRAGMA user_version``
 mirrors the number applied, so a database migrated by a newer caderno is
 recognised and refused before anything is written.
+
+aidaemon's database is imported only when asked for (``migrate``'s
+``import_aidaemon_as``; ``_sqlite_legacy``): a normal migration never runs
+it, and refuses a file that holds aidaemon's tables still to import
+(``import_first``), with the command that imports them.
 """
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 from typing import Any
 
 from ..core.clock import to_iso, utcnow
 from ..core.errors import SchemaTooNew, StorageError
+from ..core.validate import check_name
 from . import _migrate, _sqlite_legacy
 from ._sql import run_plan_sync
 
@@ -565,17 +572,23 @@ MIGRATIONS: list[_migrate.Migration] = [
 ]
 
 
-def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
+def migrate(conn: sqlite3.Connection, *, import_aidaemon_as: str | None = None) -> _sqlite_legacy.Imported | None:
     """Bring the schema up to date, in one ``BEGIN IMMEDIATE`` transaction; safe to run concurrently.
 
-    An older agent's database is opened too: its clashing tables are moved
-    aside before the migrations and its rows imported after them, in the same
-    transaction (``_sqlite_legacy`` says which shapes are accepted).
+    ``import_aidaemon_as``: import aidaemon's tables into this resource in the
+    same transaction (its clashing tables moved aside before the migrations,
+    its rows imported after them; ``_sqlite_legacy`` says which shapes are
+    accepted), and return what moved. Without it, a file that holds
+    aidaemon's tables still to import is refused (``import_first``), nothing
+    written: the migrations would fail on a name aidaemon holds, or leave its
+    rows unread.
     """
 
     def execute(q: Any) -> list[Any]:
         return conn.execute(q.sql, q.params).fetchall()
 
+    if import_aidaemon_as is not None:
+        check_name(import_aidaemon_as, "legacy_resource_id")  # the resource it creates
     conn.execute("BEGIN IMMEDIATE")
     try:
         ours = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone()
@@ -588,30 +601,51 @@ def migrate(conn: sqlite3.Connection, legacy_resource_id: str) -> None:
                 f"({len(MIGRATIONS)}); upgrade caderno instead of opening it with an older one"
             )
         done = run_plan_sync(_migrate.applied(MIGRATIONS, LEDGER), execute)
-        _sqlite_legacy.rename_clashes(conn, MIGRATIONS, done)
+        if import_aidaemon_as is None:
+            if found := _sqlite_legacy.waiting(conn, MIGRATIONS, done):
+                raise import_first(conn.execute("PRAGMA database_list").fetchone()[2], found)
+        else:
+            _sqlite_legacy.rename_clashes(conn, MIGRATIONS, done)
         if run_plan_sync(_migrate.apply(MIGRATIONS, done, to_iso(utcnow())), execute):
             conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
-        _sqlite_legacy.import_legacy(conn, legacy_resource_id)
+        imported = None if import_aidaemon_as is None else _sqlite_legacy.import_legacy(conn, import_aidaemon_as)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    return imported
 
 
-#: Tables an older agent's database may hold (see ``_sqlite_legacy``).
+def import_first(path: Any, found: list[str]) -> StorageError:
+    """The refusal of a normal open of a file that holds aidaemon's tables still to import: it names the command."""
+    where = shlex.quote(str(path))
+    return StorageError(
+        f"{path} holds aidaemon's tables not imported yet ({', '.join(found)}); caderno opens it once they are: "
+        f"run `caderno import-from aidaemon {where} --resource NAME` (or open it with import_from='aidaemon', "
+        "legacy_resource_id=NAME); nothing was changed"
+    )
+
+
+#: Tables aidaemon's database may hold (see ``_sqlite_legacy``).
 LEGACY_TABLES = frozenset({"messages", "facts", "macros", "scheduled_tasks", "terminal_allowed_prefixes", "events"})
 
 
-#: The columns that make an ``events`` table the reference agent's (renamed
-#: ``legacy_events`` and read as history); any other ``events`` table belongs
-#: to another application, whose file caderno must not change.
-REFERENCE_EVENTS_COLUMNS = frozenset({"session_id", "event_type", "data"})
+#: The columns that make an ``events`` table aidaemon's (renamed
+#: ``legacy_events`` and read as history by its import); any other ``events``
+#: table belongs to another application, whose file caderno must not change.
+AIDAEMON_EVENTS_COLUMNS = frozenset({"session_id", "event_type", "data"})
 
 
 def check_foreign(
-    path: Any, tables: set[str], version: int, applied: set[str] | None, events_columns: set[str] | None = None
+    path: Any,
+    tables: set[str],
+    version: int,
+    applied: set[str] | None,
+    events_columns: set[str] | None = None,
+    aidaemon_waiting: list[str] | None = None,
 ) -> None:
-    """Refuse a database caderno must not change: a newer caderno's, or another application's.
+    """Refuse a database caderno must not change: a newer caderno's, or another application's; and one
+    that holds aidaemon's tables still to import (``aidaemon_waiting``, when the open does not import them).
 
     Called with what a read-only look found, before anything is written.
     ``events_columns``: the columns of its ``events`` table, if any.
@@ -623,17 +657,21 @@ def check_foreign(
                 f"{path} was migrated by a newer caderno (schema {version}, migrations "
                 f"{', '.join(sorted(applied - known)) or 'known'}); upgrade caderno instead of opening it"
             )
+        if aidaemon_waiting:
+            raise import_first(path, aidaemon_waiting)
         return
     own = {t for t in tables if not t.startswith("sqlite_")}
-    if "events" in own and not (events_columns or set()) >= REFERENCE_EVENTS_COLUMNS:
-        # Even beside an older agent's tables: moving them would rename this
+    if "events" in own and not (events_columns or set()) >= AIDAEMON_EVENTS_COLUMNS:
+        # Even beside aidaemon's tables: moving them would rename this
         # table, and there is no layout to read it by.
         raise StorageError(
             f"{path} is another application's SQLite database (its events table is neither caderno's nor "
-            "the reference agent's); caderno will not change it"
+            "aidaemon's); caderno will not change it"
         )
     if own and not own & LEGACY_TABLES:
         raise StorageError(
             f"{path} is another application's SQLite database (tables: {', '.join(sorted(own)[:8])}); "
             "caderno will not change it"
         )
+    if aidaemon_waiting:
+        raise import_first(path, aidaemon_waiting)

@@ -48,7 +48,7 @@ def _migrated_schema() -> bytes:
         if _template is None:
             conn = sqlite3.connect(":memory:", isolation_level=None)
             try:
-                _sqlite_schema.migrate(conn, legacy_resource_id="default")
+                _sqlite_schema.migrate(conn)
                 _template = conn.serialize()
             finally:
                 conn.close()

@@ -38,7 +38,7 @@ from urllib.parse import quote
 from ..core.clock import to_iso
 from ..core.errors import StorageError, UsageError
 from ..core.files import create_private
-from . import _sqlite_plans, _sqlite_schema, ops
+from . import _sqlite_legacy, _sqlite_plans, _sqlite_schema, ops
 from ._cache import KeyCache, RecentCache
 from ._sql import Dialect, ForeignKeyViolation, Handler, Q, UniqueViolation, run_plan_sync
 from ._sqlite_fts import catch_up_fts
@@ -117,15 +117,22 @@ class SQLiteStore:
         cache_messages: int = 50,
         cache_threads: int = 1024,
         legacy_resource_id: str = "default",
+        import_from: str | None = None,
     ) -> None:
         if synchronous.upper() not in ("FULL", "NORMAL"):
             raise UsageError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        if import_from not in (None, "aidaemon"):
+            raise UsageError(f"import_from takes 'aidaemon' (its database, imported in place), not {import_from!r}")
         self.path = Path(path)
         self.synchronous = synchronous.upper()
         self.busy_timeout_ms = busy_timeout_ms
         self.cache = RecentCache(cache_messages, cache_threads)
         self.keys = KeyCache()
         self._legacy_resource_id = legacy_resource_id
+        # import_from="aidaemon": its tables imported into legacy_resource_id at open (_sqlite_legacy);
+        # otherwise a file still holding them is refused. ``imported``: what that open moved.
+        self._import_aidaemon = import_from == "aidaemon"
+        self.imported: _sqlite_legacy.Imported | None = None
         self._max_readers = max(1, readers)
         self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._reader_slots = threading.Semaphore(self._max_readers)
@@ -208,13 +215,18 @@ class SQLiteStore:
                     if "schema_migrations" in tables
                     else None
                 )
+                # Asked here only of a rollback-journal file, whose main file is all there is; a WAL
+                # file is asked by migrate, under its lock (and its open changes no header).
+                waiting = None
+                if head[18] == 1 and not self._import_aidaemon:
+                    waiting = _sqlite_legacy.waiting(conn, _sqlite_schema.MIGRATIONS, applied or set())
             finally:
                 conn.close()
         except sqlite3.Error as exc:
             if head[18] == 1:  # rollback journal: the writing open would change the header
                 raise StorageError(f"cannot read {path} as a SQLite database: {exc}; refusing to change it") from None
             return  # already WAL: the writing open reports the problem and changes nothing first
-        _sqlite_schema.check_foreign(path, tables, version, applied, events)
+        _sqlite_schema.check_foreign(path, tables, version, applied, events, waiting)
 
     def _open_sync(self) -> None:
         self._check_file()
@@ -225,7 +237,9 @@ class SQLiteStore:
             raise StorageError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         conn = self._connect(readonly=False)
         try:
-            _sqlite_schema.migrate(conn, self._legacy_resource_id)
+            self.imported = _sqlite_schema.migrate(
+                conn, import_aidaemon_as=self._legacy_resource_id if self._import_aidaemon else None
+            )
             self.cache.reset(conn.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.DatabaseError as exc:
             conn.close()

@@ -20,9 +20,16 @@ def open_store(url: str | Any, **options: Any) -> Store:
 
     ``memory://``, ``sqlite:///relative.db``, ``sqlite:////abs/path.db``, a
     bare file path, or ``postgresql://user@host:port/db``. SQLite query
-    options: ``synchronous``, ``cache_messages``, ``readers``.
+    options: ``synchronous``, ``cache_messages``, ``readers``;
+    ``import_from="aidaemon"`` (with ``legacy_resource_id``) imports
+    aidaemon's database in place as it opens (``caderno.stores._sqlite_legacy``).
     """
     url = str(url)
+    if options.get("import_from") is not None and url.startswith(("memory:", "postgresql://", "postgres://")):
+        raise UsageError(
+            f"import_from={options['import_from']!r} imports a SQLite file in place: give the file's path "
+            "(or a sqlite:/// URL), not a memory:// or PostgreSQL URL"
+        )
     if url.startswith("sqlite://") and url.split("?", 1)[0] in ("sqlite://", "sqlite:///:memory:", "sqlite://:memory:"):
         raise UsageError(
             "sqlite:///:memory: is not supported (each connection would see its own empty database); "
@@ -100,8 +107,9 @@ def connect(
     Use it awaited (``memory = await caderno.connect(url)``, then
     ``await memory.close()``) or as ``async with caderno.connect(url) as memory``.
     Keyword options beyond ``Memory``'s own go to the store (SQLite:
-    ``synchronous``, ``cache_messages``, ``readers``…; PostgreSQL:
-    ``schema``, ``pool_size``).
+    ``synchronous``, ``cache_messages``, ``readers``…, and
+    ``import_from="aidaemon"`` to import aidaemon's file as it opens;
+    PostgreSQL: ``schema``, ``pool_size``).
     """
     return _Connect(
         Memory(
