@@ -24,7 +24,7 @@ if typing.TYPE_CHECKING:
     from .memory.adapters.notebook_files import Notebook
     from .memory.adapters.sync import SyncMemory, connect_sync
     from .memory.engines.get_context import ContextParts
-    from .memory.engines.recall import Recalled
+    from .memory.engines.recall import RecallQuery, Recalled
     from .memory.facade import AgentMemory, Memory
     from .stores.base import Store
     from .stores.memory import InMemoryStore
@@ -58,6 +58,7 @@ _LAZY = {
     "SyncMemory": ".memory.adapters.sync",
     "connect_sync": ".memory.adapters.sync",
     "ContextParts": ".memory.engines.get_context",
+    "RecallQuery": ".memory.engines.recall",
     "Recalled": ".memory.engines.recall",
     "AgentMemory": ".memory.facade",
     "Memory": ".memory.facade",
@@ -85,6 +86,7 @@ __all__ = [
     "NotFound",
     "Notebook",
     "OpenAIChatModel",
+    "RecallQuery",
     "RecallSettings",
     "Recalled",
     "SQLiteStore",

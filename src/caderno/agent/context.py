@@ -47,7 +47,7 @@ from ..core.messages import Message, WorkingMemory
 from ..core.records import Fact, Macro
 from ..memory.adapters.notebook_files import Notebook
 from ..memory.engines.notebook_rules import NotebookPort
-from ..memory.engines.recall import DEFAULT_MIN_SIMILARITY, RecallPlan, clip_query
+from ..memory.engines.recall import DEFAULT_MIN_SIMILARITY, RecallPlan, RecallQuery, clip_query
 from ..memory.facade import AgentMemory, Memory
 from ..memory.parts.consolidation import summary_span
 from ..memory.parts.facts import Facts as FactsPart
@@ -278,14 +278,16 @@ class Recall(Provider[RecallPlan]):
             return Reads()
         s = self.settings
         plan = await self.memory.turns.recall_plan(
-            resource_id=turn.resource_id,
-            query=query,
-            thread_id=turn.thread_id,
-            recent=0,
-            salient=s.salient,
-            relevant=s.relevant,
-            lexical=s.lexical,
-            min_similarity=DEFAULT_MIN_SIMILARITY if s.min_similarity is None else s.min_similarity,
+            RecallQuery(
+                resource_id=turn.resource_id,
+                query=query,
+                thread_id=turn.thread_id,
+                recent=0,
+                salient=s.salient,
+                relevant=s.relevant,
+                lexical=s.lexical,
+                min_similarity=DEFAULT_MIN_SIMILARITY if s.min_similarity is None else s.min_similarity,
+            )
         )
         return Reads(tuple(plan.reads), plan)
 

@@ -49,7 +49,7 @@ from .engines.get_context import GET_CONTEXT_MIN_SIMILARITY, GET_CONTEXT_SCOPE, 
 from .engines.importance import EMBEDDED_ROLES
 from .engines.indexer import Indexer
 from .engines.notebook_rules import MEMORY_CHAR_LIMIT, USER_CHAR_LIMIT
-from .engines.recall import DEFAULT_MIN_SIMILARITY, MAX_LEG_LIMIT, Hits, RecallPlan, Retriever
+from .engines.recall import MAX_LEG_LIMIT, Hits, RecallPlan, RecallQuery, Retriever
 from .engines.vector_cache import VectorIndex
 from .parts.consolidation import Consolidation, ConsolidationSettings
 from .parts.facts import Facts
@@ -416,23 +416,7 @@ class Memory:
         self.indexer.notify()
         return queued
 
-    async def recall(
-        self,
-        *,
-        resource_id: str,
-        query: str,
-        thread_id: str | None = None,
-        scope: str = "resource",
-        recent: int = 10,
-        salient: int = 5,
-        relevant: int = 5,
-        lexical: int = 5,
-        min_similarity: float = DEFAULT_MIN_SIMILARITY,
-        message_range: tuple[int, int] | int | None = None,
-        top: int | None = None,
-        now: datetime | None = None,
-        embed_pending: bool = True,
-    ) -> Hits:
+    async def recall(self, *, resource_id: str, query: str, **options: Any) -> Hits:
         """Find past messages: recent + salient + relevant + lexical (+ when), fused.
 
         What was just appended is found by meaning, in this process or
@@ -445,106 +429,31 @@ class Memory:
         Args:
             resource_id: whose messages.
             query: what to look for (relevant and lexical legs).
-            thread_id: the current thread (the recent leg needs it).
-            scope: ``"resource"`` (all the resource's threads) or ``"thread"``.
-            recent, salient, relevant, lexical: how many each leg may return;
-                0 switches a leg off.
-            min_similarity: cosine threshold of the relevant leg.
-            message_range: neighbours to add around each hit, ``(before,
-                after)`` or one number for both (reason ``context``).
-            top: keep only the best ``top`` hits by fused score.
-            now: the moment the question is asked, which "yesterday" or
-                "two weeks ago" in it count from (default: now).
-            embed_pending: embed the resource's pending messages first
-                (default); False searches only the vectors already stored.
+            **options: the rest of ``caderno.RecallQuery``, each checked
+                there: ``thread_id`` (the current thread; the recent leg
+                needs it), ``scope`` (``"resource"``, all the resource's
+                threads, or ``"thread"``), ``recent``, ``salient``,
+                ``relevant``, ``lexical`` (how many each leg may return; 0
+                switches a leg off), ``min_similarity`` (cosine threshold of
+                the relevant leg), ``message_range`` (neighbours to add
+                around each hit, ``(before, after)`` or one number for both),
+                ``top`` (keep only the best ``top`` hits by fused score),
+                ``now`` (the moment "yesterday" or "two weeks ago" count
+                from), ``embed_pending`` (False searches only the vectors
+                already stored).
 
         Returns:
             Deduplicated hits in conversation order (thread, then sequence):
             a list, with ``not_searchable`` (see above).
         """
-        plan = await self._recall_plan(
-            resource_id=resource_id,
-            query=query,
-            thread_id=thread_id,
-            scope=scope,
-            recent=recent,
-            salient=salient,
-            relevant=relevant,
-            lexical=lexical,
-            min_similarity=min_similarity,
-            message_range=message_range,
-            top=top,
-            now=now,
-            embed_pending=embed_pending,
-        )
+        plan = await self._recall_plan(RecallQuery(resource_id=resource_id, query=query, **options))
         return await self._finish_recall(plan, await self.batch(plan.reads) if plan.reads else [])
 
-    async def _recall_plan(
-        self,
-        *,
-        resource_id: str,
-        query: str,
-        thread_id: str | None = None,
-        scope: str = "resource",
-        recent: int = 10,
-        salient: int = 5,
-        relevant: int = 5,
-        lexical: int = 5,
-        min_similarity: float = DEFAULT_MIN_SIMILARITY,
-        message_range: tuple[int, int] | int | None = None,
-        top: int | None = None,
-        now: datetime | None = None,
-        embed_pending: bool = True,
-    ) -> RecallPlan:
+    async def _recall_plan(self, q: RecallQuery) -> RecallPlan:
         """``recall`` in two halves, for a caller that reads the legs inside a batch of its own (a turn
         reads them with its context, through ``memory.turns.recall_plan``): the plan's ``reads``, then
-        ``_finish_recall`` with their results.
-
-        Raises:
-            UsageError: as ``recall``, before anything is read.
-        """
-        check_id(resource_id, "resource_id")
-        if not isinstance(query, str):
-            raise UsageError(f"query must be text, not {type(query).__name__}")
-        check_text(query, "query")
-        if message_range is not None:
-            pair = (message_range, message_range) if isinstance(message_range, int) else message_range
-            if (
-                not isinstance(pair, tuple | list)
-                or len(pair) != 2
-                or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in pair)
-            ):
-                raise UsageError(
-                    f"message_range must be a non-negative integer or a pair of them, not {message_range!r}"
-                )
-            message_range = (pair[0], pair[1])
-        if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
-            raise UsageError(f"now must be a timezone-aware datetime, not {now!r}")
-        if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
-            raise UsageError(f"top must be a positive integer or None, not {top!r}")
-        if not isinstance(min_similarity, int | float) or isinstance(min_similarity, bool):
-            raise UsageError(f"min_similarity must be a number, not {min_similarity!r}")
-        if scope not in ("resource", "thread"):
-            raise UsageError(f"scope must be 'resource' or 'thread', not {scope!r}")
-        if thread_id is not None:
-            check_id(thread_id, "thread_id")
-        if scope == "thread" and thread_id is None:
-            raise UsageError("scope='thread' needs a thread_id")
-        for name, value in (("recent", recent), ("salient", salient), ("relevant", relevant), ("lexical", lexical)):
-            if not isinstance(value, int) or value < 0:
-                raise UsageError(f"{name} must be a non-negative integer, not {value!r}")
-        return await self.retriever.plan(
-            resource_id=resource_id,
-            query=query,
-            thread_id=thread_id,
-            within=thread_id if scope == "thread" else None,
-            limits={"recent": recent, "salient": salient, "relevant": relevant, "lexical": lexical},
-            min_similarity=min_similarity,
-            message_range=message_range,
-            top=top,
-            now=utcnow() if now is None else now,
-            embed_pending=embed_pending,
-        )
+        ``_finish_recall`` with their results."""
+        return await self.retriever.plan(q)
 
     async def _finish_recall(self, plan: RecallPlan, results: list[Any], *, top: int | None = None) -> Hits:
         """The hits of a ``recall_plan`` whose ``reads`` gave ``results`` (``top`` overrides the plan's)."""

@@ -41,9 +41,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
+from ...core.clock import utcnow
 from ...core.errors import UsageError
-from ...core.messages import Message
+from ...core.messages import Message, check_text
 from ...core.text import CONTEXT_AFTER, CONTEXT_BEFORE, date_words, fold, stems, tokenize
+from ...core.validate import check_id
 from ...stores import ops
 from ...stores.base import Runner
 from .importance import SALIENT
@@ -61,6 +63,7 @@ __all__ = [
     "POOL",
     "POOL_LEGS",
     "RRF_K",
+    "RecallQuery",
     "Recalled",
     "Retriever",
     "check_query",
@@ -218,6 +221,87 @@ class Hits(list[Recalled]):
     not_searchable: int = 0
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecallQuery:
+    """One recall's question and settings: ``Memory.recall``'s arguments, checked once, when it is made.
+
+    Every way in (Python, HTTP, MCP, the ``recall`` tool, a turn's automatic
+    recall) builds one, so the checks and the defaults are written here only.
+
+    Raises:
+        UsageError: a value of the wrong type or sign, or past its bound
+            (``MAX_LEG_LIMIT``, ``MAX_MESSAGE_RANGE``, ``MAX_QUERY_CHARS``).
+    """
+
+    resource_id: str
+    """Whose messages."""
+    query: str
+    """What to look for (the relevant and lexical legs)."""
+    thread_id: str | None = None
+    """The current thread (the recent leg needs it)."""
+    scope: str = "resource"
+    """``"resource"`` (all the resource's threads) or ``"thread"``."""
+    recent: int = 10
+    """How many the recent leg may return; 0 switches it off (likewise the next three)."""
+    salient: int = 5
+    relevant: int = 5
+    lexical: int = 5
+    min_similarity: float = DEFAULT_MIN_SIMILARITY
+    """Cosine threshold of the relevant leg."""
+    message_range: tuple[int, int] | int | None = None
+    """Neighbours to add around each hit, ``(before, after)`` or one number for both (reason ``context``)."""
+    top: int | None = None
+    """Keep only the best ``top`` hits by fused score."""
+    now: datetime | None = None
+    """The moment the question is asked, which "yesterday" or "two weeks ago" in it count from (default: now)."""
+    embed_pending: bool = True
+    """Embed the resource's pending messages first; False searches only the vectors already stored."""
+
+    def __post_init__(self) -> None:
+        check_id(self.resource_id, "resource_id")
+        if not isinstance(self.query, str):
+            raise UsageError(f"query must be text, not {type(self.query).__name__}")
+        check_text(self.query, "query")
+        check_query(self.query)
+        if self.message_range is not None:
+            given = self.message_range
+            pair = (given, given) if isinstance(given, int) else given
+            if (
+                not isinstance(pair, tuple | list)
+                or len(pair) != 2
+                or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in pair)
+            ):
+                raise UsageError(f"message_range must be a non-negative integer or a pair of them, not {given!r}")
+            object.__setattr__(self, "message_range", (pair[0], pair[1]))
+        if self.now is not None and (not isinstance(self.now, datetime) or self.now.tzinfo is None):
+            raise UsageError(f"now must be a timezone-aware datetime, not {self.now!r}")
+        top = self.top
+        if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
+            raise UsageError(f"top must be a positive integer or None, not {top!r}")
+        if not isinstance(self.min_similarity, int | float) or isinstance(self.min_similarity, bool):
+            raise UsageError(f"min_similarity must be a number, not {self.min_similarity!r}")
+        if self.scope not in ("resource", "thread"):
+            raise UsageError(f"scope must be 'resource' or 'thread', not {self.scope!r}")
+        if self.thread_id is not None:
+            check_id(self.thread_id, "thread_id")
+        if self.scope == "thread" and self.thread_id is None:
+            raise UsageError("scope='thread' needs a thread_id")
+        for name, value in self.limits.items():
+            if not isinstance(value, int) or value < 0:
+                raise UsageError(f"{name} must be a non-negative integer, not {value!r}")
+        check_recall_numbers(self.limits, self.message_range, self.top)
+
+    @property
+    def limits(self) -> dict[str, int]:
+        """How many each leg may return, by leg."""
+        return {"recent": self.recent, "salient": self.salient, "relevant": self.relevant, "lexical": self.lexical}
+
+    @property
+    def within(self) -> str | None:
+        """The thread the legs search in, or None for the whole resource."""
+        return self.thread_id if self.scope == "thread" else None
+
+
 @dataclass(kw_only=True)
 class RecallPlan:
     """One recall between its two halves: the legs' ``reads`` (run them in any batch, in this
@@ -271,20 +355,7 @@ class Retriever:
         self.indexer = indexer
         self.vectors = vectors
 
-    async def plan(
-        self,
-        *,
-        resource_id: str,
-        query: str,
-        thread_id: str | None,
-        within: str | None,
-        limits: dict[str, int],
-        min_similarity: float,
-        message_range: tuple[int, int] | int | None,
-        top: int | None,
-        now: datetime,
-        embed_pending: bool = True,
-    ) -> RecallPlan:
+    async def plan(self, q: RecallQuery) -> RecallPlan:
         """The legs' reads (for any batch of the caller's: a turn reads them with its context), the query
         embedding started beside them, and what ``finish`` needs to fuse what they find.
 
@@ -300,8 +371,9 @@ class Retriever:
         bound (``Indexer.embed_pending``), so what was just written is
         found by meaning; those left are counted in ``not_searchable``.
         """
-        check_query(query)
-        check_recall_numbers(limits, message_range, top)
+        resource_id, query, thread_id, within = q.resource_id, q.query, q.thread_id, q.within
+        limits, message_range, top, min_similarity = q.limits, q.message_range, q.top, q.min_similarity
+        now = utcnow() if q.now is None else q.now
         window, terms = await _off_loop(len(query), _parse_query, query, now)
         pool = WHEN_POOL if window is not None else POOL
         text = window.rest if window is not None else query
@@ -317,7 +389,7 @@ class Retriever:
             reads["lexical"] = ops.LexicalSearch(resource_id=resource_id, terms=tuple(terms), limit=n, thread_id=within)
         vector: Any = None
         not_searchable = 0
-        if embed_pending and depth["relevant"] and text.strip() and self.indexer.active:
+        if q.embed_pending and depth["relevant"] and text.strip() and self.indexer.active:
             not_searchable = await self.indexer.embed_pending(resource_id)
         if depth["relevant"] and text.strip() and self.indexer.active:
             model = self.indexer.embedder.name
@@ -333,7 +405,7 @@ class Retriever:
                         thread_id=within,
                     )
             else:  # the feed now, the vector embedded meanwhile, the search in the cache once both are in
-                reads["relevant"] = self.vectors.feed(resource_id, model)
+                reads["relevant"] = self.vectors.feed(resource_id, model, within)
                 vector = asyncio.ensure_future(self._embed(text))
         sparse = None
         if self.indexer.sparse is not None and text.strip() and (depth["relevant"] or depth["lexical"]):

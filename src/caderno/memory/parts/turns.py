@@ -29,7 +29,7 @@ from ..engines.importance import embeddable
 from ..engines.importance import score as importance_score
 from ..engines.indexer import Indexer
 from ..engines.recall import INLINE_CHARS as PREPARE_INLINE_CHARS
-from ..engines.recall import Hits, RecallPlan
+from ..engines.recall import Hits, RecallPlan, RecallQuery
 from .messages import detached
 from .working_memory import WorkingMemoryPart
 
@@ -88,7 +88,7 @@ class Turns:
         batch: Batch,
         working_memory: WorkingMemoryPart,
         indexer: Indexer,
-        recall_plan: Callable[..., Awaitable[RecallPlan]],
+        recall_plan: Callable[[RecallQuery], Awaitable[RecallPlan]],
         finish_recall: Callable[..., Awaitable[Hits]],
     ) -> None:
         self._batch = batch
@@ -98,10 +98,10 @@ class Turns:
         self._finish_recall = finish_recall
         self.lease_seconds = TURN_LEASE
 
-    async def recall_plan(self, **recall: Any) -> RecallPlan:
-        """A recall's first half for a turn (``Memory.recall``'s arguments, checked alike): its ``reads``
-        ride in the turn's ``load``; ``finish_recall`` gives the hits from their results."""
-        return await self._recall_plan(**recall)
+    async def recall_plan(self, query: RecallQuery) -> RecallPlan:
+        """A recall's first half for a turn: its ``reads`` ride in the turn's ``load``; ``finish_recall``
+        gives the hits from their results."""
+        return await self._recall_plan(query)
 
     async def finish_recall(self, plan: RecallPlan, results: list[Any], *, top: int | None = None) -> Hits:
         """The hits of a ``recall_plan`` whose reads gave ``results`` (``top`` overrides the plan's)."""
