@@ -83,3 +83,59 @@ async def test_a_chunked_load_searches_like_one_block(db_url: str, monkeypatch: 
             assert await index.search(memory.run, "r", emb.name, DIM, q, 5, -1.0, thread_id) == hits
         b_seqs = set(await stored(memory, emb, "b"))
         assert {seq for seq, _ in whole["b"]} <= b_seqs and whole["b"][0][1] == pytest.approx(1.0, abs=1e-4)
+
+
+async def test_threads_come_as_asked(db_url: str) -> None:
+    emb = HashingEmbedder(DIM)
+    async with caderno.connect(db_url, embedder=emb) as memory:
+        for thread_id, n in (("a", 5), ("b", 3)):
+            await memory.append_messages(
+                resource_id="r", thread_id=thread_id, messages=[Message.user(f"{thread_id} note {i}") for i in range(n)]
+            )
+        await memory.flush()
+        want = {t: set(await stored(memory, emb, t)) for t in ("a", "b")}
+        eager = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0))
+        bare = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0, threads="none"))
+        assert bare.threads == {} and bare.seqs == eager.seqs and bare.codes == eager.codes
+        assert bare.last_id == eager.last_id
+        # Past every vector: nothing new, yet every message's thread when asked for all of them.
+        late = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=eager.last_id, threads="all"))
+        assert {t: set(s) for t, s in late.threads.items()} == want
+        new = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=eager.last_id))
+        assert set(new.seqs) <= want["a"] | want["b"] and all(set(s) <= set(new.seqs) for s in new.threads.values())
+
+
+@pytest.mark.parametrize("overlap", [0, 3])
+async def test_ids_below_the_window_are_read_once_and_those_in_it_again(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, overlap: int
+) -> None:
+    """A small chunk and overlap window on either backend: every vector comes, with its own codes;
+    those more than the window below the resource's newest come once, those in it maybe twice."""
+    from dataclasses import replace
+
+    from caderno.stores import postgres, sqlite
+
+    monkeypatch.setattr(recall, "VECTOR_READ_CHUNK", 4)
+    for store in (sqlite, postgres):
+        monkeypatch.setattr(store, "DIALECT", replace(store.DIALECT, feed_overlap=overlap))
+    emb = HashingEmbedder(DIM)
+    async with caderno.connect(db_url, embedder=emb) as memory:
+        for thread_id, n in (("a", 9), ("b", 8)):
+            await memory.append_messages(
+                resource_id="r", thread_id=thread_id, messages=[Message.user(f"{thread_id} note {i}") for i in range(n)]
+            )
+            await memory.append_messages(resource_id="other", thread_id="a", messages=[Message.user("elsewhere")])
+        await memory.flush()
+        want = {**await stored(memory, emb, "a"), **await stored(memory, emb, "b")}
+        first = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0, threads="none"))
+        assert as_rows(first) == want
+        assert len(first.seqs) - len(set(first.seqs)) <= 4 * overlap  # each statement in the window re-reads it
+        if not overlap:
+            assert len(first.seqs) == len(want) and len(first.codes) == 5  # 17 vectors, 4 a statement
+
+        await memory.append_messages(resource_id="r", thread_id="b", messages=[Message.user("b note 8")])
+        await memory.flush()
+        again = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=first.last_id))
+        fresh = {**await stored(memory, emb, "a"), **await stored(memory, emb, "b")}
+        assert set(fresh) - set(want) <= set(again.seqs) and again.last_id > first.last_id
+        assert as_rows(again) == {seq: fresh[seq] for seq in set(again.seqs)}

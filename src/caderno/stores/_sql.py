@@ -37,11 +37,14 @@ class Q:
 
     ``fetch``: ``all`` rows, ``one`` row (or ``None``), the ``rowcount``,
     ``none``, or ``many`` (``executemany`` over ``params``, a list of rows).
+    ``binary``: PostgreSQL sends the results in binary, a ``bytea`` as its
+    bytes rather than hex text twice their size (SQLite has but one form).
     """
 
     sql: str
     params: Sequence[Any] = ()
     fetch: Fetch = "all"
+    binary: bool = False
 
 
 #: A plan: yields ``Q``, receives each result, returns the operation's result.

@@ -296,7 +296,7 @@ async def _execute(conn: Any, q: Q) -> Any:
             return None
         # Without parameters the text goes as written: a migration's script
         # (several statements, a '%' of its own) is not a template.
-        cur = await (conn.execute(to_pyformat(q.sql), q.params) if q.params else conn.execute(q.sql))
+        cur = await (conn.execute(to_pyformat(q.sql), q.params, binary=q.binary) if q.params else conn.execute(q.sql))
         return await _fetched(cur, q.fetch)
     except psycopg.errors.UniqueViolation as exc:
         raise UniqueViolation(str(exc)) from exc
@@ -329,7 +329,7 @@ async def _run_pipelined(conn: Any, plans: list[Any]) -> list[Any]:
             results[i] = stop.value
     while pending:
         async with conn.pipeline():
-            cursors = {i: await conn.execute(to_pyformat(q.sql), q.params) for i, q in pending.items()}
+            cursors = {i: await conn.execute(to_pyformat(q.sql), q.params, binary=q.binary) for i, q in pending.items()}
         for i, q in list(pending.items()):
             value = await _fetched(cursors[i], q.fetch)
             try:

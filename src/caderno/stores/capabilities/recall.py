@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ...core.messages import Message
 from .._op import Op, operations_in, plan_of
@@ -51,7 +51,10 @@ class VectorRows:
 
     A resource's first read brings ~100k vectors; an object per vector cost
     more than the rest of the load together, so the vectors come as blocks
-    and the threads as one list per thread.
+    and the threads as one list per thread. The vector cache takes the
+    blocks out of ``vectors`` and ``codes`` as it copies them (those lists
+    are left empty), so the store's bytes and the cache's rows are never all
+    held at once.
     """
 
     seqs: list[int]
@@ -62,7 +65,8 @@ class VectorRows:
     """float32, row-major, in the order of ``seqs``: the blocks together hold the first
     ``len(seqs) - coded`` vectors, each block a whole number of them."""
     threads: dict[str, list[int]]
-    """Each thread's seqs: every seq of ``seqs`` (unless deleted meanwhile), maybe others."""
+    """Each thread's seqs: every seq of ``seqs`` (unless deleted meanwhile), maybe others; with
+    ``ReadVectors.threads`` ``"all"`` every message's of the resource, with ``"none"`` empty."""
     last_id: int
     """The change-feed position to read after next time."""
     coded: int = 0
@@ -229,14 +233,21 @@ class ReadVectors(Op[VectorRows]):
     resource_id: str
     model: str
     after_id: int
+    threads: Literal["new", "all", "none"] = "new"
+    """Whose threads come with them (``VectorRows.threads``): ``"new"``, the new vectors' (at
+    ``after_id`` 0 every message's of the resource); ``"all"``, every message's of the resource
+    whatever ``after_id``; ``"none"``, none: a resource's first read then skips the scan of its
+    messages, ~15% of it at 100k vectors (a search over the whole resource needs no threads)."""
 
 
-#: Vectors one statement of ``read_vectors`` hands back as one value (on
-#: SQLite; see ``step`` there for PostgreSQL): 1,024 x 384 float32 is 1.5 MB,
-#: a buffer that stays in cache. SQLite's ``group_concat`` grows its buffer by
-#: doubling: 100k vectors read in ~170 ms a step of 1,024 rows, ~240 ms of
-#: 4,096 and ~1.2 s in one statement here; and one value may not pass 1 GB.
-VECTOR_READ_CHUNK = 1_024
+#: Vectors one statement of ``read_vectors`` hands back as one value (4,096 x
+#: 776 bytes of codes is 3.2 MB). Reading 100k codes took the same CPU time at
+#: 1,024 to 8,192 a statement on SQLite here, and ~25% less at 4,096 than at
+#: 1,024 on PostgreSQL (each statement is a round trip). Not all in one:
+#: ``group_concat`` and ``string_agg`` grow their buffer by doubling, and one
+#: SQLite value may not pass 1 GB. PostgreSQL reads the ids its overlap window
+#: covers in larger statements (``_read_blocks``).
+VECTOR_READ_CHUNK = 4_096
 
 
 @plan_of(ReadVectors)
@@ -248,87 +259,110 @@ def read_vectors(d: Dialect, op: ReadVectors) -> Plan[VectorRows]:
     comes as float32, read only when the two tables' counts say some lack
     codes. Each statement joins up to ``VECTOR_READ_CHUNK`` vectors into one
     blob and their seqs into one text, in change-feed order; the threads
-    come apart, one row per thread. A resource's first read takes them from
-    ``events`` alone (its thread index holds them), not through a join per
-    vector.
+    come apart, one row per thread, only as ``op.threads`` asks. A
+    resource's first read takes them from ``events`` alone (its thread index
+    holds them), not through a join per vector.
     """
     feed = (op.resource_id, op.model, max(0, op.after_id - d.feed_overlap) if op.after_id else 0)
-    uncoded = yield Q(
+    uncoded, newest = yield Q(
         "SELECT (SELECT count(*) FROM embeddings WHERE resource_id = ? AND model = ? AND id > ?) "
-        "- (SELECT count(*) FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?)",
-        (*feed, *feed),
+        "- (SELECT count(*) FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?), "
+        "(SELECT coalesce(max(id), 0) FROM embeddings WHERE resource_id = ? AND model = ?)",
+        (*feed, *feed, op.resource_id, op.model),
         "one",
     )
+    # The resource's newest vector is visible, so no row that far below it can still appear (_read_blocks).
+    settled = newest - d.feed_overlap
     seqs: list[int] = []
     blocks: list[bytes] = []
     last_id = op.after_id
-    if uncoded[0]:
+    if uncoded:
         seqs, blocks, last_id = yield from _read_blocks(
             d,
             op,
-            "SELECT id, seq, vector AS value FROM embeddings m WHERE resource_id = ? AND model = ? AND id > ? "
+            settled,
+            "SELECT id, seq, vector AS value FROM embeddings m WHERE resource_id = ? AND model = ? "
+            "AND id > ? AND id <= ? "
             "AND NOT EXISTS (SELECT 1 FROM embedding_codes c WHERE c.resource_id = m.resource_id AND c.id = m.id)",
         )
     coded_seqs, codes, coded_last = yield from _read_blocks(
-        d, op, "SELECT id, seq, codes AS value FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?"
+        d,
+        op,
+        settled,
+        "SELECT id, seq, codes AS value FROM embedding_codes WHERE resource_id = ? AND model = ? "
+        "AND id > ? AND id <= ?",
     )
     last_id = max(last_id, coded_last)
-    if not seqs and not coded_seqs:
-        return VectorRows(seqs=[], vectors=[], threads={}, last_id=last_id)
-    concat = "group_concat" if d.name == "sqlite" else "string_agg"
-    if op.after_id:  # a refresh: the threads of the new vectors alone
-        rows = yield Q(
-            f"SELECT e.thread_id, {concat}(CAST(e.seq AS TEXT), ',') FROM embeddings m "
-            "JOIN events e ON e.resource_id = m.resource_id AND e.seq = m.seq "
-            "WHERE m.resource_id = ? AND m.model = ? AND m.id > ? GROUP BY e.thread_id",
-            (op.resource_id, op.model, max(0, op.after_id - d.feed_overlap)),
-        )
-    else:
-        rows = yield Q(
-            f"SELECT thread_id, {concat}(CAST(seq AS TEXT), ',') FROM events WHERE resource_id = ? GROUP BY thread_id",
-            (op.resource_id,),
-        )
-    threads = {thread_id: json.loads(f"[{text}]") for thread_id, text in rows}
-    return VectorRows(
-        seqs=seqs + coded_seqs, vectors=blocks, threads=threads, last_id=last_id, coded=len(coded_seqs), codes=codes
-    )
+    seqs += coded_seqs
+    threads: dict[str, list[int]] = {}
+    if op.threads == "all" or (op.threads == "new" and seqs):
+        concat = "group_concat" if d.name == "sqlite" else "string_agg"
+        if op.after_id and op.threads == "new":  # a refresh: the threads of the new vectors alone
+            rows = yield Q(
+                f"SELECT e.thread_id, {concat}(CAST(e.seq AS TEXT), ',') FROM embeddings m "
+                "JOIN events e ON e.resource_id = m.resource_id AND e.seq = m.seq "
+                "WHERE m.resource_id = ? AND m.model = ? AND m.id > ? GROUP BY e.thread_id",
+                (op.resource_id, op.model, max(0, op.after_id - d.feed_overlap)),
+            )
+        else:
+            rows = yield Q(
+                f"SELECT thread_id, {concat}(CAST(seq AS TEXT), ',') FROM events WHERE resource_id = ? "
+                "GROUP BY thread_id",
+                (op.resource_id,),
+            )
+        threads = {thread_id: json.loads(f"[{text}]") for thread_id, text in rows}
+    return VectorRows(seqs=seqs, vectors=blocks, threads=threads, last_id=last_id, coded=len(coded_seqs), codes=codes)
 
 
-def _read_blocks(d: Dialect, op: ReadVectors, rows: str) -> Plan[tuple[list[int], list[bytes], int]]:
+def _read_blocks(d: Dialect, op: ReadVectors, settled: int, rows: str) -> Plan[tuple[list[int], list[bytes], int]]:
     """The seqs, glued ``value`` blocks and last id of ``rows`` (a SELECT of ``id, seq, value`` over the
-    feed's resource, model and id, in that order of parameters) past ``op.after_id``."""
-    # On PostgreSQL identity values are drawn at insert but become visible at
-    # commit, so a row with a lower id can appear after a higher one was read:
-    # each statement re-reads a window below the last id it saw (the caller
-    # keeps the later copy of a seq read twice). SQLite's single writer needs
-    # no window. A statement reads several times the window, so each moves on
-    # and a re-read costs at most a fifth of it.
+    feed's resource, model and ids above and up to a bound, in that order of parameters) past ``op.after_id``.
+
+    On PostgreSQL identity values are drawn at insert but become visible at
+    commit, so a row with a lower id can appear after a higher one was read,
+    though never ``feed_overlap`` ids below one visible (the caller keeps the
+    later copy of a seq read twice; the next read starts that far below this
+    one's last id). Ids up to ``settled`` (that far below the resource's
+    newest when the read began) are read once, ``VECTOR_READ_CHUNK`` a statement;
+    those above, rarely more than one statement's worth, the old way: each
+    statement re-reads the window below the last id it saw, and reads several
+    times the window, so each moves on and a re-read costs at most a fifth of
+    it. SQLite's single writer needs no window: its ``settled`` is the
+    newest id itself.
+    """
     concat, blob = (
         ("group_concat", "CAST(group_concat(value, '') AS BLOB)")
         if d.name == "sqlite"
         else ("string_agg", "string_agg(value, ''::bytea)")
     )
-    step = VECTOR_READ_CHUNK + 4 * d.feed_overlap
+    sql = (
+        f"SELECT count(*), max(id), {concat}(CAST(seq AS TEXT), ','), {blob} FROM ({rows} ORDER BY id LIMIT ?) AS chunk"
+    )
     seqs: list[int] = []
     blocks: list[bytes] = []
     last_id = op.after_id
     start = max(0, op.after_id - d.feed_overlap) if op.after_id else 0
     while True:
+        below = start < settled  # ids still settled: once each
+        step = VECTOR_READ_CHUNK if below else VECTOR_READ_CHUNK + 4 * d.feed_overlap
         count, top, seq_text, values = yield Q(
-            f"SELECT count(*), max(id), {concat}(CAST(seq AS TEXT), ','), {blob} FROM ("
-            f"{rows} ORDER BY id LIMIT ?) AS chunk",
-            (op.resource_id, op.model, start, step),
-            "one",
+            sql, (op.resource_id, op.model, start, settled if below else _NO_ID_ABOVE, step), "one", binary=True
         )
-        if not count:
+        if count:
+            seqs += json.loads(f"[{seq_text}]")  # twice as fast as int() on each
+            blocks.append(bytes(values))
+            last_id = max(last_id, top)
+        if below:
+            start = top if count == step else settled
+        elif count < step:
             break
-        seqs += json.loads(f"[{seq_text}]")  # twice as fast as int() on each
-        blocks.append(bytes(values))
-        last_id = max(last_id, top)
-        if count < step:
-            break
-        start = top - d.feed_overlap
+        else:
+            start = top - d.feed_overlap
     return seqs, blocks, last_id
+
+
+#: An id above every id (the bound of a read past the settled ids).
+_NO_ID_ABOVE = 2**62
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
