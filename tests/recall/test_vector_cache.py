@@ -82,3 +82,59 @@ async def test_a_large_first_load_gives_the_same_answers(tmp_path: Path, monkeyp
         await memory.flush()
         again = await index.search(memory.run, "a", emb.name, emb.dim, q, 1, -1.0, None)
         assert again[0][1] == pytest.approx(1.0, abs=1e-5) and index._entries[("a", emb.name)].n == 301
+
+
+def test_a_load_takes_its_blocks_and_trimming_between_them_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Codes in several blocks, the heap handed back between each (as a 100k load does every 16 MB):
+    the same rows as one block of float32, and the blocks' lists left empty (the cache holds no copy)."""
+    vecs = vectors(2_000, seed=5)
+    seqs = list(range(1, 2_001))
+    threads = {"a": seqs[::2], "b": seqs[1::2]}
+    whole = _Entry(DIM)
+    whole.load(seqs, [vecs.tobytes()], threads)
+    codes = vector_cache.quantize(vecs)
+    blocks = [codes[lo : lo + 300].tobytes() for lo in range(0, 2_000, 300)]
+    monkeypatch.setattr(vector_cache, "TRIM_EVERY", 2 * len(blocks[0]))
+    trimmed = []
+    monkeypatch.setattr(vector_cache, "_trim_heap", lambda: trimmed.append(1))
+    entry, floats = _Entry(DIM), [b""]
+    entry.load(seqs, floats, threads, blocks)
+    assert blocks == [] and floats == [] and len(trimmed) == 3
+    for name in ("hi", "lo", "hi_scale", "lo_scale", "seqs", "thread_codes"):
+        assert np.array_equal(getattr(entry, name)[: entry.n], getattr(whole, name)[: whole.n])
+    for q in vectors(5, seed=6):
+        for thread in (None, "a"):
+            assert entry.search(q, 10, -1.0, thread) == whole.search(q, 10, -1.0, thread)
+
+
+async def test_threads_are_read_once_a_search_within_one_needs_them(tmp_path: Path) -> None:
+    """A first load for the whole resource reads no threads; the first search within a thread reads
+    every message's, then each refresh the new vectors'; the hits are those of a cache that read them at once."""
+    emb = HashingEmbedder(32)
+    async with caderno.connect(tmp_path / "t.db", embedder=emb) as memory:
+        for t in range(4):
+            await memory.append_messages(
+                resource_id="a", thread_id=f"t{t}", messages=[Message.user(f"note {i} of {t}") for i in range(40)]
+            )
+        await memory.flush()
+        q = emb.embed(["note 7 of 2"])[0]
+        lazy, eager = VectorIndex(), VectorIndex()
+        assert await eager.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, "t2")  # threads at once
+        assert lazy.feed("a", emb.name).threads == "none"
+        assert await lazy.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, None) == await eager.search(
+            memory.run, "a", emb.name, emb.dim, q, 5, -1.0, None
+        )
+        entry = lazy._entries[("a", emb.name)]
+        assert entry.unthreaded and not entry.code_of
+        assert lazy.feed("a", emb.name, "t2").threads == "all"
+        for thread in ("t2", "t0", "missing"):
+            want = await eager.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, thread)
+            assert await lazy.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, thread) == want
+        assert not entry.unthreaded and lazy.feed("a", emb.name).threads == "new"
+
+        await memory.append_messages(resource_id="a", thread_id="t3", messages=[Message.user("note 7 of 2")])
+        await memory.flush()
+        for thread in ("t3", "t2", None):
+            want = await eager.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, thread)
+            assert await lazy.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, thread) == want
+        assert (await lazy.search(memory.run, "a", emb.name, emb.dim, q, 1, -1.0, "t3"))[0][1] == pytest.approx(1.0)
