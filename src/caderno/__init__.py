@@ -24,7 +24,7 @@ if typing.TYPE_CHECKING:
     from .memory.adapters.notebook_files import Notebook
     from .memory.adapters.sync import SyncMemory, connect_sync
     from .memory.engines.get_context import ContextParts
-    from .memory.engines.recall import RecallQuery, Recalled
+    from .memory.engines.recall import Recalled, RecallQuery
     from .memory.facade import AgentMemory, Memory
     from .stores.base import Store
     from .stores.memory import InMemoryStore
