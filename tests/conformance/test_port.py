@@ -21,6 +21,9 @@ from caderno.core.errors import Conflict, UsageError
 from caderno.memory.engines.importance import EMBEDDED_ROLES
 from caderno.stores import ops
 
+#: One xdist worker runs the module, in order: ``test_every_operation_ran`` reads what the others ran.
+pytestmark = pytest.mark.xdist_group("port")
+
 R, T = "casa", "t1"
 RAN: set[type[Any]] = set()
 
@@ -425,6 +428,16 @@ async def test_item_vector_operations(memory: caderno.Memory) -> None:
         (("docs", "ana"), "k1", t0, 2, one + two)
     ]
     assert [v.key for v in under_ana] == ["k1"] and other_model == []
+    # Ranked: k1's best text matches (one + two: the dot products 1 and 0); k2 has no vectors.
+    best, too_few, filtered, elsewhere = await run(
+        memory,
+        ops.RankItems(resource_id=R, prefix=("docs",), model="m", query=(0.0, 1.0), k=1),
+        ops.RankItems(resource_id=R, prefix=("docs",), model="m", query=(1.0, 0.0), k=2),
+        ops.RankItems(resource_id=R, prefix=(), model="m", query=(1.0, 0.0), k=1, where=((("t",), "$eq", "dog"),)),
+        ops.RankItems(resource_id=R, prefix=("docs", "bob"), model="m", query=(1.0, 0.0), k=1),
+    )
+    assert [(it.key, it.value, score) for it, score in best] == [("k1", {"t": "cat"}, 1.0)]
+    assert [it.key for it, _ in too_few] == ["k1"] and filtered == [] and elsewhere == []
     # The new value's job is due; a failure is recorded and retried later, not now.
     (again,) = await run(memory, ops.ClaimItemEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
     assert [(j.key, j.texts, j.updated_at) for j in again] == [("k2", ("sun",), b2.updated_at)]

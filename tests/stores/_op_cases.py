@@ -89,10 +89,15 @@ async def open_scene(url: str) -> AsyncIterator[Scene]:
                 _learn("cat"),
                 ops.AllowPrefix(resource_id=R, prefix="git status", now=NOW),
                 ops.PutItem(item=item, embed=("cat",)),
+                ops.PutItem(item=dataclasses.replace(item, key="v", value={"t": "cat", "n": 2}), embed=("cat",)),
                 ops.CreateKey(key=ApiKey(id="k1", name="app", resources=(R,), created_at=NOW), token_hash="h"),
                 ops.LogConsolidation(resource_id=R, thread_id=T, step="summary", outcome="ok", detail="", now=NOW),
             ]
         )
+        # Item "v" has vectors (what RankItems ranks); "k"'s job stays due (lease 0).
+        (item_jobs,) = await store.batch([ops.ClaimItemEmbeddings(limit=10, lease_seconds=0, now=NOW)])
+        ranked = next(j for j in item_jobs if j.key == "v")
+        await store.batch([ops.FinishItemEmbeddings(model="m", dim=3, done=((ranked, VECTOR),), failed=(), now=NOW)])
         yield Scene(store, stored, task, item, await memory.export_resource(resource_id=R))
     finally:
         await memory.close()
@@ -252,6 +257,11 @@ def cases(scene: Scene) -> list[ops.Op[Any]]:
         ops.FinishItemEmbeddings(model="m", dim=3, done=((one_job, VECTOR),), failed=(), now=NOW),
         ops.ReadItemVectors(resource_id=R, prefix=(), model="m"),
         ops.ReadItemVectors(resource_id=R, prefix=(), model="m", where=((("t",), "$eq", "dog"),)),
+        ops.RankItems(resource_id=R, prefix=(), model="m", query=(1.0, 0.0, 0.0), k=1),
+        ops.RankItems(
+            resource_id=R, prefix=("docs",), model="m", query=(1.0, 0.0, 0.0), k=1, where=((("n",), "$gt", 1),)
+        ),
+        ops.SearchItems(resource_id=R, prefix=(), limit=1),
         # notebook and turn leases
         ops.EditNotebook(resource_id=R, target="memory", edit=lambda entries, version: [*entries, "nota"], now=NOW),
         ops.ReadNotebook(resource_id=R),

@@ -27,9 +27,11 @@ most recently updated items first (as LangGraph's PostgreSQL and SQLite
 stores do), where ``InMemoryStore`` keeps insertion order; and only
 namespaces that hold an item are listed. TTLs are not supported.
 
-**Filters run in the database** (``json_extract`` on SQLite, ``jsonb`` on
-PostgreSQL; values and keys are bound parameters, never SQL text), which
-also cuts the page (order, offset, limit) of a search without a query. A
+**Filters run in the database** (``json_extract`` on SQLite; on PostgreSQL
+``jsonb`` operators on the document parsed once, when written; values and
+keys are bound parameters, never SQL text), which also cuts the page
+(order, offset, limit) of a search without a query, looking for it among
+the newest items first. A
 comparison (``$gt`` ...) takes a number and matches fields that are numbers
 (or booleans), where ``InMemoryStore`` would convert a numeric string and
 raise on anything else. Conditions the database is not given (a list, an
@@ -45,11 +47,12 @@ transaction, and caderno's background embedding worker (``memory.indexer``,
 the one that embeds messages, in this process or any other on the same
 database) computes and stores them, so they survive restarts. A new put
 replaces the item's job or vectors, so a vector never scores a newer value.
-A ranked search reads the filtered items' stored vectors, ranks them in
-process, and then reads only the items up to the page's end, checking each
-against the version its vectors describe; when one changed meanwhile, when
-fewer items are scored than the page needs, or in a batch that also writes,
-it reads items and vectors whole in one snapshot instead. An item whose
+A ranked search is ranked by the store (``RankItems``: the filtered items'
+vectors scored where they are read), which then reads only the items up to
+the page's end, each checked against the version its vectors describe; when
+one changed meanwhile, when fewer items are scored than the page needs, or
+in a batch that also writes, it reads items and vectors whole in one
+snapshot instead. An item whose
 vectors are not there yet (or were made by another model) is still
 returned, without a score, after the scored ones.
 The write never waits for, nor fails on, the embedder; ``flush()`` waits
@@ -63,7 +66,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +74,7 @@ from ..core.clock import utcnow
 from ..core.errors import MissingExtra, UsageError
 from ..core.records import Item as CadernoItem
 from ..stores import ops as port
+from ..stores.capabilities.item_vectors import best_scores
 
 try:
     from langgraph.store.base import (
@@ -179,9 +183,10 @@ class CadernoStore(BaseStore):
             _check(op)
         queries = {op.query for op in batch if isinstance(op, SearchOp) and op.query} if self.index_config else set()
         read_only = not any(isinstance(op, PutOp) for op in batch)
-        # Ranked searches of a read-only batch whose filter the database takes whole: their vectors
-        # first, the items of the page after (``_rank_first``); any other search reads its items too.
-        ranked_first: dict[int, port.ReadItemVectors] = {}
+        # Ranked searches of a read-only batch whose filter the database takes whole: ranked in the
+        # store first, the items of the page read after (``_rank_first``); any other search reads its
+        # items and their vectors in the batch.
+        ranked_first: dict[int, SearchOp] = {}
         reads: list[port.Op[Any]] = []
         # batch index -> (index of its read, index of its item-vector read or None)
         slots: dict[int, tuple[int, int | None]] = {}
@@ -192,9 +197,7 @@ class CadernoStore(BaseStore):
                 ranked = op.query in queries
                 where, rest = _split_filter(op.filter or {})
                 if ranked and read_only and not rest:
-                    ranked_first[i] = self._vectors_read(op, where)
-                    reads.append(ranked_first[i])
-                    slots[i] = (len(reads) - 1, len(reads) - 1)
+                    ranked_first[i] = op
                     continue
                 # The database filters; it cuts the page too unless ranking or a condition it
                 # cannot take (lists, whole objects, non-number comparisons) comes after.
@@ -242,13 +245,10 @@ class CadernoStore(BaseStore):
 
         results: list[Result] = [None] * len(batch)
         if ranked_first:
-            first = {i: (cast(SearchOp, batch[i]), done[slots[i][0]]) for i in ranked_first}
-            for i, page in (await self._rank_first(first, query_vectors)).items():
+            for i, page in (await self._rank_first(ranked_first, query_vectors)).items():
                 results[i] = page
         for i, (at, vectors_at) in slots.items():
             op, raw = batch[i], done[at]
-            if i in ranked_first:
-                continue
             if isinstance(op, GetOp):
                 results[i] = _to_item(raw) if raw is not None else None
             elif isinstance(op, SearchOp):
@@ -275,61 +275,48 @@ class CadernoStore(BaseStore):
         )
 
     async def _rank_first(
-        self, searches: dict[int, tuple[SearchOp, list[port.ItemVectors]]], query_vectors: dict[str, Any]
+        self, searches: dict[int, SearchOp], query_vectors: dict[str, Any]
     ) -> dict[int, list[SearchItem]]:
-        """Ranked searches from their vectors alone, then only the items up to the page's end.
+        """Ranked searches ranked in the store (``RankItems``): only the items up to each page's end read.
 
-        Reading every filtered item to rank a few cost most of a search (2,000
-        items: ~18 ms of ~30, ``bench/langgraph_store.py``). The vectors say
-        which items make the page; one batch then reads those items. The page
-        is the one the whole read would give, or the search is read whole
-        (``_search``, one snapshot) when it might not be: an item changed or
-        went since its vectors were read, a vector older than its item (the
-        item counts as unscored), or fewer scored items than the page's end
-        (unscored items fill it, in recency order).
+        The page is the one the whole read would give, or the search is read
+        whole (``_search``, one snapshot) when it might not be: an item
+        changed or went while it was ranked, or fewer items are scored than
+        the page's end (unscored items fill it, in recency order).
         """
-        wanted: dict[int, list[tuple[port.ItemVectors, float]]] = {}
+        ranks: dict[int, port.RankItems] = {}
         again: list[int] = []
-        for i, (op, stored) in searches.items():
+        for i, op in searches.items():
             qvec = query_vectors.get(op.query or "")
-            end = op.offset + op.limit
-            usable = [v for v in stored if qvec is not None and v.vectors and v.dim == qvec.shape[-1]]
-            if qvec is None or end == 0 or len(usable) < end:
+            if qvec is None or op.offset + op.limit == 0:
                 again.append(i)
                 continue
-            # Recency order first (the order ties keep, as ``SearchItems`` gives items), then the best score.
-            usable.sort(key=lambda v: (".".join(v.namespace), v.key))
-            usable.sort(key=lambda v: v.updated_at, reverse=True)
-            best = _best_scores(usable, qvec)
-            order = np.argsort(-best, kind="stable")[:end].tolist()
-            wanted[i] = [(usable[j], float(best[j])) for j in order]
-        gets = [
-            port.GetItem(resource_id=self.resource_id, namespace=v.namespace, key=v.key)
-            for i in wanted
-            for v, _ in wanted[i]
-        ]
-        found = await self.memory.batch(gets) if gets else []
+            where, _ = _split_filter(op.filter or {})
+            ranks[i] = port.RankItems(
+                resource_id=self.resource_id,
+                prefix=op.namespace_prefix,
+                model=self.memory.embedder.name,
+                query=tuple(qvec.tolist()),
+                k=op.offset + op.limit,
+                where=where,
+            )
         pages: dict[int, list[SearchItem]] = {}
-        at = 0
-        for i, hits in wanted.items():
-            op = searches[i][0]
-            items = found[at : at + len(hits)]
-            at += len(hits)
-            if all(it is not None and it.updated_at == v.updated_at for it, (v, _) in zip(items, hits, strict=True)):
-                page = [_to_item(it, SearchItem, score) for it, (_, score) in zip(items, hits, strict=True)]
-                pages[i] = page[op.offset :]
-            else:
+        done = await self.memory.batch(list(ranks.values())) if ranks else []
+        for (i, rank), hits in zip(ranks.items(), done, strict=True):
+            if len(hits) < rank.k:
                 again.append(i)
+                continue
+            pages[i] = [_to_item(it, SearchItem, score) for it, score in hits[searches[i].offset :]]
         if again:  # the whole read, in one snapshot
             reads: list[port.Op[Any]] = []
             for i in again:
-                op = searches[i][0]
+                op = searches[i]
                 where, _ = _split_filter(op.filter or {})
                 reads.append(port.SearchItems(resource_id=self.resource_id, prefix=op.namespace_prefix, where=where))
                 reads.append(self._vectors_read(op, where))
-            done = await self.memory.batch(reads)
+            whole = await self.memory.batch(reads)
             for n, i in enumerate(again):
-                pages[i] = _search(searches[i][0], done[2 * n], done[2 * n + 1], query_vectors, ranked=True)
+                pages[i] = _search(searches[i], whole[2 * n], whole[2 * n + 1], query_vectors, ranked=True)
         return pages
 
     async def _embed_queries(self, queries: set[str]) -> dict[str, Any]:
@@ -450,21 +437,14 @@ def _search(
             scoreless.append(it)
     kept: list[SearchItem] = []
     if owners:
-        best = _best_scores([vectors[(it.namespace, it.key)] for it in owners], qvec)
+        # The scores ``RankItems`` gives (``best_scores``): a ranked page is a slice of this ranking.
+        best = best_scores([vectors[(it.namespace, it.key)].vectors for it in owners], qvec)
         order = np.argsort(-best, kind="stable")[window]  # ties keep recency order
         kept = [_to_item(owners[i], SearchItem, float(best[i])) for i in order.tolist()]
     # As InMemoryStore: items without a vector fill the page after the scored ones.
     if scoreless and len(kept) < op.limit:
         kept.extend(_to_item(it, SearchItem) for it in scoreless[: op.limit - len(kept)])
     return kept
-
-
-def _best_scores(stored: list[port.ItemVectors], qvec: Any) -> Any:
-    """Each item's score: the best cosine among its texts' vectors (unit vectors: the dot product)."""
-    dim = qvec.shape[-1]
-    starts = np.cumsum([0] + [len(v.vectors) // (4 * dim) for v in stored[:-1]])
-    matrix = np.frombuffer(b"".join(v.vectors for v in stored), dtype=np.float32).reshape(-1, dim)
-    return np.maximum.reduceat(matrix @ qvec, starts)
 
 
 def _to_item(it: CadernoItem, cls: type[Any] = Item, score: float | None = None) -> Any:

@@ -1,4 +1,5 @@
-"""The PostgreSQL plans that differ from SQLite's: append, claims, full text, seq lookups, vector search.
+"""The PostgreSQL plans that differ from SQLite's: append, claims, full text, seq lookups, vector search,
+the LangGraph store's items (filters on jsonb, a put in one statement).
 
 Each is registered on ``POSTGRES`` (or, where it needs the vector extension,
 ``PGVECTOR``) beside its function; every other operation runs its shared
@@ -7,16 +8,19 @@ plan (``Op.plan``).
 
 from __future__ import annotations
 
+import json
+from operator import ge, gt, le, lt
 from typing import Any
 
 from ..core.errors import UsageError
 from ..core.messages import Message
-from ..core.records import ScheduledTask
+from ..core.records import Item, ScheduledTask
 from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT
 from . import ops
 from ._op import DialectPlans
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import Dialect, Plan, Q, UniqueViolation, later
+from .capabilities import item_vectors, items
 from .capabilities.agent_state import fair_claim
 from .capabilities.consolidation import renew_consolidation
 from .capabilities.recall import finish_embeddings
@@ -229,3 +233,128 @@ def search_vectors(d: Dialect, op: ops.SearchVectors) -> Plan[list[tuple[int, fl
 def finish_embeddings_with_vec(d: Dialect, op: ops.FinishEmbeddings) -> Plan[None]:
     """The shared plan, each vector also stored as a pgvector value (what ``search_vectors`` reads)."""
     return (yield from finish_embeddings(d, op, vec=True))
+
+
+# -- items: the parsed document (``doc``, migration 0022) --------------------------------------
+
+
+def _nested(path: tuple[str, ...], leaf: Any) -> str:
+    """``{"a": {"b": leaf}}`` for the path ``("a", "b")``, as JSON text (a ``jsonb`` parameter)."""
+    for key in reversed(path):
+        leaf = {key: leaf}
+    return json.dumps(leaf, ensure_ascii=False)
+
+
+def _arrow(path: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """The field at ``path`` read key by key with ``->`` (NULL past a missing key, a non-object, or into an array)."""
+    return "doc" + " -> ?::text" * len(path), list(path)
+
+
+def _parent_is_object(path: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """The field's parent is an object: the document itself for a top-level key (not NULL: migration 0022)."""
+    if len(path) == 1:
+        return "jsonb_typeof(doc) = 'object'", []
+    return "doc @> ?::jsonb", [_nested(path[:-1], {})]
+
+
+def jsonb_condition(d: Dialect, path: tuple[str, ...], operator: str, operand: Any) -> tuple[str, list[Any]]:
+    """One condition of ``SearchItems.where`` on the parsed document, with the semantics it documents.
+
+    Equality is containment, ``doc @> '{"a": {"b": 1}}'``: it needs every
+    parent to be an object and never takes a key for an array index (as
+    ``#>`` would). A number or boolean also matches its twin (``1`` and
+    ``true``, ``0`` and ``false``: ``True == 1``). A comparison reads the
+    field with ``->`` and takes numbers, and the booleans whose 1 or 0 meets
+    it (decided here: the operand is known). Keys and operands are
+    parameters, inside the JSON of a containment too.
+    """
+    items.check_condition(path, operator, operand)
+    params: list[Any]
+    if operand is None:
+        field, params = _arrow(path)
+        if operator == "$ne":
+            return f"{field} <> 'null'::jsonb", params  # NULL where missing
+        parent, more = _parent_is_object(path)
+        return f"({parent} AND coalesce({field}, 'null'::jsonb) = 'null'::jsonb)", [*more, *params]
+    if operator in ("$eq", "$ne"):
+        equal = [operand]
+        if isinstance(operand, bool):
+            equal.append(int(operand))
+        elif not isinstance(operand, str) and operand in (0, 1):
+            equal.append(bool(operand))
+        sql = " OR ".join(["doc @> ?::jsonb"] * len(equal))
+        params = [_nested(path, value) for value in equal]
+        if operator == "$eq":
+            return f"({sql})", params
+        parent, more = _parent_is_object(path)
+        return f"({parent} AND NOT ({sql}))", [*more, *params]
+    number = int(operand) if isinstance(operand, bool) else operand
+    field, keys = _arrow(path)
+    sql = f"jsonb_typeof({field}) = 'number' AND {field} {items.COMPARE[operator]} ?::jsonb"
+    params = [*keys, *keys, json.dumps(number)]
+    for flag, as_number in (("true", 1), ("false", 0)):
+        if _COMPARISONS[operator](as_number, number):
+            sql += f" OR {field} = '{flag}'::jsonb"
+            params += keys
+    return f"({sql})", params
+
+
+_COMPARISONS = {"$gt": gt, "$gte": ge, "$lt": lt, "$lte": le}
+
+
+@POSTGRES.plan_of(ops.SearchItems)
+def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
+    """The shared plan, its filter on ``doc`` (``jsonb_condition``)."""
+    return (yield from items.search_items(d, op, jsonb_condition))
+
+
+@POSTGRES.plan_of(ops.ReadItemVectors)
+def read_item_vectors(d: Dialect, op: ops.ReadItemVectors) -> Plan[list[ops.ItemVectors]]:
+    """The shared plan, its filter on ``doc`` (``jsonb_condition``)."""
+    return (yield from item_vectors.read_item_vectors(d, op, jsonb_condition))
+
+
+@POSTGRES.plan_of(ops.RankItems)
+def rank_items(d: Dialect, op: ops.RankItems) -> Plan[list[tuple[Item, float]]]:
+    """The shared plan, its filter on ``doc`` (``jsonb_condition``)."""
+    return (yield from item_vectors.rank_items(d, op, jsonb_condition))
+
+
+_ITEM_UPSERT = (
+    "INSERT INTO items (resource_id, namespace, key, value, doc, created_at, updated_at) "
+    "SELECT ?, ?, ?, v, v::jsonb, ?, ? FROM (SELECT ?::text AS v) AS written "
+    "ON CONFLICT (resource_id, namespace, key) "
+    "DO UPDATE SET value = excluded.value, doc = excluded.doc, updated_at = excluded.updated_at RETURNING 1"
+)
+
+
+@POSTGRES.plan_of(ops.PutItem)
+def put_item(d: Dialect, op: ops.PutItem) -> Plan[None]:
+    """One statement (run alone, no BEGIN/COMMIT): the upsert of the item, its text parsed into ``doc``
+    once, and of its embedding job — replaced, so its old vectors go — or, without texts, the job's deletion.
+
+    The item's row is written first (the job's statement reads the CTE that
+    writes it), so a put locks the item and then its job, as a deletion's
+    cascade does.
+    """
+    it = op.item
+    assert it.updated_at is not None
+    key = (it.resource_id, items.path_text(it.namespace), it.key)
+    written = (*key, d.ts(it.updated_at), d.ts(it.updated_at), items.document(it.value))
+    if not op.embed:
+        yield Q(
+            f"WITH written AS ({_ITEM_UPSERT}) DELETE FROM item_embeddings WHERE {items.ITEM_KEY} "
+            "AND EXISTS (SELECT FROM written)",
+            (*written, *key),
+            "none",
+        )
+        return
+    yield Q(
+        f"WITH written AS ({_ITEM_UPSERT}) "
+        "INSERT INTO item_embeddings (resource_id, namespace, key, updated_at, texts, not_before) "
+        "SELECT ?, ?, ?, ?, ?, ? FROM written ON CONFLICT (resource_id, namespace, key) DO UPDATE SET "
+        "updated_at = excluded.updated_at, texts = excluded.texts, model = NULL, dim = NULL, vectors = NULL, "
+        "attempts = 0, error = NULL, not_before = excluded.not_before",
+        (*written, *items.job_params(d, it.resource_id, it.namespace, it.key, it.updated_at, op.embed)),
+        "none",
+    )

@@ -666,6 +666,38 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
         """
         ],
     ),
+    (
+        # Each item's document parsed once, when written: the store's filters
+        # read ``doc`` (jsonb operators) instead of parsing ``value`` per row and
+        # per search. ``value`` stays the text that was written, so a read
+        # returns the document exactly as put (key order, 1e16 as a float).
+        # A document jsonb refuses (NaN, a \u0000 escape: an older caderno
+        # stored them) keeps a NULL ``doc``, and no filter matches it.
+        # items_recent: a page of a search walks the newest items first.
+        "0022_item_documents",
+        [
+            """
+        ALTER TABLE items ADD COLUMN doc jsonb;
+        CREATE INDEX items_recent ON items (resource_id, updated_at DESC, namespace, key);
+        DO $$
+        BEGIN
+            UPDATE items SET doc = value::jsonb;
+        EXCEPTION WHEN data_exception THEN
+            DECLARE r record;
+            BEGIN
+                FOR r IN SELECT resource_id, namespace, key FROM items LOOP
+                    BEGIN
+                        UPDATE items SET doc = value::jsonb
+                        WHERE resource_id = r.resource_id AND namespace = r.namespace AND key = r.key;
+                    EXCEPTION WHEN data_exception THEN
+                        NULL;
+                    END;
+                END LOOP;
+            END;
+        END $$;
+        """
+        ],
+    ),
 ]
 
 

@@ -76,9 +76,9 @@ class Dialect:
     """Lock rows, passing over those another transaction holds: ``FOR UPDATE SKIP LOCKED`` on
     PostgreSQL; none on SQLite (one writer)."""
     json_doc: str = "value"
-    """An items row's ``value`` as the JSON document ``json_field`` reads (``doc``), and how the
-    statement's CTE keeps it: parsed once per row on PostgreSQL (``MATERIALIZED``, where a
-    ``jsonb`` cast per condition would parse the text again each time), inlined on SQLite."""
+    """An items row's JSON document as ``json_field`` reads it (``doc``), and how the statement's
+    CTE keeps it: the text ``value`` on SQLite, the ``doc`` column PostgreSQL parsed when the item
+    was written (migration 0022); inlined on both."""
     json_cte: str = "NOT MATERIALIZED"
     json_field: Callable[[str], str] = lambda kind: "NULL"
     """SQL reading one field of the JSON ``doc`` (``json_doc``) at the path bound to each of its ``?``

@@ -1,4 +1,4 @@
-"""The SQLite plans that differ from PostgreSQL's: append, claims, full text, seq lookups.
+"""The SQLite plans that differ from PostgreSQL's: append, claims, full text, seq lookups, a page of items.
 
 Each is registered on ``SQLITE`` beside its function (``@SQLITE.plan_of``);
 every other operation runs its shared plan (``Op.plan``).
@@ -11,7 +11,7 @@ from typing import Any
 
 from ..core.errors import UsageError
 from ..core.messages import Message
-from ..core.records import ScheduledTask
+from ..core.records import Item, ScheduledTask
 from ..core.text import CONTEXT_COLUMN_WEIGHT, DATE_COLUMN_WEIGHT, stems
 from . import ops
 from ._op import DialectPlans
@@ -27,6 +27,7 @@ from ._sql import (
     later,
     marks,
 )
+from .capabilities import items
 from .capabilities.agent_state import fair_claim
 from .capabilities.consolidation import renew_consolidation
 
@@ -250,3 +251,27 @@ def claim_consolidation(d: Dialect, op: ops.ClaimConsolidation) -> Plan[bool]:
 def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTask]]:
     # The single writer serialises claims: two workers never take one slot.
     return (yield from fair_claim(d, op))
+
+
+@SQLITE.plan_of(ops.SearchItems)
+def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
+    """A page in two statements (``items.page_queries``): the walk of the most recent items, and only
+    when it falls short the read of every item, off the primary key.
+
+    Each is one read, so the page is one snapshot's. SQLite would run the
+    read of every item inside the one statement of the shared plan too (a
+    scalar subquery is not a constant that skips a loop), and, with no
+    ``ORDER BY`` it could read off ``items_recent`` (``+updated_at``), it
+    picks the primary key: the resource's range, or the prefix's.
+    """
+    items.check_window(op)
+    if op.limit is None:
+        return (yield from items.search_items(d, op))
+    walk, walked, every, everything = items.page_queries(d, op, items.json_condition)
+    rows = yield Q(walk, walked)
+    if len(rows) == op.offset + op.limit:
+        return items.items_of(op.resource_id, rows[op.offset :])
+    rows = yield Q(
+        f"{every} ORDER BY +updated_at DESC, namespace, key LIMIT ? OFFSET ?", [*everything, op.limit, op.offset]
+    )
+    return items.items_of(op.resource_id, rows)

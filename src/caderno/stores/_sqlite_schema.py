@@ -569,6 +569,12 @@ MIGRATIONS: list[_migrate.Migration] = [
             "CREATE INDEX sparse_terms_seq ON sparse_terms (resource_id, seq)",
         ],
     ),
+    (
+        # A page of a LangGraph store search walks the newest items first (PostgreSQL's
+        # 0022 also keeps each document parsed; here filters read the text).
+        "0022_item_documents",
+        ["CREATE INDEX items_recent ON items (resource_id, updated_at DESC, namespace, key)"],
+    ),
 ]
 
 

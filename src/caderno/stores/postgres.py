@@ -151,9 +151,9 @@ DIALECT = Dialect(
     key_share=" FOR KEY SHARE",
     # Item embedding workers lock their rows without ever waiting on another transaction.
     skip_locked=" FOR UPDATE SKIP LOCKED",
-    # items.value is JSON text: parsed into jsonb once per row, a field read at a text[] path.
-    json_doc="value::jsonb",
-    json_cte="MATERIALIZED",
+    # items.doc is the document parsed when written (migration 0022), a field read at a text[] path.
+    # The item plans (_postgres_plans) write their own conditions on it; these serve the shared ones.
+    json_doc="doc",
     json_field=lambda kind: {
         "kind": "jsonb_typeof(doc #> ?)",
         "string": "CASE WHEN jsonb_typeof(doc #> ?) = 'string' THEN doc #>> ? END",

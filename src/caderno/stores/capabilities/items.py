@@ -1,19 +1,24 @@
 """Items (``ITEMS``): JSON documents under namespace paths, the LangGraph store.
 
 A put queues the texts to embed for ``item_vectors`` in the same transaction.
+A document is stored as the JSON text written (``value``, read back as is);
+PostgreSQL also keeps it parsed (``doc``, jsonb, migration 0022), which its
+filters read (``_postgres_plans.jsonb_condition``), where SQLite reads the
+text with its JSON functions (``json_condition``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ...core.clock import from_iso
 from ...core.errors import UsageError
-from ...core.messages import canonical_json
 from ...core.records import Item
 from .._op import Op, operations_in, plan_of
 from .._rows import dumps, loads
@@ -27,7 +32,7 @@ def path_text(namespace: tuple[str, ...]) -> str:
     return ".".join(namespace)
 
 
-def _item_from_row(resource_id: str, row: Any) -> Item:
+def item_from_row(resource_id: str, row: Any) -> Item:
     # Per row of every search: no import or closure per call.
     created, updated = row[3], row[4]
     return Item(
@@ -38,6 +43,35 @@ def _item_from_row(resource_id: str, row: Any) -> Item:
         created_at=from_iso(created) if isinstance(created, str) else created,
         updated_at=from_iso(updated) if isinstance(updated, str) else updated,
     )
+
+
+def document(value: Any) -> str:
+    """The JSON text stored for an item's value: sorted keys, no spaces (as ``canonical_json``).
+
+    Raises:
+        UsageError: the value is not JSON both databases can read: a NaN or
+            infinite number, or a NUL character (PostgreSQL's jsonb takes
+            neither).
+    """
+    try:
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=False
+        )
+    except ValueError as exc:
+        raise UsageError(f"an item's value must be JSON: {exc}") from None
+    if "\\u0000" in text and _has_nul(value):
+        raise UsageError("an item's value contains a NUL character (\\x00), which caderno does not store")
+    return text
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 #: ``not_before`` of a job due at once: bound explicitly (the two databases
@@ -64,12 +98,20 @@ class PutItem(Op[None]):
     (``ClaimItemEmbeddings``). A put replaces the item's queued job or
     stored vectors, so a vector never describes an older value; with no
     texts the item has none.
+
+    Raises:
+        UsageError: the value is not JSON both databases read (``document``).
     """
 
     writes: ClassVar[bool] = True
-    queues_work: ClassVar[bool] = True
+    one_statement: ClassVar[bool] = True  # on PostgreSQL (``_postgres_plans.put_item``)
     item: Item
     embed: tuple[str, ...] = ()
+
+    @property
+    def queues_work(self) -> bool:  # type: ignore[override]
+        """Only a put with texts queues work: one without wakes no worker (on the class: it may)."""
+        return bool(self.embed)
 
 
 @plan_of(PutItem)
@@ -80,7 +122,7 @@ def put_item(d: Dialect, op: PutItem) -> Plan[None]:
     yield Q(
         "INSERT INTO items (resource_id, namespace, key, value, created_at, updated_at) VALUES (?,?,?,?,?,?) "
         "ON CONFLICT (resource_id, namespace, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-        (*key, canonical_json(it.value), d.ts(it.updated_at), d.ts(it.updated_at)),
+        (*key, document(it.value), d.ts(it.updated_at), d.ts(it.updated_at)),
         "none",
     )
     # The old job or vectors describe the old value: the new value starts over.
@@ -127,7 +169,7 @@ def get_item(d: Dialect, op: GetItem) -> Plan[Item | None]:
         (op.resource_id, path_text(op.namespace), op.key),
         "one",
     )
-    return _item_from_row(op.resource_id, row) if row else None
+    return item_from_row(op.resource_id, row) if row else None
 
 
 _NAME = re.compile(r'[^"\\\x00-\x1f]+')
@@ -193,8 +235,18 @@ def under(prefix: tuple[str, ...]) -> tuple[Any, ...]:
     return (path, path, len(path) + 1, path + ".")
 
 
+#: One condition of ``SearchItems.where`` as SQL on the document ``doc`` of an items row:
+#: ``(sql, params)`` of ``(path, operator, operand)``. Each dialect's plans pass theirs.
+Condition = Callable[[Dialect, tuple[str, ...], str, Any], "tuple[str, list[Any]]"]
+
 #: LangGraph's comparison operators in SQL; ``$ne`` is ``$eq`` negated.
-_COMPARE = {"$eq": "=", "$ne": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+COMPARE = {"$eq": "=", "$ne": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def check_condition(path: tuple[str, ...], operator: str, operand: Any) -> None:
+    """Raise ``UsageError`` for a condition ``SearchItems.where`` does not take (``SearchItems.takes``)."""
+    if not SearchItems.takes(path, operator, operand):
+        raise UsageError(f"unsupported item filter condition on {list(path)!r}: {operator} {type(operand).__name__}")
 
 
 def _field(d: Dialect, kind: str, path: tuple[str, ...]) -> tuple[str, list[Any]]:
@@ -202,17 +254,19 @@ def _field(d: Dialect, kind: str, path: tuple[str, ...]) -> tuple[str, list[Any]
     return sql, [d.json_path(path)] * sql.count("?")
 
 
-def _condition(d: Dialect, path: tuple[str, ...], operator: str, operand: Any) -> tuple[str, list[Any]]:
-    """One condition of ``SearchItems.where`` in SQL: the operand is a parameter, the path too."""
-    if not SearchItems.takes(path, operator, operand):
-        raise UsageError(f"unsupported item filter condition on {list(path)!r}: {operator} {type(operand).__name__}")
+def json_condition(d: Dialect, path: tuple[str, ...], operator: str, operand: Any) -> tuple[str, list[Any]]:
+    """One condition of ``SearchItems.where`` read with the dialect's JSON functions (``Dialect.json_field``).
+
+    The operand is a parameter, the path too.
+    """
+    check_condition(path, operator, operand)
     if operand is None:
         kind, params = _field(d, "kind", path)
         sql = f"coalesce({kind}, 'null') {'=' if operator == '$eq' else '<>'} 'null'"
     else:
         field, params = _field(d, "string" if isinstance(operand, str) else "number", path)
         bound = operand if isinstance(operand, str | float) else int(operand)
-        sql, params = f"coalesce({field} {_COMPARE[operator]} ?, FALSE)", [*params, bound]
+        sql, params = f"coalesce({field} {COMPARE[operator]} ?, FALSE)", [*params, bound]
         if operator == "$ne":
             sql = f"NOT {sql}"
     if len(path) > 1 and (operator == "$ne" or operand is None):
@@ -223,14 +277,14 @@ def _condition(d: Dialect, path: tuple[str, ...], operator: str, operand: Any) -
 
 
 def filtered(
-    d: Dialect, resource_id: str, prefix: tuple[str, ...], where: Any
+    d: Dialect, resource_id: str, prefix: tuple[str, ...], where: Any, condition: Condition = json_condition
 ) -> tuple[str, str, list[Any], list[Any]]:
     """The items under ``prefix`` as the CTE ``i``, and ``where`` (``SearchItems.where``) on them.
 
-    Returns the ``WITH`` clause, the conditions (SQL on ``i.doc``) and the parameters of each.
+    Returns the ``WITH`` clause, the conditions (SQL on ``i.doc``: ``Dialect.json_doc``) and the
+    parameters of each.
     """
-    # The conditions read the document of each row under the prefix, parsed once (json_doc).
-    conditions = [_condition(d, path, operator, operand) for path, operator, operand in where]
+    conditions = [condition(d, path, operator, operand) for path, operator, operand in where]
     cte = (
         f"WITH i AS {d.json_cte} (SELECT namespace, key, value, created_at, updated_at, {d.json_doc} AS doc "
         f"FROM items WHERE resource_id = ? AND {UNDER})"
@@ -243,25 +297,75 @@ def filtered(
     )
 
 
-@plan_of(SearchItems)
-def search_items(d: Dialect, op: SearchItems) -> Plan[list[Item]]:
+#: The columns of an ``Item`` (``item_from_row``), and the order ``SearchItems`` gives.
+ITEM_COLUMNS = "namespace, key, value, created_at, updated_at"
+RECENT_FIRST = "ORDER BY updated_at DESC, namespace, key"
+
+#: A page (``SearchItems`` with a ``limit``) is first looked for among the resource's most recent
+#: items, read newest first off ``items_recent`` (migration 0022): ``WALK_PER_ROW`` of them per
+#: row up to the page's end, at least ``WALK_MIN``. When they hold the page (a broad prefix and
+#: filter) the search reads no other; otherwise every item under the prefix is read and sorted.
+WALK_MIN = 256
+WALK_PER_ROW = 8
+
+
+def check_window(op: SearchItems) -> None:
     if op.offset < 0 or (op.limit is not None and op.limit < 0):
         raise UsageError(f"limit and offset must not be negative: {op.limit}, {op.offset}")
-    columns = "namespace, key, value, created_at, updated_at"
-    sql = f"SELECT {columns} FROM items WHERE resource_id = ? AND {UNDER}"
-    params = [op.resource_id, *under(op.prefix)]
-    if op.where:
-        cte, kept, at, of = filtered(d, op.resource_id, op.prefix, op.where)
-        sql, params = f"{cte} SELECT {columns} FROM i WHERE {kept}", [*at, *of]
-    if op.limit is not None:
-        sql += " ORDER BY updated_at DESC, namespace, key LIMIT ? OFFSET ?"
-        params += [op.limit, op.offset]
-    else:
-        sql += " ORDER BY updated_at DESC, namespace, key"
-    rows = yield Q(sql, params)
-    if op.limit is None and op.offset:
-        rows = rows[op.offset :]
-    return [_item_from_row(op.resource_id, r) for r in rows]
+
+
+def page_queries(d: Dialect, op: SearchItems, condition: Condition) -> tuple[str, list[Any], str, list[Any]]:
+    """The two reads of a page of ``op`` (``limit`` given): the walk, and the read of every item.
+
+    Returns the walk (the first ``offset + limit`` matches among the most
+    recent items, in order) and its parameters, and the read of every item
+    under the prefix that meets ``where`` (unordered: its caller orders and
+    cuts it) and its parameters. When the walk gives fewer rows than
+    ``offset + limit``, the page is in the second.
+    """
+    assert op.limit is not None
+    conditions = [condition(d, path, operator, operand) for path, operator, operand in op.where]
+    kept = " AND ".join([UNDER, *(c for c, _ in conditions)])
+    kept_params = [*under(op.prefix), *(p for _, more in conditions for p in more)]
+    rows = f"SELECT {ITEM_COLUMNS}, {d.json_doc} AS doc FROM items WHERE resource_id = ?"
+    end = op.offset + op.limit
+    return (
+        f"SELECT {ITEM_COLUMNS} FROM ({rows} {RECENT_FIRST} LIMIT ?) AS recent WHERE {kept} {RECENT_FIRST} LIMIT ?",
+        [op.resource_id, max(WALK_MIN, WALK_PER_ROW * end), *kept_params, end],
+        f"SELECT {ITEM_COLUMNS} FROM ({rows}) AS every WHERE {kept}",
+        [op.resource_id, *kept_params],
+    )
+
+
+@plan_of(SearchItems)
+def search_items(d: Dialect, op: SearchItems, condition: Condition = json_condition) -> Plan[list[Item]]:
+    """The shared plan, in one statement; ``condition`` writes each condition of ``where``.
+
+    A page is the walk of ``page_queries`` when it finds the page, else the
+    read of every item: both in the statement, the second gated on the
+    first's count (a one-time filter: PostgreSQL runs it only when needed).
+    """
+    check_window(op)
+    if op.limit is None:
+        sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE resource_id = ? AND {UNDER}"
+        params = [op.resource_id, *under(op.prefix)]
+        if op.where:
+            cte, kept, at, of = filtered(d, op.resource_id, op.prefix, op.where, condition)
+            sql, params = f"{cte} SELECT {ITEM_COLUMNS} FROM i WHERE {kept}", [*at, *of]
+        rows = yield Q(f"{sql} {RECENT_FIRST}", params)
+        return items_of(op.resource_id, rows[op.offset :])
+    walk, walked, every, everything = page_queries(d, op, condition)
+    end = op.offset + op.limit
+    rows = yield Q(
+        f"WITH walk AS ({walk}) SELECT {ITEM_COLUMNS} FROM walk WHERE (SELECT count(*) FROM walk) = ? "
+        f"UNION ALL {every} AND (SELECT count(*) FROM walk) < ? {RECENT_FIRST} LIMIT ? OFFSET ?",
+        [*walked, end, *everything, end, op.limit, op.offset],
+    )
+    return items_of(op.resource_id, rows)
+
+
+def items_of(resource_id: str, rows: Any) -> list[Item]:
+    return [item_from_row(resource_id, r) for r in rows]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -296,19 +400,27 @@ def export_items(d: Dialect, resource_id: str) -> Plan[dict[str, Any]]:
 
 def import_items(d: Dialect, resource_id: str, dump: dict[str, Any]) -> Plan[None]:
     """Restore the export section of ``export_items``; their texts are queued for new vectors."""
-    yield Q(
-        "INSERT INTO items (resource_id, namespace, key, value, created_at, updated_at) VALUES (?,?,?,?,?,?)",
-        [
+    # PostgreSQL keeps each document parsed as well (``doc``, migration 0022).
+    parsed = d.name == "postgresql"
+    rows = []
+    for it in dump["items"]:
+        text = document(it["value"])
+        rows.append(
             (
                 resource_id,
                 path_text(tuple(it["namespace"])),
                 it["key"],
-                canonical_json(it["value"]),
+                text,
+                *((text,) if parsed else ()),
                 d.ts(from_iso(it["created_at"])),
                 d.ts(from_iso(it["updated_at"])),
             )
-            for it in dump["items"]
-        ],
+        )
+    columns, values = ("value, doc", "?, ?::jsonb") if parsed else ("value", "?")
+    yield Q(
+        f"INSERT INTO items (resource_id, namespace, key, {columns}, created_at, updated_at) "
+        f"VALUES (?, ?, ?, {values}, ?, ?)",
+        rows,
         "many",
     )
     # Vectors are not exported (they are derived): the items' texts are queued again.
