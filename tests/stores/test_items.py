@@ -9,6 +9,7 @@ The differential tests against LangGraph's own store are in
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import sqlite3
@@ -258,15 +259,41 @@ def test_sqlite_0022_gives_a_page_of_items_an_index_to_walk(tmp_path: Path) -> N
             )
             return found
 
-    import asyncio
-
     assert [it.key for it in asyncio.run(open_and_search())] == ["k"]
+    page = items.page_of(
+        sqlite.DIALECT, ops.SearchItems(resource_id=R, prefix=("docs",), limit=1), items.json_condition
+    )
     conn = sqlite3.connect(path)
     try:
-        walk, walked, _, _ = items.page_queries(
-            sqlite.DIALECT, ops.SearchItems(resource_id=R, prefix=(), limit=1), items.json_condition
+        walk, every = (
+            " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+            for sql, params in (page.walk, (f"{page.every[0]} ORDER BY +updated_at DESC", page.every[1]))
         )
-        plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {walk}", walked))
     finally:
         conn.close()
-    assert "USING INDEX items_recent" in plan
+    assert "USING INDEX items_recent" in walk
+    # The prefix's items: the namespace itself, and the range of those under it.
+    assert "PRIMARY KEY (resource_id=? AND namespace>? AND namespace<?)" in every
+
+
+@pytest.mark.postgres
+def test_postgres_reads_the_items_under_a_prefix_off_an_index() -> None:
+    import psycopg
+
+    with pg_schema() as url:
+        base, schema = url.split("?schema=")
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            postgres_migrated_up_to(conn, "0022_item_documents")
+            conn.execute(
+                "INSERT INTO items SELECT %s, 'ns' || (i %% 100), 'k' || i, '{}', now(), now(), '{}' "
+                "FROM generate_series(1, 20000) AS i",
+                (R,),
+            )
+            conn.execute("ANALYZE items")
+            page = items.page_of(
+                postgres.DIALECT, ops.SearchItems(resource_id=R, prefix=("ns7",), limit=1), items.json_condition
+            )
+            every, params = page.every
+            plan = " ".join(row[0] for row in conn.execute(f"EXPLAIN {to_pyformat(every)}", params))
+    assert "items_namespace" in plan and "Seq Scan" not in plan

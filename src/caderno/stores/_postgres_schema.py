@@ -674,11 +674,14 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
         # A document jsonb refuses (NaN, a \u0000 escape: an older caderno
         # stored them) keeps a NULL ``doc``, and no filter matches it.
         # items_recent: a page of a search walks the newest items first.
+        # items_namespace: the namespaces under a prefix are a range of it,
+        # compared byte by byte (in a language's collation they are not).
         "0022_item_documents",
         [
             """
         ALTER TABLE items ADD COLUMN doc jsonb;
         CREATE INDEX items_recent ON items (resource_id, updated_at DESC, namespace, key);
+        CREATE INDEX items_namespace ON items (resource_id, namespace COLLATE "C");
         DO $$
         BEGIN
             UPDATE items SET doc = value::jsonb;

@@ -255,23 +255,27 @@ def claim_due_tasks(d: Dialect, op: ops.ClaimDueTasks) -> Plan[list[ScheduledTas
 
 @SQLITE.plan_of(ops.SearchItems)
 def search_items(d: Dialect, op: ops.SearchItems) -> Plan[list[Item]]:
-    """A page in two statements (``items.page_queries``): the walk of the most recent items, and only
-    when it falls short the read of every item, off the primary key.
+    """A page in a statement for each read of ``items.Page`` it takes: the count of the prefix's items,
+    the walk of the newest when there are many, the read of every item when there are few or the walk
+    falls short.
 
-    Each is one read, so the page is one snapshot's. SQLite would run the
-    read of every item inside the one statement of the shared plan too (a
-    scalar subquery is not a constant that skips a loop), and, with no
-    ``ORDER BY`` it could read off ``items_recent`` (``+updated_at``), it
-    picks the primary key: the resource's range, or the prefix's.
+    Each result is one read's, so the page is one snapshot's. (In the one
+    statement of the shared plan SQLite would run every part: a scalar
+    subquery is no constant that skips a loop.) The read of every item is
+    kept off ``items_recent`` (``+updated_at``): it reads the prefix's range
+    of the primary key.
     """
     items.check_window(op)
     if op.limit is None:
         return (yield from items.search_items(d, op))
-    walk, walked, every, everything = items.page_queries(d, op, items.json_condition)
-    rows = yield Q(walk, walked)
-    if len(rows) == op.offset + op.limit:
-        return items.items_of(op.resource_id, rows[op.offset :])
+    page = items.page_of(d, op, items.json_condition)
+    ((held,),) = yield Q(*page.probe)
+    if held == page.size:
+        rows = yield Q(*page.walk)
+        if len(rows) == op.offset + op.limit:
+            return items.items_of(op.resource_id, rows[op.offset :])
+    every, params = page.every
     rows = yield Q(
-        f"{every} ORDER BY +updated_at DESC, namespace, key LIMIT ? OFFSET ?", [*everything, op.limit, op.offset]
+        f"{every} ORDER BY +updated_at DESC, namespace, key LIMIT ? OFFSET ?", [*params, op.limit, op.offset]
     )
     return items.items_of(op.resource_id, rows)

@@ -21,7 +21,6 @@ from .items import (
     DUE_AT_ONCE,
     ITEM_COLUMNS,
     ITEM_KEY,
-    UNDER,
     Condition,
     filtered,
     item_from_row,
@@ -209,10 +208,11 @@ def read_item_vectors(
             [*at, op.resource_id, op.model, *of],
         )
     else:
+        within, prefix = under(d, op.prefix)
         rows = yield Q(
             "SELECT namespace, key, updated_at, dim, vectors FROM item_embeddings WHERE resource_id = ? AND model = ? "
-            f"AND vectors IS NOT NULL AND {UNDER} ORDER BY namespace, key",
-            (op.resource_id, op.model, *under(op.prefix)),
+            f"AND vectors IS NOT NULL AND {within} ORDER BY namespace, key",
+            (op.resource_id, op.model, *prefix),
         )
     return [
         ItemVectors(namespace=tuple(r[0].split(".")), key=r[1], updated_at=_when(r[2]), dim=r[3], vectors=bytes(r[4]))
@@ -267,9 +267,10 @@ def rank_items(d: Dialect, op: RankItems, condition: Condition = json_condition)
             [*at, op.resource_id, op.model, dim, *of],
         )
     else:
+        within, prefix = under(d, op.prefix)
         rows = yield Q(
-            f"SELECT {columns} FROM item_embeddings e WHERE {scored} AND {UNDER}",
-            (op.resource_id, op.model, dim, *under(op.prefix)),
+            f"SELECT {columns} FROM item_embeddings e WHERE {scored} AND {within}",
+            (op.resource_id, op.model, dim, *prefix),
         )
     rows = [r for r in rows if r[3]]
     if not rows:

@@ -225,14 +225,25 @@ class SearchItems(Op[list[Item]]):
         return operator in ("$eq", "$ne") and (operand is None or isinstance(operand, str))
 
 
-#: A namespace under a prefix of whole labels: the path itself, or the path followed by '.'.
-UNDER = "(? = '' OR namespace = ? OR substr(namespace, 1, ?) = ?)"
+def under(d: Dialect, prefix: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """The namespaces under a prefix of whole labels, as SQL and its parameters: the path itself, or
+    the path followed by '.'.
 
-
-def under(prefix: tuple[str, ...]) -> tuple[Any, ...]:
-    """The parameters of ``UNDER``."""
+    Written as a range of the column, which an index reads: the texts from
+    the path up to the path followed by '/' (the character after '.'),
+    then, among those, the path itself or those past "path." (which start
+    with it). PostgreSQL compares the range byte by byte (``COLLATE "C"``,
+    the collation of ``items_namespace``, migration 0022): in a language's
+    collation a range of text is not the texts that start with a prefix.
+    """
+    if not prefix:
+        return "TRUE", []
     path = path_text(prefix)
-    return (path, path, len(path) + 1, path + ".")
+    ordered = 'namespace COLLATE "C"' if d.name == "postgresql" else "namespace"
+    return (
+        f"{ordered} >= ? AND {ordered} < ? AND (namespace = ? OR {ordered} > ?)",
+        [path, path + "/", path, path + "."],
+    )
 
 
 #: One condition of ``SearchItems.where`` as SQL on the document ``doc`` of an items row:
@@ -285,14 +296,15 @@ def filtered(
     parameters of each.
     """
     conditions = [condition(d, path, operator, operand) for path, operator, operand in where]
+    within, params = under(d, prefix)
     cte = (
         f"WITH i AS {d.json_cte} (SELECT namespace, key, value, created_at, updated_at, {d.json_doc} AS doc "
-        f"FROM items WHERE resource_id = ? AND {UNDER})"
+        f"FROM items WHERE resource_id = ? AND {within})"
     )
     return (
         cte,
         " AND ".join(c for c, _ in conditions),
-        [resource_id, *under(prefix)],
+        [resource_id, *params],
         [p for _, more in conditions for p in more],
     )
 
@@ -301,10 +313,12 @@ def filtered(
 ITEM_COLUMNS = "namespace, key, value, created_at, updated_at"
 RECENT_FIRST = "ORDER BY updated_at DESC, namespace, key"
 
-#: A page (``SearchItems`` with a ``limit``) is first looked for among the resource's most recent
-#: items, read newest first off ``items_recent`` (migration 0022): ``WALK_PER_ROW`` of them per
-#: row up to the page's end, at least ``WALK_MIN``. When they hold the page (a broad prefix and
-#: filter) the search reads no other; otherwise every item under the prefix is read and sorted.
+#: A page (``SearchItems`` with a ``limit``) of a prefix that holds many items is first looked for
+#: among the resource's most recent items, read newest first off ``items_recent`` (migration
+#: 0022): ``WALK_PER_ROW`` of them per row up to the page's end, at least ``WALK_MIN``. When they
+#: hold the page (a broad filter) no other item is read. A prefix that holds fewer items than a
+#: walk reads (``Page.probe``), or a walk that falls short, reads every item under the prefix off
+#: its range of namespaces, and sorts those.
 WALK_MIN = 256
 WALK_PER_ROW = 8
 
@@ -314,26 +328,41 @@ def check_window(op: SearchItems) -> None:
         raise UsageError(f"limit and offset must not be negative: {op.limit}, {op.offset}")
 
 
-def page_queries(d: Dialect, op: SearchItems, condition: Condition) -> tuple[str, list[Any], str, list[Any]]:
-    """The two reads of a page of ``op`` (``limit`` given): the walk, and the read of every item.
+@dataclass(frozen=True, slots=True)
+class Page:
+    """The reads of a page of a search (``SearchItems`` with a ``limit``), each SQL and its parameters."""
 
-    Returns the walk (the first ``offset + limit`` matches among the most
-    recent items, in order) and its parameters, and the read of every item
-    under the prefix that meets ``where`` (unordered: its caller orders and
-    cuts it) and its parameters. When the walk gives fewer rows than
-    ``offset + limit``, the page is in the second.
-    """
+    size: int
+    """How many items the walk reads: when the prefix holds fewer, it reads them all instead."""
+    probe: tuple[str, list[Any]]
+    """How many items the prefix holds, counted up to ``size``."""
+    walk: tuple[str, list[Any]]
+    """The first ``offset + limit`` matches among the ``size`` newest items of the resource, in order."""
+    every: tuple[str, list[Any]]
+    """Every item under the prefix that meets ``where``, unordered (its caller orders and cuts it)."""
+
+
+def page_of(d: Dialect, op: SearchItems, condition: Condition) -> Page:
+    """The reads of a page of ``op`` (``limit`` given); ``condition`` writes each condition of ``where``."""
     assert op.limit is not None
     conditions = [condition(d, path, operator, operand) for path, operator, operand in op.where]
-    kept = " AND ".join([UNDER, *(c for c, _ in conditions)])
-    kept_params = [*under(op.prefix), *(p for _, more in conditions for p in more)]
+    within, prefix = under(d, op.prefix)
+    kept = " AND ".join([within, *(c for c, _ in conditions)])
+    kept_params = [*prefix, *(p for _, more in conditions for p in more)]
     rows = f"SELECT {ITEM_COLUMNS}, {d.json_doc} AS doc FROM items WHERE resource_id = ?"
     end = op.offset + op.limit
-    return (
-        f"SELECT {ITEM_COLUMNS} FROM ({rows} {RECENT_FIRST} LIMIT ?) AS recent WHERE {kept} {RECENT_FIRST} LIMIT ?",
-        [op.resource_id, max(WALK_MIN, WALK_PER_ROW * end), *kept_params, end],
-        f"SELECT {ITEM_COLUMNS} FROM ({rows}) AS every WHERE {kept}",
-        [op.resource_id, *kept_params],
+    size = max(WALK_MIN, WALK_PER_ROW * end)
+    return Page(
+        size,
+        (
+            f"SELECT count(*) FROM (SELECT 1 FROM items WHERE resource_id = ? AND {within} LIMIT ?) AS p",
+            [op.resource_id, *prefix, size],
+        ),
+        (
+            f"SELECT {ITEM_COLUMNS} FROM ({rows} {RECENT_FIRST} LIMIT ?) AS recent WHERE {kept} {RECENT_FIRST} LIMIT ?",
+            [op.resource_id, size, *kept_params, end],
+        ),
+        (f"SELECT {ITEM_COLUMNS} FROM ({rows}) AS every WHERE {kept}", [op.resource_id, *kept_params]),
     )
 
 
@@ -341,25 +370,31 @@ def page_queries(d: Dialect, op: SearchItems, condition: Condition) -> tuple[str
 def search_items(d: Dialect, op: SearchItems, condition: Condition = json_condition) -> Plan[list[Item]]:
     """The shared plan, in one statement; ``condition`` writes each condition of ``where``.
 
-    A page is the walk of ``page_queries`` when it finds the page, else the
-    read of every item: both in the statement, the second gated on the
-    first's count (a one-time filter: PostgreSQL runs it only when needed).
+    A page (``Page``) is the walk when the prefix holds at least a walk's
+    items and the walk finds the page, else the read of every item: all in
+    the statement, each part gated on the counts before it (one-time
+    filters: PostgreSQL runs a part only when its gate lets it).
     """
     check_window(op)
     if op.limit is None:
-        sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE resource_id = ? AND {UNDER}"
-        params = [op.resource_id, *under(op.prefix)]
+        within, prefix = under(d, op.prefix)
+        sql, params = f"SELECT {ITEM_COLUMNS} FROM items WHERE resource_id = ? AND {within}", [op.resource_id, *prefix]
         if op.where:
             cte, kept, at, of = filtered(d, op.resource_id, op.prefix, op.where, condition)
             sql, params = f"{cte} SELECT {ITEM_COLUMNS} FROM i WHERE {kept}", [*at, *of]
         rows = yield Q(f"{sql} {RECENT_FIRST}", params)
         return items_of(op.resource_id, rows[op.offset :])
-    walk, walked, every, everything = page_queries(d, op, condition)
+    page = page_of(d, op, condition)
     end = op.offset + op.limit
+    (probe, probed), (walk, walked), (every, everything) = page.probe, page.walk, page.every
+    # A gate reads a count only when the one before it does not settle it (OR and AND stop early),
+    # so the walk runs only for a prefix of many items.
     rows = yield Q(
-        f"WITH walk AS ({walk}) SELECT {ITEM_COLUMNS} FROM walk WHERE (SELECT count(*) FROM walk) = ? "
-        f"UNION ALL {every} AND (SELECT count(*) FROM walk) < ? {RECENT_FIRST} LIMIT ? OFFSET ?",
-        [*walked, end, *everything, end, op.limit, op.offset],
+        f"WITH probe AS ({probe}), walk AS ({walk}) "
+        f"SELECT {ITEM_COLUMNS} FROM walk WHERE (SELECT * FROM probe) = ? AND (SELECT count(*) FROM walk) = ? "
+        f"UNION ALL {every} AND ((SELECT * FROM probe) < ? OR (SELECT count(*) FROM walk) < ?) "
+        f"{RECENT_FIRST} LIMIT ? OFFSET ?",
+        [*probed, *walked, page.size, end, *everything, page.size, end, op.limit, op.offset],
     )
     return items_of(op.resource_id, rows)
 
