@@ -1,18 +1,22 @@
 """LangGraph store benchmark: caderno's ``CadernoStore`` vs LangGraph's own database stores.
 
-Same data in every store: ITEMS items under ``("bench", "u0".."u9")``, each
-``{"text": three words, "n": 0..99, "tag": a..d, "lang": en/pt}``. Workloads,
+Same data in every store: --items items spread over --namespaces namespaces
+``("bench", "u0".."u<N-1>")``, each ``{"text": three words, "n": 0..99,
+"tag": a..d, "lang": en/pt}``. Workloads,
 timed per call and run in interleaved blocks (caderno, peer, caderno, peer, …,
 the first of each pair alternating), median of the blocks' means:
 
 * filter search: ``asearch(("bench",), filter={"tag": …, "n": {"$gte": …}},
-  limit=10, offset=0..20)``, the filter and page in the database;
+  limit=10, offset=0..20)``, the filter and page in the database; and the
+  same under one namespace ``("bench", "u<k>")`` in turn;
 * semantic search: ``asearch(("bench",), query=…, limit=10)``, and with
   ``filter={"tag": …}`` (a quarter of the items); both stores embed with
   caderno's ``HashingEmbedder`` (the same vectors, no model cost),
   caderno's vectors computed by its background worker before timing, the
   peer's at put time into sqlite-vec;
-* puts (PostgreSQL): ``aput`` of a new value to one of the items.
+* gets: ``aget`` of one of the items;
+* puts: ``aput`` of a new value to one of the items (no index on either
+  store, so no embedding in the timing).
 
 Peers: ``AsyncSqliteStore`` (package ``langgraph-checkpoint-sqlite``; for
 the semantic rows with sqlite-vec, on pysqlite3's SQLite where the
@@ -22,7 +26,11 @@ database on 127.0.0.1:5432), fresh schemas dropped after the run; its rows
 are skipped with a line if unreachable. Semantic search on PostgreSQL is not
 measured (the peer needs pgvector on the server).
 
-Run:  .venv/bin/python bench/langgraph_store.py [--items 2000 --blocks 12 --calls 40]
+The table's last column is the peer's time over caderno's: above 1, caderno
+is faster.
+
+Run:  .venv/bin/python bench/langgraph_store.py [--items 2000 --namespaces 50 --blocks 12 --calls 40]
+      [--only sqlite|postgres]
 """
 
 from __future__ import annotations
@@ -67,11 +75,11 @@ WORDS = [
 TAGS = "abcd"
 
 
-def items(n: int) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+def items(n: int, namespaces: int) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
     rng = random.Random(7)
     return [
         (
-            ("bench", f"u{i % 10}"),
+            ("bench", f"u{i % namespaces}"),
             f"k{i}",
             {
                 "text": " ".join(rng.choices(WORDS, k=3)),
@@ -96,10 +104,16 @@ async def load(store: Any, data: list[tuple[tuple[str, ...], str, dict[str, Any]
 Call = Callable[[int], Awaitable[Any]]
 
 
-def filter_search(store: Any) -> Call:
-    return lambda i: store.asearch(
-        ("bench",), filter={"tag": TAGS[i % 4], "n": {"$gte": 10 * (i % 9)}}, limit=10, offset=10 * (i % 3)
-    )
+def filter_search(store: Any, namespaces: int | None = None) -> Call:
+    """Under ``("bench",)`` (every item), or with ``namespaces`` under one of them in turn."""
+
+    def search(i: int) -> Awaitable[Any]:
+        prefix = ("bench",) if namespaces is None else ("bench", f"u{(7 * i) % namespaces}")
+        return store.asearch(
+            prefix, filter={"tag": TAGS[i % 4], "n": {"$gte": 10 * (i % 9)}}, limit=10, offset=10 * (i % 3)
+        )
+
+    return search
 
 
 def semantic_search(store: Any, *, filtered: bool) -> Call:
@@ -109,6 +123,14 @@ def semantic_search(store: Any, *, filtered: bool) -> Call:
         filter={"tag": TAGS[i % 4]} if filtered else None,
         limit=10,
     )
+
+
+def gets(store: Any, data: list[tuple[tuple[str, ...], str, dict[str, Any]]]) -> Call:
+    def get(i: int) -> Awaitable[Any]:
+        ns, key, _ = data[(i * 7919) % len(data)]
+        return store.aget(ns, key)
+
+    return get
 
 
 def puts(store: Any, data: list[tuple[tuple[str, ...], str, dict[str, Any]]]) -> Call:
@@ -140,7 +162,7 @@ def row(rows: list[tuple[str, float, float]], label: str, pair: tuple[float, flo
 async def sqlite_rows(args: argparse.Namespace, tmp: Path, rows: list[tuple[str, float, float]]) -> None:
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-    data = items(args.items)
+    data = items(args.items, args.namespaces)
     async with AsyncExitStack() as stack:
         memory = await stack.enter_async_context(caderno.connect(f"sqlite:///{tmp / 'caderno.db'}", embedder=EMBEDDER))
         ours = CadernoStore(memory, resource_id="bench", index={"fields": ["text"]})
@@ -151,18 +173,24 @@ async def sqlite_rows(args: argparse.Namespace, tmp: Path, rows: list[tuple[str,
         await ours.flush()
         pair = await interleaved(filter_search(ours), filter_search(theirs), args.blocks, args.calls)
         row(rows, "SQLite filter search", pair)
+        one = args.namespaces
+        pair = await interleaved(filter_search(ours, one), filter_search(theirs, one), args.blocks, args.calls)
+        row(rows, "SQLite filter search, one namespace", pair)
+        row(rows, "SQLite get", await interleaved(gets(ours, data), gets(theirs, data), args.blocks, args.calls))
         vec = await vector_peer(stack, tmp / "peer-vec.db")
-        if vec is None:
-            return
-        await load(vec, data)
-        for filtered, label in ((False, "SQLite semantic search"), (True, "SQLite semantic search + filter")):
-            pair = await interleaved(
-                semantic_search(ours, filtered=filtered),
-                semantic_search(vec, filtered=filtered),
-                args.blocks,
-                args.calls,
-            )
-            row(rows, label, pair)
+        if vec is not None:
+            await load(vec, data)
+            for filtered, label in ((False, "SQLite semantic search"), (True, "SQLite semantic search + filter")):
+                pair = await interleaved(
+                    semantic_search(ours, filtered=filtered),
+                    semantic_search(vec, filtered=filtered),
+                    args.blocks,
+                    args.calls,
+                )
+                row(rows, label, pair)
+        # Last: a put replaces the item's vectors. Neither store embeds here (no index).
+        plain = CadernoStore(memory, resource_id="bench")
+        row(rows, "SQLite put", await interleaved(puts(plain, data), puts(theirs, data), args.blocks, args.calls))
 
 
 async def vector_peer(stack: AsyncExitStack, path: Path) -> Any:
@@ -196,7 +224,7 @@ async def postgres_rows(args: argparse.Namespace, rows: list[tuple[str, float, f
     peer_schema = pg_schema_url(args.pg)
     if ours_schema is None or peer_schema is None:
         return
-    data = items(args.items)
+    data = items(args.items, args.namespaces)
     try:
         async with AsyncExitStack() as stack:
             memory = await stack.enter_async_context(caderno.connect(ours_schema[0], embedder=None))
@@ -210,6 +238,12 @@ async def postgres_rows(args: argparse.Namespace, rows: list[tuple[str, float, f
             await load(theirs, data)
             pair = await interleaved(filter_search(ours), filter_search(theirs), args.blocks, args.calls)
             row(rows, "PostgreSQL filter search", pair)
+            one = args.namespaces
+            pair = await interleaved(filter_search(ours, one), filter_search(theirs, one), args.blocks, args.calls)
+            row(rows, "PostgreSQL filter search, one namespace", pair)
+            row(
+                rows, "PostgreSQL get", await interleaved(gets(ours, data), gets(theirs, data), args.blocks, args.calls)
+            )
             row(
                 rows, "PostgreSQL put", await interleaved(puts(ours, data), puts(theirs, data), args.blocks, args.calls)
             )
@@ -221,20 +255,27 @@ async def postgres_rows(args: argparse.Namespace, rows: list[tuple[str, float, f
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--items", type=int, default=2000)
+    ap.add_argument("--namespaces", type=int, default=50, help="namespaces the items are spread over")
     ap.add_argument("--blocks", type=int, default=12, help="interleaved blocks per contender")
     ap.add_argument("--calls", type=int, default=40, help="calls per block")
     ap.add_argument("--pg", default="postgresql://caderno@127.0.0.1:5432/caderno_test")
+    ap.add_argument("--only", choices=["sqlite", "postgres"], help="one backend's rows")
     args = ap.parse_args()
     rows: list[tuple[str, float, float]] = []
-    print(f"{args.items} items, {args.blocks} interleaved blocks of {args.calls} calls each", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        await sqlite_rows(args, Path(tmp), rows)
-    await postgres_rows(args, rows)
+    print(
+        f"{args.items} items in {args.namespaces} namespaces, {args.blocks} interleaved blocks of {args.calls} calls each",
+        flush=True,
+    )
+    if args.only != "postgres":
+        with tempfile.TemporaryDirectory() as tmp:
+            await sqlite_rows(args, Path(tmp), rows)
+    if args.only != "sqlite":
+        await postgres_rows(args, rows)
     print()
-    print("| workload | CadernoStore | LangGraph's store | caderno / peer |")
+    print("| workload | CadernoStore | LangGraph's store | speed vs peer (peer time / caderno time) |")
     print("|---|---:|---:|---:|")
     for label, ours, theirs in rows:
-        print(f"| {label} | {ours:.2f} ms | {theirs:.2f} ms | {ours / theirs:.2f}× |")
+        print(f"| {label} | {ours:.2f} ms | {theirs:.2f} ms | {theirs / ours:.2f}× |")
 
 
 if __name__ == "__main__":
