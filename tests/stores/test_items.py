@@ -277,13 +277,17 @@ def test_sqlite_0022_gives_a_page_of_items_an_index_to_walk(tmp_path: Path) -> N
 
 
 @pytest.mark.postgres
-def test_postgres_reads_the_items_under_a_prefix_off_an_index() -> None:
+def test_postgres_reads_the_items_under_a_prefix_off_its_primary_key_whatever_the_collation() -> None:
     import psycopg
 
     with pg_schema() as url:
         base, schema = url.split("?schema=")
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'SET search_path TO "{schema}"')
+            postgres_migrated_up_to(conn, "0021_sparse_terms")
+            # As on a database whose default collation is a language's (where "a-c" sorts between
+            # "a.b" and "a.c", say): 0022 makes namespaces compare byte by byte.
+            conn.execute('ALTER TABLE items ALTER COLUMN namespace TYPE text COLLATE "en-US-x-icu"')
             postgres_migrated_up_to(conn, "0022_item_documents")
             conn.execute(
                 "INSERT INTO items SELECT %s, 'ns' || (i %% 100), 'k' || i, '{}', now(), now(), '{}' "
@@ -296,4 +300,29 @@ def test_postgres_reads_the_items_under_a_prefix_off_an_index() -> None:
             )
             every, params = page.every
             plan = " ".join(row[0] for row in conn.execute(f"EXPLAIN {to_pyformat(every)}", params))
-    assert "items_namespace" in plan and "Seq Scan" not in plan
+    assert "items_pkey" in plan and "Seq Scan" not in plan
+
+
+#: Namespaces around "a" in byte order and in a language's: only whole labels are under a prefix.
+SPACES = [("a",), ("a", "b"), ("a", "b", "c"), ("a-c",), ("a!",), ("a/x",), ("ab",), ("aé",), ("a", "é"), ("b",)]
+
+
+async def test_a_prefix_holds_its_whole_labels_only(memory: caderno.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(items, "WALK_MIN", 2)  # pages found by walks, by the prefix's range, and past walks
+    monkeypatch.setattr(items, "WALK_PER_ROW", 1)
+    await memory.batch([ops.PutItem(item=_item(ns, "k", {"i": i}, i)) for i, ns in enumerate(SPACES)])
+    want = {
+        (): SPACES,
+        ("a",): [("a",), ("a", "b"), ("a", "b", "c"), ("a", "é")],
+        ("a", "b"): [("a", "b"), ("a", "b", "c")],
+        ("a-c",): [("a-c",)],
+        ("a", "z"): [],
+    }
+    for prefix, spaces in want.items():
+        newest_first = sorted(spaces, key=SPACES.index, reverse=True)
+        for window in ({}, {"limit": 1}, {"limit": 2, "offset": 1}, {"limit": 10}):
+            (found,) = await memory.batch([ops.SearchItems(resource_id=R, prefix=prefix, **window)])
+            cut = slice(window.get("offset", 0), window.get("offset", 0) + window.get("limit", 100))
+            assert [it.namespace for it in found] == newest_first[cut], (prefix, window)
+        ranked = dataclasses.replace(RANK, prefix=prefix, k=len(SPACES))
+        assert {it.namespace for it, _ in (await memory.batch([ranked]))[0]} <= set(spaces)

@@ -42,7 +42,7 @@ FROZEN = {
     "0019_embedding_codes": ("898f9690d4ca7b14", "02eff82b2d4de208"),
     "0020_lease_tokens": ("e2e06e5147132454", "4c700da0eb1e42cc"),
     "0021_sparse_terms": ("39949d6f00501c27", "aac1eded003857c0"),
-    "0022_item_documents": ("04691b1b852bfd2e", "90f8f30be7861b4e"),
+    "0022_item_documents": ("04691b1b852bfd2e", "dbdafeb05d8bdfdb"),
 }
 
 

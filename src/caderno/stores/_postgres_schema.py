@@ -673,15 +673,19 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
         # returns the document exactly as put (key order, 1e16 as a float).
         # A document jsonb refuses (NaN, a \u0000 escape: an older caderno
         # stored them) keeps a NULL ``doc``, and no filter matches it.
-        # items_recent: a page of a search walks the newest items first.
-        # items_namespace: the namespaces under a prefix are a range of it,
-        # compared byte by byte (in a language's collation they are not).
+        # Namespaces and keys compare byte by byte (collation "C", as on
+        # SQLite): the namespaces under a prefix are a range of the primary
+        # key (in a language's collation they are not), and items sort alike
+        # on both databases. items_recent: a page of a search walks the
+        # newest items first.
         "0022_item_documents",
         [
             """
         ALTER TABLE items ADD COLUMN doc jsonb;
+        ALTER TABLE items ALTER COLUMN namespace TYPE text COLLATE "C", ALTER COLUMN key TYPE text COLLATE "C";
+        ALTER TABLE item_embeddings
+            ALTER COLUMN namespace TYPE text COLLATE "C", ALTER COLUMN key TYPE text COLLATE "C";
         CREATE INDEX items_recent ON items (resource_id, updated_at DESC, namespace, key);
-        CREATE INDEX items_namespace ON items (resource_id, namespace COLLATE "C");
         DO $$
         BEGIN
             UPDATE items SET doc = value::jsonb;

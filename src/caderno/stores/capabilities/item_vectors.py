@@ -208,7 +208,7 @@ def read_item_vectors(
             [*at, op.resource_id, op.model, *of],
         )
     else:
-        within, prefix = under(d, op.prefix)
+        within, prefix = under(op.prefix)
         rows = yield Q(
             "SELECT namespace, key, updated_at, dim, vectors FROM item_embeddings WHERE resource_id = ? AND model = ? "
             f"AND vectors IS NOT NULL AND {within} ORDER BY namespace, key",
@@ -267,7 +267,7 @@ def rank_items(d: Dialect, op: RankItems, condition: Condition = json_condition)
             [*at, op.resource_id, op.model, dim, *of],
         )
     else:
-        within, prefix = under(d, op.prefix)
+        within, prefix = under(op.prefix)
         rows = yield Q(
             f"SELECT {columns} FROM item_embeddings e WHERE {scored} AND {within}",
             (op.resource_id, op.model, dim, *prefix),

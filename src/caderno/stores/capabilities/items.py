@@ -225,25 +225,20 @@ class SearchItems(Op[list[Item]]):
         return operator in ("$eq", "$ne") and (operand is None or isinstance(operand, str))
 
 
-def under(d: Dialect, prefix: tuple[str, ...]) -> tuple[str, list[Any]]:
+def under(prefix: tuple[str, ...]) -> tuple[str, list[Any]]:
     """The namespaces under a prefix of whole labels, as SQL and its parameters: the path itself, or
     the path followed by '.'.
 
-    Written as a range of the column, which an index reads: the texts from
-    the path up to the path followed by '/' (the character after '.'),
-    then, among those, the path itself or those past "path." (which start
-    with it). PostgreSQL compares the range byte by byte (``COLLATE "C"``,
-    the collation of ``items_namespace``, migration 0022): in a language's
-    collation a range of text is not the texts that start with a prefix.
+    Written as a range of the primary key: the texts from the path up to
+    the path followed by '/' (the character after '.'), then, among those,
+    the path itself or those past "path." (which start with it). Namespaces
+    compare byte by byte on both databases (PostgreSQL: collation "C",
+    migration 0022).
     """
     if not prefix:
         return "TRUE", []
     path = path_text(prefix)
-    ordered = 'namespace COLLATE "C"' if d.name == "postgresql" else "namespace"
-    return (
-        f"{ordered} >= ? AND {ordered} < ? AND (namespace = ? OR {ordered} > ?)",
-        [path, path + "/", path, path + "."],
-    )
+    return "namespace >= ? AND namespace < ? AND (namespace = ? OR namespace > ?)", [path, path + "/", path, path + "."]
 
 
 #: One condition of ``SearchItems.where`` as SQL on the document ``doc`` of an items row:
@@ -296,7 +291,7 @@ def filtered(
     parameters of each.
     """
     conditions = [condition(d, path, operator, operand) for path, operator, operand in where]
-    within, params = under(d, prefix)
+    within, params = under(prefix)
     cte = (
         f"WITH i AS {d.json_cte} (SELECT namespace, key, value, created_at, updated_at, {d.json_doc} AS doc "
         f"FROM items WHERE resource_id = ? AND {within})"
@@ -346,7 +341,7 @@ def page_of(d: Dialect, op: SearchItems, condition: Condition) -> Page:
     """The reads of a page of ``op`` (``limit`` given); ``condition`` writes each condition of ``where``."""
     assert op.limit is not None
     conditions = [condition(d, path, operator, operand) for path, operator, operand in op.where]
-    within, prefix = under(d, op.prefix)
+    within, prefix = under(op.prefix)
     kept = " AND ".join([within, *(c for c, _ in conditions)])
     kept_params = [*prefix, *(p for _, more in conditions for p in more)]
     rows = f"SELECT {ITEM_COLUMNS}, {d.json_doc} AS doc FROM items WHERE resource_id = ?"
@@ -377,7 +372,7 @@ def search_items(d: Dialect, op: SearchItems, condition: Condition = json_condit
     """
     check_window(op)
     if op.limit is None:
-        within, prefix = under(d, op.prefix)
+        within, prefix = under(op.prefix)
         sql, params = f"SELECT {ITEM_COLUMNS} FROM items WHERE resource_id = ? AND {within}", [op.resource_id, *prefix]
         if op.where:
             cte, kept, at, of = filtered(d, op.resource_id, op.prefix, op.where, condition)
