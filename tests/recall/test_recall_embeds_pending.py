@@ -102,7 +102,7 @@ async def test_a_recall_waits_for_a_batch_another_worker_holds_and_embeds_it_onc
 
         async def finish_later() -> None:
             await asyncio.sleep(0.3)  # the other worker's embedding time; the outcome holds whichever finishes first
-            await other.indexer._finish_messages([job], other.indexer._embed_messages([job]))
+            await other.indexer._finish_messages([job], await other.indexer._embed_messages([job]))
 
         finishing = asyncio.create_task(finish_later())
         hits = await memory.recall(resource_id="u", query="hiking Alps")

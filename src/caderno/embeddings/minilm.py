@@ -146,12 +146,15 @@ class ChunkedRuns:
     """Runs chunks of similar-length texts side by side, one core each, on a per-process pool.
 
     The embedders of this package share it: ``_threads`` and ``_lock`` are
-    set by their ``__init__``.
+    set by their ``__init__``. A thread inherits its creator's CPU priority,
+    so there is one pool per priority of the threads that call: the
+    background lane's chunks (``caderno.embeddings.batcher.EMBED_NICE``)
+    stay as low as it is, and a query's never run at that priority.
     """
 
     _threads: int
     _lock: threading.Lock
-    _pool: ThreadPoolExecutor | None = None
+    _pools: dict[int, ThreadPoolExecutor] | None = None
     _pool_pid = 0
 
     def _run_chunks(self, lengths: list[int], budget: int, run: Callable[[list[int]], R]) -> Iterable[R]:
@@ -162,12 +165,22 @@ class ChunkedRuns:
         return self._executor().map(run, chunks)
 
     def _executor(self) -> ThreadPoolExecutor:
-        # Made per process: a pool inherited through fork has no threads.
+        """The pool for the calling thread's priority, made per process: a pool inherited through fork has no threads."""
+        nice = _nice()
         with self._lock:
-            if self._pool is None or self._pool_pid != os.getpid():
-                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="caderno-embed")
-                self._pool_pid = os.getpid()
-            return self._pool
+            if self._pools is None or self._pool_pid != os.getpid():
+                self._pools, self._pool_pid = {}, os.getpid()
+            if nice not in self._pools:
+                self._pools[nice] = ThreadPoolExecutor(self._threads, thread_name_prefix="caderno-embed")
+            return self._pools[nice]
+
+
+def _nice() -> int:
+    """The calling thread's nice value (Linux keeps one per thread), 0 where it cannot be read."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except (AttributeError, OSError):
+        return 0
 
 
 class MiniLMEmbedder(ChunkedRuns):

@@ -5,7 +5,10 @@ transaction), and so are the texts of LangGraph store items by their put, so
 pending work is durable: a process that exits early leaves it for the next
 one. The worker claims batches with a lease (any number of workers, in any
 number of processes, share the queue), embeds them off the event loop, and
-stores the vectors. A failed text is recorded on its queue row with the
+stores the vectors. Every text goes through the model's one embedding
+service in the process (``caderno.embeddings.batcher``): the worker's in its
+background lane, at a lower CPU priority; a recall's pending messages in its
+urgent lane, in one model call with other recalls' texts and queries. A failed text is recorded on its queue row with the
 error and retried later with exponential backoff; it never blocks or fails
 an append or a put.
 
@@ -21,17 +24,15 @@ LEASE_SECONDS``.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ...core.clock import utcnow
 from ...core.errors import EmbeddingUnavailable, Unsupported
+from ...embeddings.batcher import EMBED_NICE, batcher
 from ...stores import ops
 from ...stores.base import EmbeddingJob, Runner
 from ...stores.ops import ItemEmbeddingJob
@@ -41,7 +42,7 @@ log = logging.getLogger("caderno.memory.engines.indexer")
 
 J = TypeVar("J", EmbeddingJob, ItemEmbeddingJob)
 
-__all__ = ["Indexer"]
+__all__ = ["EMBED_NICE", "Indexer"]
 
 #: A claim holds about this many seconds of embedding (never more than a
 #: quarter of the lease), judged by the seconds per job of the batch before:
@@ -51,8 +52,6 @@ __all__ = ["Indexer"]
 BATCH_SECONDS = 10.0
 #: How many jobs a worker's first claim of each queue takes, before any batch is timed.
 FIRST_BATCH = 32
-#: How much lower than its process the thread that embeds batches runs (``nice``; Linux).
-EMBED_NICE = 10
 #: Seconds between two looks at the queue when nothing woke the worker. It is
 #: how late a worker may notice work queued by a process that cannot wake it
 #: (SQLite has no notices; a notice lost, or a transaction pooler with no
@@ -131,7 +130,6 @@ class Indexer:
         self._stopping = False
         self._loaded = False
         self._per_job: dict[object, float] = {}  # seconds of embedding per job, by queue
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.elsewhere: Callable[[], None] | None = None
         """Set when another process embeds for this one (``caderno serve``'s worker): ``notify`` calls it instead."""
         self.reported: Callable[[str, int, int], None] | None = None
@@ -186,9 +184,10 @@ class Indexer:
         seconds, while they are not past their lease; a job whose embedding
         failed before waits out its backoff and counts as waiting. Even
         should a lease run out mid-batch, a text embedded twice keeps one
-        vector (the finish replaces it). The embedding runs in a thread at
-        the caller's priority: someone waits for it. ``progress(done,
-        total)`` is called after each batch.
+        vector (the finish replaces it). The texts go to the embedding
+        service's urgent lane, at the caller's priority: someone waits for
+        them, and concurrent recalls' texts share its model calls.
+        ``progress(done, total)`` is called after each batch.
 
         Returns how many of the resource's messages still wait for a
         vector (0 when embeddings are off: there is nothing to wait for).
@@ -212,7 +211,7 @@ class Indexer:
                 jobs = await self.run(claim)
                 if not jobs:
                     break
-                await self._finish_messages(jobs, await asyncio.to_thread(self._embed_messages, jobs))
+                await self._finish_messages(jobs, await self._embed_messages(jobs))
                 done += len(jobs)
                 if progress is not None:
                     progress(done, budget)
@@ -233,11 +232,19 @@ class Indexer:
                 handled += await self._items()
             return handled
 
-    def _embed_messages(self, jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
-        """Vectors (with their codes and sparse terms) of the jobs that embedded, and the failures."""
-        done, failed = self._embed_jobs(jobs, lambda j: [j.content])
-        codes = quantize([block[0] for _, block in done]) if done else []
-        terms = self._sparse_terms([j.content for j, _ in done])
+    async def _embed_messages(self, jobs: list[EmbeddingJob], *, urgent: bool = True) -> tuple[list[Any], list[Any]]:
+        """Vectors (with their codes and sparse terms) of the jobs that embedded, and the failures.
+
+        ``urgent``: someone waits (a recall), else the worker's batch (the service's background lane).
+        The vectors and the sparse terms are computed side by side.
+        """
+        texts = [j.content for j in jobs]
+        (done, failed), all_terms = await asyncio.gather(
+            self._embed_jobs(jobs, lambda j: [j.content], urgent=urgent), self._sparse_terms(texts, urgent=urgent)
+        )
+        codes = quantize([block[0] for _, block in done]) if done else []  # ~0.3 ms for 256: on the loop
+        index = {id(j): i for i, j in enumerate(jobs)}
+        terms = [all_terms[index[id(j)]] for j, _ in done]
         return (
             [
                 (j.resource_id, j.seq, block[0].tobytes(), c.tobytes(), t)
@@ -246,16 +253,22 @@ class Indexer:
             [(j.resource_id, j.seq, error, wait) for j, error, wait in failed],
         )
 
-    def _sparse_terms(self, texts: list[str]) -> list[bytes]:
-        """Each text's learned-sparse terms (``b""`` each when there is no sparse encoder, or it failed:
-        the message is still found by its vector and its words, and ``reindex`` computes them again)."""
+    async def _sparse_terms(self, texts: list[str], *, urgent: bool) -> list[bytes]:
+        """Each text's learned-sparse terms (``b""`` when there is no sparse encoder, or it failed on
+        that text: the message is still found by its vector and its words, and ``reindex`` computes
+        them again)."""
         if self.sparse is None or not texts:
             return [b""] * len(texts)
-        try:
-            return list(self.sparse.encode(texts))
-        except Exception as exc:  # noqa: BLE001 - the sparse leg is an extra: its failure never fails an embedding
-            log.warning("sparse encoding failed, the batch is stored without it: %s", _error(exc))
-            return [b""] * len(texts)
+        results = await batcher(self.sparse).each(texts, urgent=urgent)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:  # the sparse leg is an extra: its failure never fails an embedding
+            log.warning(
+                "sparse encoding failed for %d of %d texts, stored without it: %s",
+                len(failed),
+                len(texts),
+                _error(failed[0]),
+            )
+        return [b"" if isinstance(r, BaseException) else r for r in results]
 
     def _finish_op(
         self, *, done: tuple[tuple[str, int, bytes, bytes, bytes], ...], **rest: Any
@@ -279,13 +292,14 @@ class Indexer:
         )
 
     async def _messages(self) -> int:
-        return await self._round(
-            ops.ClaimEmbeddings, self._embed_messages, self._finish_op, name="messages", renew=self._renew
-        )
+        async def embed(jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
+            return await self._embed_messages(jobs, urgent=False)
+
+        return await self._round(ops.ClaimEmbeddings, embed, self._finish_op, name="messages", renew=self._renew)
 
     async def _items(self) -> int:
-        def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:
-            done, failed = self._embed_jobs(jobs, lambda j: list(j.texts))
+        async def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:
+            done, failed = await self._embed_jobs(jobs, lambda j: list(j.texts), urgent=False)
             return [(j, block.tobytes()) for j, block in done], failed  # one row per text, in order
 
         return await self._round(ops.ClaimItemEmbeddings, embed, ops.FinishItemEmbeddings, name="items")
@@ -293,20 +307,21 @@ class Indexer:
     async def _round(
         self,
         claim: Callable[..., ops.Op[Any]],
-        embed: Callable[[Any], tuple[list[Any], list[Any]]],
+        embed: Callable[[Any], Coroutine[Any, Any, tuple[list[Any], list[Any]]]],
         finish: Callable[..., ops.Op[None]],
         *,
         name: str,
         renew: Callable[[list[Any]], Coroutine[Any, Any, None]] | None = None,
     ) -> int:
-        """Claim a batch, embed it off the event loop (``renew`` keeping its lease), store what came of it; how many jobs."""
+        """Claim a batch, embed it in the service's background lane (``renew`` keeping its lease), store what
+        came of it; how many jobs."""
         jobs = await self.run(claim(limit=self.claim_size(claim), lease_seconds=self.lease_seconds, now=utcnow()))
         if not jobs:
             return 0
         started = time.perf_counter()
         renewing = asyncio.create_task(renew(jobs), name="caderno-indexer-renew") if renew is not None else None
         try:
-            done, failed = await asyncio.get_running_loop().run_in_executor(self._thread(), embed, jobs)
+            done, failed = await embed(jobs)
         finally:
             if renewing is not None:
                 renewing.cancel()
@@ -338,14 +353,6 @@ class Indexer:
             except Exception:
                 log.info("could not renew an embedding batch's lease; trying again", exc_info=True)
 
-    def _thread(self) -> concurrent.futures.ThreadPoolExecutor:
-        """The one thread that embeds batches, at a lower CPU priority (``EMBED_NICE``)."""
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="caderno-embed", initializer=_lower_priority
-            )
-        return self._executor
-
     def claim_size(self, queue: object) -> int:
         """How many jobs the next claim of ``queue`` takes (see ``BATCH_SECONDS``)."""
         per_job = self._per_job.get(queue)
@@ -361,8 +368,6 @@ class Indexer:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
 
     async def _run(self) -> None:
         """Embed while there is work; then wait for a wake-up, at most ``poll_seconds`` (``RETRY_SECONDS`` after a failure)."""
@@ -400,47 +405,33 @@ class Indexer:
         self._loaded = True
         return True
 
-    def _embed_jobs(
-        self, jobs: list[J], texts: Callable[[J], list[str]]
+    async def _embed_jobs(
+        self, jobs: list[J], texts: Callable[[J], list[str]], *, urgent: bool
     ) -> tuple[list[tuple[J, Any]], list[tuple[J, str, float]]]:
-        """Each job's texts as a float32 block, one row per text: all jobs in one call, or,
-        when that fails, job by job, so one bad text does not hold the others."""
+        """Each job's texts as a float32 block, one row per text, and the jobs that failed.
+
+        The texts go to the model's embedding service, which runs them with
+        other callers' and gives each text its own outcome: a text the model
+        cannot embed fails its job alone (with its error and the backoff of
+        its next attempt), never the others.
+        """
         import numpy as np
 
-        def block(batch: list[str]) -> Any:
-            if not batch:
-                return np.zeros((0, self.embedder.dim), dtype=np.float32)
-            return np.asarray(self.embedder.embed(batch), dtype=np.float32).reshape(len(batch), -1)
-
-        try:
-            every, start, done = block([t for j in jobs for t in texts(j)]), 0, []
-            for job in jobs:
-                n = len(texts(job))
-                done.append((job, every[start : start + n]))
-                start += n
-            return done, []
-        except Exception:
-            pass
-        done, failed = [], []
-        for job in jobs:
-            try:
-                done.append((job, block(texts(job))))
-            except Exception as exc:
-                failed.append((job, _error(exc), backoff_seconds(job.attempts)))
+        per_job = [texts(j) for j in jobs]
+        results = await batcher(self.embedder).each([t for own in per_job for t in own], urgent=urgent)
+        done: list[tuple[J, Any]] = []
+        failed: list[tuple[J, str, float]] = []
+        start = 0
+        for job, own in zip(jobs, per_job, strict=True):
+            rows, start = results[start : start + len(own)], start + len(own)
+            error = next((r for r in rows if isinstance(r, BaseException)), None)
+            if error is not None:
+                failed.append((job, _error(error), backoff_seconds(job.attempts)))
+            elif not rows:
+                done.append((job, np.zeros((0, self.embedder.dim), dtype=np.float32)))
+            else:
+                done.append((job, np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)))
         return done, failed
-
-
-def _lower_priority() -> None:
-    """Lower the calling thread's CPU priority by ``EMBED_NICE`` (Linux sets it per thread; elsewhere a no-op).
-
-    Batches of embeddings are the heaviest CPU work a server does and nobody
-    waits on them: on a busy machine requests go first, and the queue (in
-    the database) waits. The embedder's chunk pool, started from this
-    thread by the first batch, inherits the priority; a query's embedding
-    runs in the caller's thread, at the caller's.
-    """
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + EMBED_NICE)
 
 
 def _error(exc: BaseException) -> str:

@@ -46,6 +46,7 @@ from ...core.errors import UsageError
 from ...core.messages import Message, check_text
 from ...core.text import CONTEXT_AFTER, CONTEXT_BEFORE, date_words, fold, stems, tokenize
 from ...core.validate import check_id
+from ...embeddings.batcher import batcher
 from ...stores import ops
 from ...stores.base import Runner
 from .importance import SALIENT
@@ -618,9 +619,14 @@ class Retriever:
                 found[m.seq or 0] = (tid, m)
 
     async def _embed(self, text: str) -> Any:
-        """The query's vector, or None when the model cannot give one (recall goes on without the leg)."""
+        """The query's vector, or None when the model cannot give one (recall goes on without the leg).
+
+        It comes from the model's embedding service (``caderno.embeddings.batcher``): in one model
+        call with concurrent recalls' queries and pending messages, or from its cache of recent
+        queries (the same read-only array for the same text).
+        """
         try:
-            (vector,) = await asyncio.to_thread(self.indexer.embedder.embed, [text])
+            vector = await batcher(self.indexer.embedder).query(text)
         except Exception as exc:  # noqa: BLE001 - the model may be missing; recall goes on without this leg
             from ...core.errors import EmbeddingUnavailable
 
