@@ -138,3 +138,73 @@ async def test_threads_are_read_once_a_search_within_one_needs_them(tmp_path: Pa
             want = await eager.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, thread)
             assert await lazy.search(memory.run, "a", emb.name, emb.dim, q, 5, -1.0, thread) == want
         assert (await lazy.search(memory.run, "a", emb.name, emb.dim, q, 1, -1.0, "t3"))[0][1] == pytest.approx(1.0)
+
+
+def test_rows_appended_as_they_come_are_found_like_rows_loaded_at_once() -> None:
+    """A first load's rows (``extend``, then ``finish``): out of seq order, and a seq twice (its later row
+    kept), float32 and codes mixed, the same cache as ``load`` makes of the same vectors."""
+    vecs = vectors(900, seed=8)
+    seqs = [*range(500, 0, -1), 250, 7, *range(501, 899)]  # 250 and 7 again, later: rows 500 and 501 win
+    threads = {"a": seqs[::3], "b": seqs[1::3], "c": seqs[2::3]}
+    whole = _Entry(DIM)
+    whole.load(seqs, [vecs[:400].tobytes()], threads, [vector_cache.quantize(vecs[400:]).tobytes()])
+    streamed = _Entry(DIM)
+    streamed.extend(seqs[:400], vecs[:400].tobytes(), coded=False)
+    for lo in range(400, 900, 128):
+        streamed.extend(seqs[lo : lo + 128], vector_cache.quantize(vecs[lo : lo + 128]).tobytes(), coded=True)
+    streamed.finish(threads)
+    assert streamed.n == whole.n == 898
+    assert streamed.sorted_seqs.tolist() == whole.sorted_seqs.tolist() == list(range(1, 899))
+    for seq, row in ((250, 500), (7, 501), (1, 499)):
+        assert streamed.search(vecs[row], 1, -1.0, None) == [(seq, pytest.approx(1.0, abs=1e-5))]
+    for q in vectors(10, seed=9):
+        for thread in (None, "b"):
+            assert streamed.search(q, 10, -1.0, thread) == whole.search(q, 10, -1.0, thread)
+
+
+async def test_a_first_load_holds_a_block_or_two_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store hands a first load's blocks over as it reads them: the memory the load allocates
+    peaks at its rows and a block or two (the one read, the one before it), not its rows and all
+    twelve blocks (as a refresh's load does)."""
+    import tracemalloc
+
+    from caderno.core.clock import utcnow
+    from caderno.stores import ops
+    from caderno.stores.capabilities import recall
+
+    dim, n = 384, 12_000
+    rng = np.random.default_rng(10)
+    async with caderno.connect(tmp_path / "big.db", embedder=None) as memory:
+        messages = []
+        for t in range(n // 1_000):
+            messages += await memory.append_messages(
+                resource_id="r", thread_id=f"t{t}", messages=[Message.user(f"m{i}") for i in range(1_000)]
+            )
+        vecs = unit(rng.standard_normal((n, dim), dtype=np.float32))
+        codes = vector_cache.quantize(vecs)
+        await memory.run(
+            ops.FinishEmbeddings(
+                model="m",
+                dim=dim,
+                done=tuple(("r", m.seq or 0, v.tobytes()) for m, v in zip(messages, vecs, strict=True)),
+                failed=(),
+                now=utcnow(),
+                codes=tuple(c.tobytes() for c in codes),
+            )
+        )
+        monkeypatch.setattr(recall, "VECTOR_READ_CHUNK", 1_024)
+        block = recall.VECTOR_READ_CHUNK * codes.itemsize
+        peaks = {}
+        for name in ("streamed", "gathered"):
+            index = VectorIndex()
+            feed = index.feed("r", "m")
+            if name == "gathered":  # the whole read first, as a refresh reads
+                feed = ops.ReadVectors(resource_id="r", model="m", after_id=0, threads="none")
+            tracemalloc.start()
+            hits = await index.search_rows(feed, dim, await memory.run(feed), vecs[5], 3, -1.0, None)
+            peaks[name] = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            assert hits[0] == (messages[5].seq, pytest.approx(1.0, abs=1e-5))
+            entry = index._entries[("r", "m")]
+            assert entry.n == n
+        assert peaks["streamed"] < entry.nbytes + 4 * block < entry.nbytes + 10 * block < peaks["gathered"]

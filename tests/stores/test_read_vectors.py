@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 import caderno
 from caderno import Message
 from caderno.embeddings import HashingEmbedder
-from caderno.memory.engines.vector_cache import VectorIndex, code_dtype, quantize
+from caderno.memory.engines.vector_cache import VectorIndex, _Entry, code_dtype, quantize
 from caderno.stores import ops
 from caderno.stores.capabilities import recall
 
@@ -132,6 +134,13 @@ async def test_ids_below_the_window_are_read_once_and_those_in_it_again(
         assert len(first.seqs) - len(set(first.seqs)) <= 4 * overlap  # each statement in the window re-reads it
         if not overlap:
             assert len(first.seqs) == len(want) and len(first.codes) == 5  # 17 vectors, 4 a statement
+        # The vector cache's first load takes the same blocks as they are read: the same rows, the same hits.
+        gathered = _Entry(DIM)
+        gathered.load(first.seqs, first.vectors, first.threads, first.codes)
+        q = emb.embed(["b note 3"])[0]
+        index = VectorIndex()
+        assert await index.search(memory.run, "r", emb.name, DIM, q, 5, -1.0, None) == gathered.search(q, 5, -1.0, None)
+        assert index._entries[("r", emb.name)].sorted_seqs.tolist() == sorted(want)
 
         await memory.append_messages(resource_id="r", thread_id="b", messages=[Message.user("b note 8")])
         await memory.flush()
@@ -139,3 +148,35 @@ async def test_ids_below_the_window_are_read_once_and_those_in_it_again(
         fresh = {**await stored(memory, emb, "a"), **await stored(memory, emb, "b")}
         assert set(fresh) - set(want) <= set(again.seqs) and again.last_id > first.last_id
         assert as_rows(again) == {seq: fresh[seq] for seq in set(again.seqs)}
+
+
+async def test_blocks_go_to_the_sink_as_they_are_read(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``into``: told how many vectors to expect first, then handed every block the result would hold,
+    in the same order; the result keeps the rest (threads, position) and no block."""
+    monkeypatch.setattr(recall, "VECTOR_READ_CHUNK", 4)
+    emb = HashingEmbedder(DIM)
+
+    class Sink:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, Any]] = []
+
+        def expect(self, vectors: int) -> None:
+            self.calls.append(("expect", vectors))
+
+        def take(self, seqs: list[int], block: bytes, coded: bool) -> None:
+            self.calls.append(("take", (seqs, block, coded)))
+
+    async with caderno.connect(db_url, embedder=emb) as memory:
+        await memory.append_messages(
+            resource_id="r", thread_id="a", messages=[Message.user(f"a note {i}") for i in range(10)]
+        )
+        await memory.flush()
+        gathered = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0, threads="all"))
+        sink = Sink()
+        rows = await memory.run(ops.ReadVectors(resource_id="r", model=emb.name, after_id=0, threads="all", into=sink))
+        assert sink.calls[0] == ("expect", 10) and all(kind == "take" for kind, _ in sink.calls[1:])
+        taken = [call for _, call in sink.calls[1:]]
+        assert [s for seqs, _, _ in taken for s in seqs] == gathered.seqs
+        assert [block for _, block, _ in taken] == gathered.codes and all(coded for *_, coded in taken)
+        assert rows.seqs == [] and rows.codes == [] and rows.vectors == [] and rows.coded == 0
+        assert rows.threads == gathered.threads and rows.last_id == gathered.last_id

@@ -3,7 +3,9 @@
 Each vector is held as two int8 levels: the first is scanned (with
 ``simsimd``, a dependency; numpy if it cannot load) and the best candidates
 are rescored from both, within ~1e-5 of the float32 cosine (``_Entry``).
-A resource's entry is refreshed incrementally from the embeddings change
+A resource's first load fills its rows block by block as the store reads
+them (``_FirstLoad``), without the threads unless a search within one needs
+them; its entry is then refreshed incrementally from the embeddings change
 feed, and the cache is bounded in bytes (least recently used resources are
 dropped first), so a search costs one small query plus a matrix-vector
 product over that resource alone. Retrieval itself is
@@ -227,6 +229,48 @@ class _Entry:
                     _trim_heap()
                     freed = 0
 
+    def extend(self, seqs: Sequence[int], block: bytes, coded: bool) -> None:
+        """Append the vectors of ``seqs`` (``block``: float32 rows, or their codes when ``coded``) as
+        new rows, as a first load reads them (``_FirstLoad``); ``finish`` then makes them searchable."""
+        import numpy as np
+
+        start, need = self.n, self.n + len(seqs)
+        self._reserve(need)
+        if coded:
+            codes = np.frombuffer(block, dtype=code_dtype(self.dim))
+        else:
+            codes = quantize(np.frombuffer(block, dtype=np.float32).reshape(-1, self.dim))
+        self.seqs[start:need] = seqs
+        self.thread_codes[start:need] = -1
+        self.n = need
+        for name in ("hi", "lo", "hi_scale", "lo_scale"):
+            getattr(self, name)[start:need] = codes[name]
+
+    def finish(self, threads: Mapping[str, Sequence[int]]) -> None:
+        """Make the rows ``extend`` appended searchable by seq (a seq appended twice keeps its later
+        row) and give them their threads (``load``'s ``threads``)."""
+        import numpy as np
+
+        seqs = self.seqs[: self.n]
+        if (seqs[1:] > seqs[:-1]).all():  # the usual first load: the feed in seq order, none twice
+            self.order = np.arange(self.n)
+        else:
+            uniq, last = np.unique(seqs[::-1], return_index=True)
+            if len(uniq) < self.n:
+                self._keep(np.sort(self.n - 1 - last))
+            self.order = np.argsort(self.seqs[: self.n], kind="stable")
+        self.sorted_seqs = self.seqs[self.order]
+        self._set_threads(threads)
+
+    def _keep(self, rows: Any) -> None:
+        """Keep only ``rows`` (increasing), moved down in place a few at a time (no copy of the whole)."""
+        for name in self._ARRAYS:
+            array = getattr(self, name)
+            for lo in range(0, len(rows), LOAD_CHUNK):  # rows[i] >= i: what a step reads is not yet overwritten
+                part = rows[lo : lo + LOAD_CHUNK]
+                array[lo : lo + len(part)] = array[part]
+        self.n = len(rows)
+
     def _append(self, new: Any, uniq: Any) -> None:
         """Add rows for the seqs ``new`` (distinct, none held; ``uniq`` them sorted), threadless for now."""
         import numpy as np
@@ -351,6 +395,36 @@ def _top(scores: Any, m: int) -> Any:
     return np.argpartition(-scores, m - 1)[:m]
 
 
+class _FirstLoad:
+    """A resource's first load, filled block by block while the store reads it (``ReadVectors.into``).
+
+    Each block is copied into rows made for every vector at once (the store
+    counts them first) and dropped, so the store's bytes and the cache's
+    rows are never all resident (the blocks of a 100k load are ~80 MB). The
+    entry is the load's own until ``VectorIndex.search_rows`` finishes and
+    keeps it. The dimension comes from the first block's size.
+    """
+
+    def __init__(self) -> None:
+        self.entry: _Entry | None = None
+        self.expected = 0
+
+    def expect(self, vectors: int) -> None:
+        self.expected = vectors
+
+    def take(self, seqs: list[int], block: bytes, coded: bool) -> None:
+        if not seqs:
+            return
+        row = len(block) // len(seqs)
+        dim = (row - 8) // 2 if coded else row // 4
+        if self.entry is None:
+            self.entry = _Entry(dim)
+            self.entry._reserve(max(self.expected, len(seqs)))
+        elif dim != self.entry.dim:
+            raise ValueError(f"a block of {dim}-dimension vectors in a load of {self.entry.dim}")
+        self.entry.extend(seqs, block, coded)
+
+
 class VectorIndex:
     """Per-resource vector cache with an upper bound in bytes (LRU over resources)."""
 
@@ -382,9 +456,10 @@ class VectorIndex:
     ) -> list[tuple[int, float]]:
         """``(seq, cosine)`` of the best ``k`` vectors at or above ``min_similarity``.
 
-        Reads the change feed past what the cache holds; a large batch (a
-        resource's first load) is quantized off the event loop, and the
-        memory the store's rows took is then handed back to the system.
+        Reads the change feed past what the cache holds: a resource's first
+        load straight into its rows as the store reads it (``_FirstLoad``); a
+        large batch is joined and searched off the event loop, and the memory
+        the store's rows took is then handed back to the system.
         """
         feed = self.feed(resource_id, model, thread_id)
         return await self.search_rows(feed, dim, await run(feed), query, k, min_similarity, thread_id)
@@ -406,9 +481,9 @@ class VectorIndex:
             threads: Literal["new", "all", "none"] = "new"
         else:
             threads = "none" if thread_id is None else "all"
-        return ops.ReadVectors(
-            resource_id=resource_id, model=model, after_id=entry.last_id if entry else 0, threads=threads
-        )
+        if entry is None:  # the first load: block by block into its rows, as the store reads them
+            return ops.ReadVectors(resource_id=resource_id, model=model, after_id=0, threads=threads, into=_FirstLoad())
+        return ops.ReadVectors(resource_id=resource_id, model=model, after_id=entry.last_id, threads=threads)
 
     async def search_rows(
         self,
@@ -420,13 +495,24 @@ class VectorIndex:
         min_similarity: float,
         thread_id: str | None,
     ) -> list[tuple[int, float]]:
-        """``search`` once ``feed`` was read: the new rows joined to the cache, then the search."""
+        """``search`` once ``feed`` was read: the new rows joined to the cache (a first load's rows
+        kept, ``_FirstLoad``), then the search."""
         key = (feed.resource_id, feed.model)
-        with self._lock:
-            entry = self._entries.get(key) or _Entry(dim)
-        if len(rows.seqs) < BIG_LOAD:
-            return self._refresh(key, entry, rows, query, k, min_similarity, thread_id)
-        hits = await asyncio.to_thread(self._refresh, key, entry, rows, query, k, min_similarity, thread_id)
+        first = feed.into if isinstance(feed.into, _FirstLoad) else None
+        if first is not None:
+            entry = first.entry or _Entry(dim)
+            if entry.dim != dim:
+                raise ValueError(f"{feed.model!r} vectors of {entry.dim} dimensions stored, {dim} searched")
+            size = entry.n
+        else:
+            with self._lock:
+                entry = self._entries.get(key) or _Entry(dim)
+            size = len(rows.seqs)
+        if size < BIG_LOAD:
+            return self._refresh(key, entry, rows, first is not None, query, k, min_similarity, thread_id)
+        hits = await asyncio.to_thread(
+            self._refresh, key, entry, rows, first is not None, query, k, min_similarity, thread_id
+        )
         del rows
         _trim_heap()
         return hits
@@ -436,13 +522,17 @@ class VectorIndex:
         key: tuple[str, str],
         entry: _Entry,
         rows: ops.VectorRows,
+        first: bool,
         query: Any,
         k: int,
         min_similarity: float,
         thread_id: str | None,
     ) -> list[tuple[int, float]]:
         with self._lock:
-            entry.load(rows.seqs, rows.vectors, rows.threads, rows.codes)
+            if first:
+                entry.finish(rows.threads)
+            else:
+                entry.load(rows.seqs, rows.vectors, rows.threads, rows.codes)
             entry.last_id = max(entry.last_id, rows.last_id)
             self._entries[key] = entry
             self._entries.move_to_end(key)

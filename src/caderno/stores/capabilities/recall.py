@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from ...core.messages import Message
 from .._op import Op, operations_in, plan_of
@@ -32,6 +32,7 @@ __all__ = [
     "Reindex",
     "RenewEmbeddings",
     "VectorRows",
+    "VectorSink",
 ]
 
 
@@ -226,6 +227,18 @@ def count_pending_embeddings(d: Dialect, op: CountPendingEmbeddings) -> Plan[int
     return int(row[0])
 
 
+class VectorSink(Protocol):
+    """What takes a resource's vectors block by block as ``ReadVectors`` reads them (``ReadVectors.into``)."""
+
+    def expect(self, vectors: int) -> None:
+        """About how many vectors will come (those stored when the read began), before the first."""
+
+    def take(self, seqs: list[int], block: bytes, coded: bool) -> None:
+        """``len(seqs)`` vectors in change-feed order, as in ``VectorRows``: float32 rows, or their
+        codes when ``coded``; the float32 ones all come first, and a seq may come twice (the later
+        copy is the current vector)."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReadVectors(Op[VectorRows]):
     """The resource's vectors of ``model`` written after change-feed id ``after_id``."""
@@ -238,6 +251,10 @@ class ReadVectors(Op[VectorRows]):
     ``after_id`` 0 every message's of the resource); ``"all"``, every message's of the resource
     whatever ``after_id``; ``"none"``, none: a resource's first read then skips the scan of its
     messages, ~15% of it at 100k vectors (a search over the whole resource needs no threads)."""
+    into: VectorSink | None = None
+    """Where each block goes as soon as it is read (in the store's thread, or its event loop),
+    instead of into the result (whose ``seqs``, ``vectors`` and ``codes`` then come empty): a
+    resource's first read then never holds its blocks all at once, ~80 MB at 100k vectors."""
 
 
 #: Vectors one statement of ``read_vectors`` hands back as one value (4,096 x
@@ -264,38 +281,43 @@ def read_vectors(d: Dialect, op: ReadVectors) -> Plan[VectorRows]:
     holds them), not through a join per vector.
     """
     feed = (op.resource_id, op.model, max(0, op.after_id - d.feed_overlap) if op.after_id else 0)
-    uncoded, newest = yield Q(
-        "SELECT (SELECT count(*) FROM embeddings WHERE resource_id = ? AND model = ? AND id > ?) "
-        "- (SELECT count(*) FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?), "
+    stored, coded, newest = yield Q(
+        "SELECT (SELECT count(*) FROM embeddings WHERE resource_id = ? AND model = ? AND id > ?), "
+        "(SELECT count(*) FROM embedding_codes WHERE resource_id = ? AND model = ? AND id > ?), "
         "(SELECT coalesce(max(id), 0) FROM embeddings WHERE resource_id = ? AND model = ?)",
         (*feed, *feed, op.resource_id, op.model),
         "one",
     )
+    if op.into is not None:
+        op.into.expect(stored)
     # The resource's newest vector is visible, so no row that far below it can still appear (_read_blocks).
     settled = newest - d.feed_overlap
     seqs: list[int] = []
     blocks: list[bytes] = []
     last_id = op.after_id
-    if uncoded:
-        seqs, blocks, last_id = yield from _read_blocks(
+    read = 0
+    if stored > coded:
+        seqs, blocks, last_id, read = yield from _read_blocks(
             d,
             op,
             settled,
             "SELECT id, seq, vector AS value FROM embeddings m WHERE resource_id = ? AND model = ? "
             "AND id > ? AND id <= ? "
             "AND NOT EXISTS (SELECT 1 FROM embedding_codes c WHERE c.resource_id = m.resource_id AND c.id = m.id)",
+            coded=False,
         )
-    coded_seqs, codes, coded_last = yield from _read_blocks(
+    coded_seqs, codes, coded_last, coded_read = yield from _read_blocks(
         d,
         op,
         settled,
         "SELECT id, seq, codes AS value FROM embedding_codes WHERE resource_id = ? AND model = ? "
         "AND id > ? AND id <= ?",
+        coded=True,
     )
     last_id = max(last_id, coded_last)
     seqs += coded_seqs
     threads: dict[str, list[int]] = {}
-    if op.threads == "all" or (op.threads == "new" and seqs):
+    if op.threads == "all" or (op.threads == "new" and read + coded_read):
         concat = "group_concat" if d.name == "sqlite" else "string_agg"
         if op.after_id and op.threads == "new":  # a refresh: the threads of the new vectors alone
             rows = yield Q(
@@ -314,9 +336,12 @@ def read_vectors(d: Dialect, op: ReadVectors) -> Plan[VectorRows]:
     return VectorRows(seqs=seqs, vectors=blocks, threads=threads, last_id=last_id, coded=len(coded_seqs), codes=codes)
 
 
-def _read_blocks(d: Dialect, op: ReadVectors, settled: int, rows: str) -> Plan[tuple[list[int], list[bytes], int]]:
-    """The seqs, glued ``value`` blocks and last id of ``rows`` (a SELECT of ``id, seq, value`` over the
-    feed's resource, model and ids above and up to a bound, in that order of parameters) past ``op.after_id``.
+def _read_blocks(
+    d: Dialect, op: ReadVectors, settled: int, rows: str, *, coded: bool
+) -> Plan[tuple[list[int], list[bytes], int, int]]:
+    """The seqs, glued ``value`` blocks, last id and number of vectors of ``rows`` (a SELECT of ``id, seq,
+    value`` over the feed's resource, model and ids above and up to a bound, in that order of parameters)
+    past ``op.after_id``; the seqs and blocks go to ``op.into`` instead when it is set.
 
     On PostgreSQL identity values are drawn at insert but become visible at
     commit, so a row with a lower id can appear after a higher one was read,
@@ -341,6 +366,7 @@ def _read_blocks(d: Dialect, op: ReadVectors, settled: int, rows: str) -> Plan[t
     seqs: list[int] = []
     blocks: list[bytes] = []
     last_id = op.after_id
+    read = 0
     start = max(0, op.after_id - d.feed_overlap) if op.after_id else 0
     while True:
         below = start < settled  # ids still settled: once each
@@ -349,16 +375,21 @@ def _read_blocks(d: Dialect, op: ReadVectors, settled: int, rows: str) -> Plan[t
             sql, (op.resource_id, op.model, start, settled if below else _NO_ID_ABOVE, step), "one", binary=True
         )
         if count:
-            seqs += json.loads(f"[{seq_text}]")  # twice as fast as int() on each
-            blocks.append(bytes(values))
+            these = json.loads(f"[{seq_text}]")  # twice as fast as int() on each
+            if op.into is not None:
+                op.into.take(these, bytes(values), coded)
+            else:
+                seqs += these
+                blocks.append(bytes(values))
             last_id = max(last_id, top)
+            read += count
         if below:
             start = top if count == step else settled
         elif count < step:
             break
         else:
             start = top - d.feed_overlap
-    return seqs, blocks, last_id
+    return seqs, blocks, last_id, read
 
 
 #: An id above every id (the bound of a read past the settled ids).
