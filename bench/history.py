@@ -314,8 +314,29 @@ class RawAppender(Appender):
         self.conn.close()
 
 
+#: A WAL file's header, and each frame's header before its page (sqlite.org/fileformat2.html#walformat).
+_WAL_HEADER, _FRAME_HEADER = 32, 24
+
+
+def wal_frames(wal: Path, start: int, page: int) -> list[int]:
+    """The page number of each frame of ``wal`` from byte ``start`` (a frame boundary) on."""
+    data = wal.read_bytes()[max(start, _WAL_HEADER) :]
+    step = _FRAME_HEADER + page
+    return [int.from_bytes(data[i : i + 4], "big") for i in range(0, len(data) - step + 1, step)]
+
+
+def btree_of_pages(path: Path) -> dict[int, str]:
+    """Each page's b-tree (a table or an index; FTS5's shadow tables by name), from the dbstat table."""
+    conn = sqlite3.connect(path)
+    try:
+        return dict(conn.execute("SELECT pageno, name FROM dbstat").fetchall())
+    finally:
+        conn.close()
+
+
 async def wal_per_turn(store: Appender, turns: int) -> dict:
-    """The WAL bytes and pages one turn writes (the method is in the module docstring)."""
+    """The WAL bytes and pages one turn writes (the method is in the module docstring), and the
+    frames per turn of each b-tree the turns dirtied (``trees``: a page's frame counts once per commit)."""
     await store.open()
     await store.block()  # threads exist, tables and caches warm
     wal = Path(f"{store.path}-wal")
@@ -328,11 +349,18 @@ async def wal_per_turn(store: Appender, turns: int) -> dict:
     for _ in range(turns):
         await store.block()
     grown = wal.stat().st_size - before
+    frames = wal_frames(wal, before, page)
     pin.execute("COMMIT")
     pin.close()
     await store.close()
     n = turns * len(store.ids)
-    return {"name": store.name, "bytes": grown / n, "pages": grown / (page + 24) / n}
+    owner = btree_of_pages(store.path)
+    trees: dict[str, float] = {}
+    for pageno in frames:
+        name = owner.get(pageno, "(free or new)")
+        trees[name] = trees.get(name, 0.0) + 1 / n
+    trees = dict(sorted(trees.items(), key=lambda kv: -kv[1]))
+    return {"name": store.name, "bytes": grown / n, "pages": grown / (page + 24) / n, "trees": trees}
 
 
 async def contended_throughput(d: Path, threads: int, rounds: int) -> dict[tuple[str, str], list[float]]:
@@ -377,7 +405,7 @@ async def disk_tables(threads: int, wal_turns: int, rounds: int) -> dict:
             await wal_per_turn(PeerAppender("openai-agents SQLiteSession", d / "wa.db", threads), wal_turns),
             await wal_per_turn(RawAppender("raw sqlite3 (floor)", d / "wr.db", threads), wal_turns),
         ]
-        blocks = await contended_throughput(d, threads, rounds)
+        blocks = await contended_throughput(d, threads, rounds) if rounds else {}
     peer = wal[1]
     print(f"WAL written per turn ({threads} threads x {wal_turns} turns, after one warm-up turn each):")
     print()
@@ -386,6 +414,14 @@ async def disk_tables(threads: int, wal_turns: int, rounds: int) -> dict:
     for w in wal:
         print(f"| {w['name']} | {w['bytes']:,.0f} | {w['pages']:.2f} | {w['bytes'] / peer['bytes']:.2f}× |")
     print()
+    print("WAL frames per turn by b-tree (a table or index; each page a commit changes is one frame):")
+    print()
+    for w in wal:
+        shown = ", ".join(f"{name} {count:.2f}" for name, count in w["trees"].items() if count >= 0.005)
+        print(f"* {w['name']}: {shown}")
+    print()
+    if not blocks:
+        return {"wal": wal}
     med = {k: statistics.median(v) for k, v in blocks.items()}
     print(
         f"Append throughput, quiet and with a concurrent disk writer ({DISK_WRITE // 1024} KiB + fsync in a loop): "
@@ -429,7 +465,9 @@ async def main() -> None:
     ap.add_argument("--pg", default="postgresql://caderno@127.0.0.1:5432/caderno_test")
     ap.add_argument("--skip-peer", action="store_true", help="only the concurrency table (no peer, no disk tables)")
     ap.add_argument("--wal-turns", type=int, default=5, help="turns per thread measured for WAL bytes")
-    ap.add_argument("--rounds", type=int, default=6, help="rounds of the quiet/contended throughput table")
+    ap.add_argument(
+        "--rounds", type=int, default=6, help="rounds of the quiet/contended throughput table (0: the WAL table alone)"
+    )
     ap.add_argument("--disk-only", action="store_true", help="only the WAL and the disk-writer tables")
     args = ap.parse_args()
     reads = (
