@@ -44,6 +44,7 @@ from _serving import Served, make_key, serving  # noqa: E402
 import caderno  # noqa: E402
 from caderno import Message  # noqa: E402
 from caderno.core.clock import from_iso  # noqa: E402
+from caderno.stores._sqlite_plans import _MARKED  # noqa: E402
 from conftest import python_env  # noqa: E402
 
 #: The killed process's lease (seconds): short, so the test waits little for it to run out.
@@ -93,7 +94,11 @@ def _short_leases(url: str) -> int:
 
 
 def _pending(url: str) -> int:
-    return int(_sql(url, "SELECT count(*) FROM embedding_queue")[0][0])
+    """Messages waiting for a vector: the queue's jobs, and on SQLite the messages an append marked
+    above the worker's watermark (``_sqlite_plans._MARKED``), which no queue row holds yet."""
+    if url.startswith("postgresql://"):
+        return int(_sql(url, "SELECT count(*) FROM embedding_queue")[0][0])
+    return int(_sql(url, f"SELECT (SELECT count(*) FROM embedding_queue) + (SELECT count(*) {_MARKED})")[0][0])
 
 
 def _wait(condition: Any, seconds: float, what: str) -> None:

@@ -4,7 +4,8 @@ Every page a commit changes is one frame of the WAL, fsynced at the commit:
 the b-trees a turn touches are the cost of a durable append. The first
 test reads the frames of one turn (their page numbers, mapped to b-trees by
 ``dbstat``) and names the b-trees it wrote, so an index added to the hot
-path shows up here by name (migrations 0017 and 0018 took two off it).
+path shows up here by name (migrations 0017 and 0018 took two off it, 0023 to
+0025 three more).
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ from caderno import Message
 from caderno.core.clock import utcnow
 from caderno.stores import _sqlite_plans, ops
 
-#: The b-trees a turn on a known thread writes, and why each is there.
+#: The b-trees a turn on a known thread writes, and why each is there. Not written: the thread's
+#: row (positions follow its newest message, migration 0023), the embedding queue (the messages
+#: are marked in their rows, above the worker's watermark, 0024), the index of fact candidates
+#: (this turn's user message is below the default threshold, 0025).
 TURN_BTREES = {
     "events",  # the two rows
     "sqlite_autoindex_events_1",  # UNIQUE (resource_id, id): a message is found by id
     "events_thread",  # a thread's messages in order
-    "events_fact_candidates",  # the user message waits for fact extraction
-    "embedding_queue",  # both messages wait for a vector, durably
     "sqlite_sequence",  # AUTOINCREMENT: a seq is never given twice
-    "threads",  # the thread's positions are reserved on its row
 }
 
 

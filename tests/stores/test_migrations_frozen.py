@@ -43,6 +43,9 @@ FROZEN = {
     "0020_lease_tokens": ("e2e06e5147132454", "4c700da0eb1e42cc"),
     "0021_sparse_terms": ("39949d6f00501c27", "aac1eded003857c0"),
     "0022_item_documents": ("04691b1b852bfd2e", "dbdafeb05d8bdfdb"),
+    "0023_positions_without_the_thread_row": ("a3bf56bb3035abef", "e3b0c44298fc1c14"),
+    "0024_embedding_watermark": ("fbfcbe7729d4999a", "e3b0c44298fc1c14"),
+    "0025_fact_candidates_at_the_default_threshold": ("94eb79903abf7206", "e3b0c44298fc1c14"),
 }
 
 

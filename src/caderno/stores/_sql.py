@@ -151,11 +151,6 @@ PLACED_EVENT_INSERT = (
     "INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
     "importance, created_at, metadata, position) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 )
-#: Reserve ``n`` positions of a thread whose row exists: returns the last one reserved.
-RESERVE_POSITIONS = (
-    "UPDATE threads SET last_position = last_position + ? WHERE resource_id = ? AND thread_id = ? "
-    "RETURNING last_position"
-)
 _LAST_EVENT_TIME = (
     "SELECT e.created_at FROM events e WHERE e.resource_id = t.resource_id AND e.thread_id = t.thread_id "
     "ORDER BY e.seq DESC LIMIT 1"

@@ -17,8 +17,6 @@ from . import ops
 from ._op import DialectPlans
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import (
-    PLACED_EVENT_INSERT,
-    RESERVE_POSITIONS,
     Dialect,
     Plan,
     Q,
@@ -27,7 +25,7 @@ from ._sql import (
     later,
     marks,
 )
-from .capabilities import items
+from .capabilities import history, items
 from .capabilities.agent_state import fair_claim
 from .capabilities.consolidation import renew_consolidation
 
@@ -39,43 +37,61 @@ SQLITE = DialectPlans("SQLite")
 def append(
     d: Dialect, op: ops.Append, *, known: bool = False, rows: list[list[Any]] | None = None
 ) -> Plan[list[Message]]:
-    """Insert the messages at the thread's next positions (full text follows in batches); queue the embeddable ones.
+    """Insert the messages at the thread's next positions, those to embed marked (``embed``); nothing else.
+
+    What a turn writes is what its commit fsyncs, page by page: the rows,
+    and the two indexes reads need (the thread's messages in order, a
+    message by id). Full text follows in batches (``_sqlite_fts``); the
+    embedding worker finds the marked messages above its watermark
+    (``claim_embeddings``); the thread's row is not written (its positions
+    follow its newest message: ``_LAST_POSITION``).
 
     ``known``: this store wrote to the thread before, so the two "create if
     missing" statements are skipped; a thread deleted since by another
-    connection reserves no position, and is created again.
+    connection is created again.
     ``rows``: ``insert_rows(op)``, when the caller made them already.
     """
     rid, tid, messages = op.resource_id, op.thread_id, op.messages
     if rows is None:
         rows = insert_rows(op)
-    reserve = Q(RESERVE_POSITIONS, (len(messages), rid, tid), "one")
     if known:
-        last = yield reserve
+        last = yield Q(_LAST_POSITION, (rid, tid), "one")
         if last is not None:
-            return (yield from _insert(rid, messages, op.embed, rows, last[0] - len(messages)))
+            return (yield from _insert(rid, messages, rows, last[0]))
     now = messages[0].created_at
     assert now is not None  # Memory stamps every message
     yield ensure_resource(d, rid, now)
-    # The thread row is written once; its updated_at is derived from the
-    # newest event, so an append does not rewrite it.
-    yield Q(
+    created = yield Q(
         "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
         "ON CONFLICT (resource_id, thread_id) DO NOTHING",
         (rid, tid, d.ts(now)),
-        "none",
+        "rowcount",
     )
-    last = yield reserve
-    return (yield from _insert(rid, messages, op.embed, rows, last[0] - len(messages)))
+    last = (0,) if created else (yield Q(_LAST_POSITION, (rid, tid), "one"))
+    return (yield from _insert(rid, messages, rows, last[0]))
 
 
-#: Messages per multi-row INSERT: 12 parameters each, far under SQLite's
+#: The last position a thread gave (no row when there is no thread): its
+#: newest positioned message's — positions grow with seq in a thread, and
+#: events_thread is walked back from its end — or ``last_position``, when a
+#: deletion raised it above (migration 0023).
+_LAST_POSITION = (
+    "SELECT max(t.last_position, coalesce((SELECT e.position FROM events e WHERE e.resource_id = t.resource_id "
+    "AND e.thread_id = t.thread_id AND e.position IS NOT NULL ORDER BY e.seq DESC LIMIT 1), 0)) "
+    "FROM threads t WHERE t.resource_id = ? AND t.thread_id = ?"
+)
+
+#: Messages per multi-row INSERT: 13 parameters each, far under SQLite's
 #: 32,766-parameter limit. One statement per turn, not one per message: each
 #: statement is a trip through the driver that releases and retakes the GIL,
 #: and the writer thread's GIL waits are what concurrent writers queue on.
 INSERT_ROWS = 500
-#: Parameters of one message in ``insert_rows``; its position is the last.
-_ROW_WIDTH = 12
+#: Parameters of one message in ``insert_rows``: its position, then its mark for a vector, are the last.
+_ROW_WIDTH = 13
+_EVENT_INSERT = (
+    "INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
+    "importance, created_at, metadata, position, embed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
 
 
 def insert_rows(op: ops.Append) -> list[list[Any]]:
@@ -84,25 +100,28 @@ def insert_rows(op: ops.Append) -> list[list[Any]]:
     Pure Python with no database: the store makes them on the caller's
     thread, so the writer thread, which every concurrent append waits on,
     only runs the statements. Each message's position is a placeholder
-    (0), filled in by ``_insert`` once the thread's positions are reserved.
+    (0), filled in by ``_insert`` once the thread's last position is read;
+    ``embed`` is 1 for a message ``op.embed`` names (a new embedding job).
     """
-    rid, tid, messages = op.resource_id, op.thread_id, op.messages
+    rid, tid, messages, embed = op.resource_id, op.thread_id, op.messages, op.embed
     return [
-        [value for m in messages[start : start + INSERT_ROWS] for value in (rid, tid, *event_params(m), 0)]
+        [
+            value
+            for m in messages[start : start + INSERT_ROWS]
+            for value in (rid, tid, *event_params(m), 0, 1 if m.id in embed else None)
+        ]
         for start in range(0, len(messages), INSERT_ROWS)
     ]
 
 
-def _insert(
-    rid: str, messages: tuple[Message, ...], embed: frozenset[str], rows: list[list[Any]], after: int
-) -> Plan[list[Message]]:
+def _insert(rid: str, messages: tuple[Message, ...], rows: list[list[Any]], after: int) -> Plan[list[Message]]:
     """Insert ``rows``, the messages taking positions ``after + 1``, ``after + 2``…"""
     stored: list[Message] = []
     for i, params in enumerate(rows):
         chunk = messages[i * INSERT_ROWS : (i + 1) * INSERT_ROWS]
         base = after + i * INSERT_ROWS
         for k in range(len(chunk)):
-            params[k * _ROW_WIDTH + _ROW_WIDTH - 1] = base + k + 1
+            params[k * _ROW_WIDTH + _ROW_WIDTH - 2] = base + k + 1
         try:
             returned = yield Q(_insert_sql(len(chunk)), params, "all")
         except UniqueViolation:
@@ -112,15 +131,12 @@ def _insert(
             ) from None
         seqs = dict(returned)  # RETURNING's row order is not promised; ids are unique
         stored += [m._stamped(seq=seqs[m.id], position=base + k + 1) for k, m in enumerate(chunk)]
-    queued = [(m.seq, rid) for m in stored if m.id in embed]
-    if queued:
-        yield Q("INSERT INTO embedding_queue (seq, resource_id) VALUES (?, ?)", queued, "many")
     return stored
 
 
 @functools.cache
 def _insert_sql(rows: int) -> str:
-    head, values = PLACED_EVENT_INSERT.split(" VALUES ")
+    head, values = _EVENT_INSERT.split(" VALUES ")
     return f"{head} VALUES {', '.join([values] * rows)} RETURNING id, seq"
 
 
@@ -140,10 +156,11 @@ def _taken_id(rid: str, messages: tuple[Message, ...]) -> Plan[str | None]:
 
 
 _JOBS = "SELECT q.seq, q.resource_id, e.content, q.attempts FROM embedding_queue q JOIN events e ON e.seq = q.seq "
-#: New jobs (``not_before`` ``''``), oldest first. They all lie above the
-#: highest taken job (migration 0018), so the walk starts there, off that
-#: index's last entry, and reads only what it returns: a backlog of failed
-#: jobs below is never walked. No index on new jobs: an append writes none.
+#: New jobs of the queue (``not_before`` ``''``: queued by an edit, a reindex
+#: or an import), oldest first. They all lie above the highest taken job
+#: (migration 0018), so the walk starts there, off that index's last entry,
+#: and reads only what it returns: a backlog of failed jobs below is never
+#: walked.
 _NEW_JOBS = (
     _JOBS + "WHERE q.seq > (SELECT coalesce(max(seq), 0) FROM embedding_queue WHERE not_before <> '') "
     "AND q.not_before = '' ORDER BY q.seq LIMIT ?"
@@ -151,35 +168,82 @@ _NEW_JOBS = (
 #: Taken jobs due again — a lease ran out, a retry's time came, or queued
 #: behind others (``'0'``) — by when they are due, off embedding_queue_taken.
 _DUE_TAKEN_JOBS = _JOBS + "WHERE q.not_before <> '' AND q.not_before <= ? ORDER BY q.not_before, q.seq LIMIT ?"
-
-
-#: One resource's due jobs, newest first (``ClaimEmbeddings.resource_id``).
+#: One resource's due jobs of the queue, newest first (``ClaimEmbeddings.resource_id``).
 _RESOURCE_JOBS = _JOBS + "WHERE q.resource_id = ? AND q.not_before <= ? ORDER BY q.seq DESC LIMIT ?"
+
+#: Messages an append marked (``embed = 1``) above the watermark that no queue
+#: row holds: the new jobs no queue row was written for (migration 0024).
+_MARKED = (
+    "FROM events e WHERE e.seq > (SELECT claimed_upto FROM embedding_state) AND e.embed = 1 "
+    "AND NOT EXISTS (SELECT 1 FROM embedding_queue q WHERE q.seq = e.seq)"
+)
+#: Marked jobs, oldest first: a range of seq from the watermark up (the rowid), no index.
+_MARKED_JOBS = f"SELECT e.seq, e.resource_id, e.content, 0 {_MARKED} ORDER BY e.seq LIMIT ?"
+#: One resource's marked jobs, newest first: the same range walked down (``+``: not the
+#: resource's whole history off an index), stopping at the ``limit``-th.
+_RESOURCE_MARKED_JOBS = (
+    f"SELECT e.seq, e.resource_id, e.content, 0 {_MARKED} AND +e.resource_id = ? ORDER BY e.seq DESC LIMIT ?"
+)
+
+
+#: The watermark up to a seq, or (``NULL``) to the newest message; written only when it rises.
+_RAISE_WATERMARK = (
+    "UPDATE embedding_state SET claimed_upto = coalesce(?, (SELECT max(seq) FROM events)) "
+    "WHERE claimed_upto < coalesce(?, (SELECT max(seq) FROM events))"
+)
 
 
 @SQLITE.plan_of(ops.ClaimEmbeddings)
 def claim_embeddings(d: Dialect, op: ops.ClaimEmbeddings) -> Plan[list[ops.EmbeddingJob]]:
-    """New jobs first, then taken ones due again: the order of ``not_before``, then seq (``''`` is the least).
+    """New jobs first — the queue's, then the marked messages above the watermark — then taken ones
+    due again: the order of ``not_before``, then seq (``''`` is the least).
 
-    With ``resource_id``, that resource's due jobs, newest first; new jobs
-    of any resource left below the highest one taken become ``'0'`` (due,
-    queued behind others), so new jobs still all lie above the taken ones.
+    A marked message taken becomes a queue row, leased, as every job taken
+    does; the watermark rises past what the walk read (the last job taken,
+    or every message when fewer than asked came), so a message is a marked
+    job once. With ``resource_id``, that resource's due jobs, newest first,
+    of the queue and marked alike; its marked ones taken lose their mark
+    (the watermark stays: others' below it still wait), and new jobs of
+    the queue left below the highest one taken become ``'0'`` (due, queued
+    behind others), so new jobs of the queue still all lie above the taken ones.
     """
     # The single writer serialises claims, so a plain read-then-lease is enough.
+    marked: list[Any] = []
     if op.resource_id is not None:
-        rows = list((yield Q(_RESOURCE_JOBS, (op.resource_id, d.ts(op.now), op.limit))))
+        queued = list((yield Q(_RESOURCE_JOBS, (op.resource_id, d.ts(op.now), op.limit))))
+        marked = list((yield Q(_RESOURCE_MARKED_JOBS, (op.resource_id, op.limit))))
+        rows = sorted(queued + marked, key=lambda r: r[0], reverse=True)[: op.limit]
+        taken = {r[0] for r in rows}
+        marked = [r for r in marked if r[0] in taken]
         if rows:
             yield Q(
                 "UPDATE embedding_queue SET not_before = '0' WHERE not_before = '' AND seq < ?",
-                (max(r[0] for r in rows),),
+                (max(taken),),
                 "none",
             )
+        yield Q("UPDATE events SET embed = NULL WHERE seq = ?", [(r[0],) for r in marked], "many")
     else:
         rows = list((yield Q(_NEW_JOBS, (op.limit,))))
+        if len(rows) < op.limit:  # no new job of the queue is left: the marked ones come next
+            want = op.limit - len(rows)
+            marked = list((yield Q(_MARKED_JOBS, (want,))))
+            upto = marked[-1][0] if len(marked) == want else None  # None: every message was read
+            yield Q(_RAISE_WATERMARK, (upto, upto), "none")
+            rows += marked
         if len(rows) < op.limit:
             rows += yield Q(_DUE_TAKEN_JOBS, (d.ts(op.now), op.limit - len(rows)))
     until = later(d, op.now, op.lease_seconds)
-    yield Q("UPDATE embedding_queue SET not_before = ? WHERE seq = ?", [(until, r[0]) for r in rows], "many")
+    new = {r[0] for r in marked}
+    yield Q(
+        "UPDATE embedding_queue SET not_before = ? WHERE seq = ?",
+        [(until, r[0]) for r in rows if r[0] not in new],
+        "many",
+    )
+    yield Q(
+        "INSERT INTO embedding_queue (seq, resource_id, not_before) VALUES (?, ?, ?)",
+        [(r[0], r[1], until) for r in marked],
+        "many",
+    )
     return [ops.EmbeddingJob(resource_id=r[1], seq=r[0], content=r[2], attempts=r[3]) for r in rows]
 
 
@@ -192,6 +256,35 @@ def renew_embeddings(d: Dialect, op: ops.RenewEmbeddings) -> Plan[None]:
         [(until, seq, rid, now) for rid, seq in op.jobs],
         "many",
     )
+
+
+@SQLITE.plan_of(ops.CountPendingEmbeddings)
+def count_pending_embeddings(d: Dialect, op: ops.CountPendingEmbeddings) -> Plan[int]:
+    """The queue's jobs (those that failed before left out unless ``failed``) and the marked messages
+    above the watermark (none of which failed yet), in one statement."""
+    queue = ["resource_id = ?"] if op.resource_id is not None else []
+    if not op.failed:
+        queue.append("attempts = 0")
+    sql = (
+        "SELECT (SELECT count(*) FROM embedding_queue" + (" WHERE " + " AND ".join(queue) if queue else "") + ") "
+        f"+ (SELECT count(*) {_MARKED}" + (" AND +e.resource_id = ?" if op.resource_id is not None else "") + ")"
+    )
+    row = yield Q(sql, () if op.resource_id is None else (op.resource_id, op.resource_id), "one")
+    return int(row[0])
+
+
+@SQLITE.plan_of(ops.EditMessage)
+def edit_message(d: Dialect, op: ops.EditMessage) -> Plan[Message | None]:
+    """The shared plan, and the edited message's mark for a vector taken off: the plan queued its
+    new text (or dropped its job) in the queue, where an edit's job is decided."""
+    edited = yield from history.edit_message(d, op)
+    if edited is not None:
+        yield Q(
+            "UPDATE events SET embed = NULL WHERE resource_id = ? AND seq = ? AND embed IS NOT NULL",
+            (op.resource_id, edited.seq),
+            "none",
+        )
+    return edited
 
 
 @SQLITE.plan_of(ops.LexicalSearch)

@@ -575,6 +575,55 @@ MIGRATIONS: list[_migrate.Migration] = [
         "0022_item_documents",
         ["CREATE INDEX items_recent ON items (resource_id, updated_at DESC, namespace, key)"],
     ),
+    (
+        "0023_positions_without_the_thread_row",
+        [
+            # An append no longer writes its thread's row (a page of the WAL
+            # each turn): its messages take the positions after the newest
+            # positioned message of the thread, or after last_position when
+            # that is higher. last_position now keeps only what no message
+            # shows any more — the position of a deleted message that was its
+            # thread's newest — raised here, in the deleting transaction, so
+            # a position is still never given twice. The values 0012 and the
+            # appends before this migration left already cover their threads.
+            """CREATE TRIGGER events_keep_last_position AFTER DELETE ON events
+                WHEN old.position IS NOT NULL BEGIN
+                UPDATE threads SET last_position = old.position WHERE resource_id = old.resource_id
+                    AND thread_id = old.thread_id AND last_position < old.position;
+            END""",
+        ],
+    ),
+    (
+        "0024_embedding_watermark",
+        [
+            # An append no longer writes a queue row for each message to embed
+            # (a page of the WAL each turn): it marks the message (embed = 1),
+            # and a marked message above the watermark is a new job. A claim
+            # reads them from the watermark up (a range of seq: seqs are given
+            # in commit order, one writer at a time), moves those it takes
+            # into embedding_queue as leased jobs and raises the watermark past
+            # what it read; the queue keeps every other job as before (leased,
+            # failed, queued again by an edit, a reindex or an import). Every
+            # job queued before this migration is a queue row already.
+            "ALTER TABLE events ADD COLUMN embed INTEGER",
+            "CREATE TABLE embedding_state (id INTEGER PRIMARY KEY CHECK (id = 1), claimed_upto INTEGER NOT NULL)",
+            "INSERT INTO embedding_state (id, claimed_upto) SELECT 1, coalesce(max(seq), 0) FROM events",
+        ],
+    ),
+    (
+        "0025_fact_candidates_at_the_default_threshold",
+        [
+            # Every user message entered events_fact_candidates (a page of the
+            # WAL each turn), though fact extraction reads only those at or
+            # above its threshold. The index keeps those at or above the
+            # default threshold (0.7 when this was written: FACT_INDEX_FLOOR
+            # in stores/capabilities/consolidation.py, which a test checks
+            # against the setting); a lower threshold reads events itself.
+            "DROP INDEX events_fact_candidates",
+            "CREATE INDEX events_fact_candidates ON events (resource_id, seq) "
+            "WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7",
+        ],
+    ),
 ]
 
 

@@ -205,12 +205,23 @@ class ReadFactCandidates(Op[list[tuple[str, Message]]]):
     limit: int
 
 
+#: The least importance SQLite's index of fact candidates holds (``events_fact_candidates``, migration
+#: 0025): the default threshold of fact extraction (``ConsolidationSettings.fact_min_importance``; a test
+#: checks they agree), so a message below it — most of a conversation — writes no entry. A lower
+#: threshold reads the messages themselves; PostgreSQL's index holds every user message.
+FACT_INDEX_FLOOR = 0.7
+
+
 @plan_of(ReadFactCandidates)
 def read_fact_candidates(d: Dialect, op: ReadFactCandidates) -> Plan[list[tuple[str, Message]]]:
     where, params = ("AND resource_id = ?", [op.resource_id]) if op.resource_id is not None else ("", [])
+    # The index's own condition, written as it is, so SQLite sees the query is within it; across
+    # resources "+seq", or SQLite walks every message in seq order rather than sort the few candidates.
+    floor = f"AND importance >= {FACT_INDEX_FLOOR!r} " if op.min_importance >= FACT_INDEX_FLOOR else ""
+    order = "seq" if op.resource_id is not None or not floor else "+seq"
     rows = yield Q(
         f"SELECT resource_id, {EVENT_COLUMNS} FROM events WHERE facts_extracted_at IS NULL "
-        f"AND role = 'user' AND kind = 'message' AND importance >= ? {where} ORDER BY seq LIMIT ?",
+        f"AND role = 'user' AND kind = 'message' {floor}AND importance >= ? {where} ORDER BY {order} LIMIT ?",
         (op.min_importance, *params, op.limit),
     )
     return [(r[0], row_to_message(r[1:])) for r in rows]
