@@ -30,17 +30,21 @@ exact float32 product (the floor), interleaved query by query in one
 process; recall@10 against that exact search on the real question vectors
 and on stored vectors plus noise; the cache's bytes per message.
 
-Then the cache's first load, before and after: a fresh process per run
-opens the database, loads the model, and times its first recall of the 100k
-resource (the cache's load), its CPU time (steadier than wall time on a
-shared host) and the resident memory it adds, with this checkout's code
-(or ``--after``, a src folder) and with ``--before`` (a commit, exported
-with ``git archive``, or a src folder; default: the last commit with the
-float32 cache), alternating before/after ``--load-runs`` times. Where the
-after code stores each vector's codes beside it (migration 0019), it reads
+Then the cache's first load: a fresh process per run opens the database,
+loads the model, and times its first recall of the 100k resource (the
+cache's load), its CPU time (steadier than wall time on a shared host), the
+resident memory it adds and its peak (from a baseline taken with the heap
+handed back), with this checkout's code (or ``--after``, a src folder), with
+``--before`` (a commit, exported with ``git archive``, or a src folder;
+default: the last commit with the float32 cache; 'none': no such rows), and
+the plain float32 floor (``FLOOR``: the float32 vectors read in the store's
+own statements into one matrix, one exact search), in turn ``--load-runs``
+times. Code that stores each vector's codes beside it (migration 0019) reads
 a copy of the database holding them (made once, ``coded_copy``), as one its
-embedding worker filled would be; the before code reads the database as built.
-``--load-only`` runs these rows alone.
+embedding worker filled would be; older code reads the database as built.
+``--load-backends sqlite,postgres`` adds the same rows on PostgreSQL
+(``--pg``), in a schema filled once from that copy through caderno
+(``pg_copy``). ``--load-only`` runs these rows alone.
 
 Run:  .venv/bin/python bench/recall_speed.py [--queries 200] [--quick: index at 100k only]
 """
@@ -192,10 +196,12 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--rebuild", action="store_true")
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--json", type=Path, help="write the figures here too")
     ap.add_argument("--quick", action="store_true", help="only the vector index, at 100k")
     ap.add_argument(
-        "--before", default=BEFORE, help="the commit (or src folder) the load rows compare with (default: %(default)s)"
+        "--before",
+        default=BEFORE,
+        help="the commit (or src folder) the load rows compare with, or 'none' (default: %(default)s)",
     )
     ap.add_argument("--load-runs", type=int, default=3, help="fresh processes per side for the load rows")
     ap.add_argument(
@@ -214,7 +220,17 @@ async def main() -> None:
         default=HERE.parent / "src",
         help="the src folder of the load rows' after (default: this checkout)",
     )
+    ap.add_argument(
+        "--load-backends",
+        default="sqlite",
+        help="the load rows' backends, comma-separated: sqlite, postgres (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--pg", default="postgresql://caderno@127.0.0.1:5432/caderno_test", help="PostgreSQL for --load-backends"
+    )
     args = ap.parse_args()
+    if args.before == "none":
+        args.before = None
     global DB, SIZES, TOTAL
     if args.only_100k:
         DB, SIZES, TOTAL = HERE / "results" / "recall_100k.db", {"r-100k": 100_000}, 100_000
@@ -222,7 +238,16 @@ async def main() -> None:
         if not DB.exists():
             print(f"building {DB} ({TOTAL:,} messages; once)…", flush=True)
             await build(DB, default_embedder().name)
-        print_load(load_rows(DB, "r-100k", args.before, args.load_runs, args.after), args.before, args.after)
+        loads: dict[str, dict[str, list[dict[str, float]]]] = {}
+        for backend in args.load_backends.split(","):
+            db: Path | str = (
+                DB if backend == "sqlite" else pg_copy(coded_copy(DB, args.after) or DB, "r-100k", args.pg, args.after)
+            )
+            loads[backend] = load_rows(db, "r-100k", args.before, args.load_runs, args.after)
+            print_load(loads[backend], args.before, args.after, backend)
+            print()
+        if args.json:
+            args.json.write_text(json.dumps({"load": loads}, indent=2))
         return
     data = json.loads((HERE / "data" / "recall_eval.json").read_text())
     texts = [m["content"] for c in data["conversations"] for s in c["sessions"] for m in s["messages"]][:640]
@@ -419,32 +444,115 @@ def print_index(rows: list[dict[str, float]]) -> None:
 
 #: The last commit whose cache held float32 vectors (the "before" of the load rows).
 BEFORE = "1c47cbd"
+#: The query every first recall (and the floor's search) answers.
+QUERY = "what did we say about the garden"
+#: What each fresh process of the load rows shares: the memory it holds, in
+#: bytes, from /proc/self/status (``VmRSS``; ``VmHWM``, the peak since
+#: ``reset_peak``), and a baseline taken with the heap handed back, so memory
+#: an earlier step freed but kept is not counted as room the load used.
+PROBE_COMMON = """
+import asyncio, ctypes, gc, json, sys, time
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+
+def baseline():
+    gc.collect()
+    ctypes.CDLL(None).malloc_trim(0)
+    open("/proc/self/clear_refs", "w").write("5")  # VmHWM from here
+    return status("VmRSS")
+
+def report(t0, c0, before, **extra):
+    first, cpu = time.perf_counter() - t0, time.process_time() - c0
+    gc.collect()
+    print(json.dumps({"first_ms": first * 1e3, "first_cpu_ms": cpu * 1e3, "resident_bytes": status("VmRSS") - before,
+                      "peak_bytes": status("VmHWM") - before, **extra}))
+"""
 #: One fresh process: the model loaded, then the first recall of a resource
-#: (the cache's load) timed, and the resident memory it left measured.
-PROBE = """
-import asyncio, gc, json, sys, time
+#: (the cache's load) timed, and the resident memory it left (and its peak) measured.
+PROBE = (
+    PROBE_COMMON
+    + """
 import caderno
 
-def rss():
-    return int(open("/proc/self/statm").read().split()[1]) * 4096
-
-async def main(db, rid):
+async def main(db, rid, query):
     async with caderno.connect(db) as memory:
         memory.embedder.embed(["load the model"])
         await memory.recall(resource_id="no-such-resource", query="warm up", thread_id="t0")
-        gc.collect()
-        before = rss()
+        before = baseline()
         t0, c0 = time.perf_counter(), time.process_time()
-        await memory.recall(resource_id=rid, query="what did we say about the garden", thread_id="t0")
-        first, cpu = time.perf_counter() - t0, time.process_time() - c0
-        gc.collect()
-        n = sum(e.n for e in memory.vectors._entries.values())
-        cache = sum(e.nbytes for e in memory.vectors._entries.values())
-        print(json.dumps({"first_ms": first * 1e3, "first_cpu_ms": cpu * 1e3, "resident_bytes": rss() - before,
-                          "cache_bytes": cache, "vectors": n}))
+        hits = await memory.recall(resource_id=rid, query=query, thread_id="t0")
+        entries = list(memory.vectors._entries.values())
+        report(t0, c0, before, cache_bytes=sum(e.nbytes for e in entries), vectors=sum(e.n for e in entries),
+               hits=len(hits))
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+asyncio.run(main(*sys.argv[1:]))
 """
+)
+#: The plain float32 floor, in a fresh process as alike as can be (caderno and
+#: the model loaded, the query embedded before the clock starts, as the recall
+#: embeds it while it reads): the resource's float32 vectors read in the
+#: store's own statements (``VECTOR_READ_CHUNK`` a statement, glued by the
+#: database), each block copied into one float32 matrix and dropped, then one
+#: exact search; no thread lists, no other leg. What a cache of plain float32
+#: vectors could do at best.
+FLOOR = (
+    PROBE_COMMON
+    + """
+import numpy as np
+import caderno
+from caderno.embeddings import default_embedder
+from caderno.stores.capabilities.recall import VECTOR_READ_CHUNK
+
+def blocks(db, rid, model):
+    if db.startswith("postgres"):
+        import psycopg
+        base, _, schema = db.partition("?schema=")
+        conn = psycopg.connect(base, options=f"-c search_path={schema.split('&')[0]}" if schema else "")
+        agg, mark = "string_agg(vector, ''::bytea)", "%s"
+    else:
+        import sqlite3
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        agg, mark = "CAST(group_concat(vector, '') AS BLOB)", "?"
+    n = conn.execute(f"SELECT count(*) FROM embeddings WHERE resource_id = {mark} AND model = {mark}", (rid, model)).fetchone()[0]
+    yield n
+    start = 0
+    while True:
+        count, top, values = conn.execute(
+            f"SELECT count(*), max(id), {agg} FROM (SELECT id, vector FROM embeddings WHERE resource_id = {mark} "
+            f"AND model = {mark} AND id > {mark} ORDER BY id LIMIT {mark}) AS chunk",
+            (rid, model, start, VECTOR_READ_CHUNK),
+        ).fetchone()
+        if not count:
+            break
+        yield bytes(values)
+        start = top
+    conn.close()
+
+def main(db, rid, query):
+    emb = default_embedder()
+    emb.embed(["load the model"])
+    q = np.asarray(emb.embed([query])[0], dtype=np.float32)  # before the clock: the recall embeds it meanwhile
+    before = baseline()
+    t0, c0 = time.perf_counter(), time.process_time()
+    read = blocks(db, rid, emb.name)
+    matrix = np.empty((next(read), emb.dim), dtype=np.float32)
+    done = 0
+    for blob in read:
+        part = np.frombuffer(blob, dtype=np.float32).reshape(-1, emb.dim)
+        matrix[done : done + len(part)] = part
+        done += len(part)
+        del blob, part
+    sims = matrix[:done] @ q
+    top = np.argpartition(-sims, 10)[:10]
+    top[np.argsort(-sims[top])]
+    report(t0, c0, before, cache_bytes=matrix.nbytes, vectors=done, hits=10)
+
+main(*sys.argv[1:])
+"""
+)
 
 
 #: One process of the "after" code: ``db`` migrated, then every vector's codes
@@ -454,7 +562,7 @@ CODE_FILL = """
 import asyncio, sqlite3, sys
 import numpy as np
 import caderno
-from caderno.memory.engines.recall import quantize
+from caderno.memory.engines.vector_cache import quantize
 
 async def migrate(db):
     async with caderno.connect(db):
@@ -479,6 +587,11 @@ conn.execute("VACUUM")
 """
 
 
+def has_codes(src: Path) -> bool:
+    """Whether the caderno package under ``src`` stores each vector's codes beside it (migration 0019)."""
+    return any("def quantize(" in p.read_text() for p in (src / "caderno" / "memory").rglob("*.py"))
+
+
 def coded_copy(db: Path, after: Path) -> Path | None:
     """A copy of ``db`` with every vector's codes, made once by the ``after`` code (None: it has no codes)."""
     import os
@@ -486,7 +599,7 @@ def coded_copy(db: Path, after: Path) -> Path | None:
     import subprocess
     import sys
 
-    if not (after / "caderno" / "memory" / "recall.py").read_text().count("def quantize("):
+    if not has_codes(after):
         return None
     copy = db.with_name(db.stem + "_coded.db")
     if copy.exists() and copy.stat().st_mtime >= db.stat().st_mtime:
@@ -498,45 +611,124 @@ def coded_copy(db: Path, after: Path) -> Path | None:
     return copy
 
 
+#: The schema of the PostgreSQL load rows (kept between runs: filled once).
+PG_SCHEMA = "bench_recall_100k"
+
+
+#: One process of the "after" code (the oldest the load rows run, so every side opens what it
+#: migrates): schema ``PG_SCHEMA`` made to hold resource ``rid`` of the SQLite database ``coded``
+#: (its messages, in their threads, and each one's vector, codes and sparse terms, stored through
+#: caderno as its worker stores them), once; made again when newer code migrated it past this one.
+PG_FILL = """
+import asyncio, itertools, sqlite3, sys
+import psycopg
+import caderno
+from caderno import Message
+from caderno.core.clock import utcnow
+from caderno.core.errors import SchemaTooNew
+from caderno.embeddings.splade import MODEL_ID as SPARSE
+from caderno.stores import ops
+
+async def fill(coded, rid, base, schema):
+    url = f"{base}?schema={schema}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    src = sqlite3.connect(f"file:{coded}?mode=ro", uri=True)
+    want = src.execute("SELECT count(*) FROM embedding_codes WHERE resource_id = ?", (rid,)).fetchone()[0]
+    model, dim = src.execute("SELECT model, dim FROM embeddings WHERE resource_id = ? LIMIT 1", (rid,)).fetchone()
+    try:
+        async with caderno.connect(url, embedder=None) as memory:
+            have = await memory.run(ops.ReadVectors(resource_id=rid, model=model, after_id=0, threads="none"))
+            if len(have.seqs) == want:
+                return
+    except SchemaTooNew:
+        pass
+    print(f"copying {rid} into PostgreSQL schema {schema} (once)…", flush=True)
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    rows = src.execute(
+        "SELECT e.thread_id, e.role, e.content, e.importance, m.vector, c.codes, s.terms FROM events e "
+        "JOIN embeddings m ON m.resource_id = e.resource_id AND m.seq = e.seq "
+        "JOIN embedding_codes c ON c.id = m.id LEFT JOIN sparse_terms s ON s.id = m.id "
+        "WHERE e.resource_id = ? ORDER BY e.thread_id, e.seq", (rid,)).fetchall()
+    done, codes, terms = [], [], []
+    async with caderno.connect(url, embedder=None) as memory:
+        for thread_id, group in itertools.groupby(rows, key=lambda r: r[0]):
+            group = list(group)
+            stored = await memory.append_messages(resource_id=rid, thread_id=thread_id, messages=[
+                Message(role=role, content=content, importance=importance) for _, role, content, importance, *_ in group])
+            for m, r in zip(stored, group, strict=True):
+                done.append((rid, m.seq, r[4])); codes.append(r[5]); terms.append(r[6] or b"")
+        for lo in range(0, len(done), 2_000):
+            await memory.run(ops.FinishEmbeddings(
+                model=model, dim=dim, done=tuple(done[lo : lo + 2_000]), failed=(), now=utcnow(),
+                codes=tuple(codes[lo : lo + 2_000]), sparse=tuple(terms[lo : lo + 2_000]), sparse_model=SPARSE))
+    with psycopg.connect(base, autocommit=True) as conn:  # as autovacuum leaves tables some time after writes
+        conn.execute(f'SET search_path = "{schema}"')
+        conn.execute("VACUUM ANALYZE")
+
+asyncio.run(fill(*sys.argv[1:]))
+"""
+
+
+def pg_copy(coded: Path, rid: str, base: str, after: Path) -> str:
+    """The caderno URL of ``base``'s schema ``PG_SCHEMA`` holding resource ``rid`` of ``coded`` (``PG_FILL``)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(after)}
+    subprocess.run([sys.executable, "-c", PG_FILL, str(coded), rid, base, PG_SCHEMA], env=env, check=True)
+    return f"{base}?schema={PG_SCHEMA}"
+
+
 def load_rows(
-    db: Path, rid: str, before: str, runs: int, after: Path = HERE.parent / "src"
+    db: Path | str, rid: str, before: str | None, runs: int, after: Path = HERE.parent / "src"
 ) -> dict[str, list[dict[str, float]]]:
-    """First recall and resident memory of the cache's load, ``after`` (this checkout) against ``before``, alternating.
+    """First recall, its CPU time and the memory it leaves (and its peak): the plain float32 floor, ``after``
+    (this checkout) and ``before``, in turn, a fresh process each.
 
     ``before`` is a commit (its ``src`` exported with ``git archive``) or a
     folder holding a ``caderno`` package tree (``src``), for a comparison
-    with a working tree whose schema no commit has yet. ``after`` reads a
-    copy of ``db`` holding each vector's codes where its code stores them
-    (``coded_copy``), as a database its embedding worker filled would;
-    ``before`` reads ``db`` (a newer schema would stop an older caderno).
+    with a working tree whose schema no commit has yet; None: no before rows.
+    Code that stores each vector's codes reads a copy of a SQLite ``db``
+    holding them (``coded_copy``), as a database its embedding worker filled
+    would; older code reads ``db`` (a newer schema would stop an older
+    caderno). A PostgreSQL ``db`` (a URL) is read as it is by all.
     """
     import os
     import subprocess
     import sys
 
-    out: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
-    dbs = {"before": db, "after": coded_copy(db, after) or db}
+    out: dict[str, list[dict[str, float]]] = {"floor": [], "after": []}
+    paths = {"floor": str(after), "after": str(after)}
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {"before": before, "after": str(after)}
-        if not Path(before).is_dir():
-            archive = subprocess.run(
-                ["git", "archive", "--format=tar", before, "src"], cwd=HERE.parent, capture_output=True, check=False
-            )
-            if archive.returncode:
-                print(f"  no 'before' rows: git archive {before} failed ({archive.stderr.decode().strip()[:200]})")
-                out.pop("before")
-            else:
-                subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-            paths["before"] = str(Path(tmp) / "src")
+        if before is not None:
+            out["before"] = []
+            paths["before"] = before
+            if not Path(before).is_dir():
+                archive = subprocess.run(
+                    ["git", "archive", "--format=tar", before, "src"], cwd=HERE.parent, capture_output=True, check=False
+                )
+                if archive.returncode:
+                    print(f"  no 'before' rows: git archive {before} failed ({archive.stderr.decode().strip()[:200]})")
+                    out.pop("before")
+                else:
+                    subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+                paths["before"] = str(Path(tmp) / "src")
+        dbs = {
+            name: str(db if isinstance(db, str) else coded_copy(db, Path(path)) or db) for name, path in paths.items()
+        }
         for _ in range(runs):
             for name in list(out):
                 env = {**os.environ, "PYTHONPATH": paths[name]}
                 done = subprocess.run(
-                    [sys.executable, "-c", PROBE, str(dbs[name]), rid],
+                    [sys.executable, "-c", FLOOR if name == "floor" else PROBE, dbs[name], rid, QUERY],
                     env=env,
                     capture_output=True,
                     text=True,
-                    check=name == "after",
+                    check=name != "before",
                 )
                 if done.returncode:  # older code refuses a database a newer migration has touched
                     last = (done.stderr.strip().splitlines() or ["?"])[-1]
@@ -547,28 +739,39 @@ def load_rows(
     return out
 
 
-def print_load(rows: dict[str, list[dict[str, float]]], before: str, after: Path | str = "this checkout") -> None:
-    print("first recall of the 100k resource (the cache's load), a fresh process per run, alternating before/after")
+def print_load(
+    rows: dict[str, list[dict[str, float]]], before: str | None, after: Path | str = "this checkout", backend: str = ""
+) -> None:
+    print(
+        f"first recall of the 100k resource (the cache's load){' on ' + backend if backend else ''}, "
+        "a fresh process per run, in turn with the plain float32 floor"
+    )
     print()
     print(
         "| code | runs | first recall, median ms | its CPU time, median ms "
-        "| resident MB per 100k vectors, median | cache MB per 100k vectors |"
+        "| resident MB per 100k vectors, median | peak MB per 100k, median | cache MB per 100k vectors |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
-    medians: dict[str, tuple[float, float]] = {}
-    for name, label in (("before", f"before ({before})"), ("after", f"after ({after})")):
-        if name in rows:
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    medians: dict[str, tuple[float, float, float]] = {}
+    labels = (("floor", "plain float32 floor"), ("before", f"before ({before})"), ("after", f"after ({after})"))
+    for name, label in labels:
+        if name in rows and rows[name]:
             rs = rows[name]
             first = pct([r["first_ms"] for r in rs], 0.5)
             cpu = pct([r.get("first_cpu_ms", float("nan")) for r in rs], 0.5)
-            medians[name] = (first, cpu)
             mb = pct([r["resident_bytes"] / r["vectors"] * 100_000 / 1e6 for r in rs], 0.5)
+            peak = pct([r.get("peak_bytes", float("nan")) / r["vectors"] * 100_000 / 1e6 for r in rs], 0.5)
             cache = pct([r.get("cache_bytes", float("nan")) / r["vectors"] * 100_000 / 1e6 for r in rs], 0.5)
-            print(f"| {label} | {len(rs)} | {first:.0f} | {cpu:.0f} | {mb:.0f} | {cache:.0f} |")
-    if len(medians) == 2:
-        (wall_a, cpu_a), (wall_b, cpu_b) = medians["after"], medians["before"]
-        print()
-        print(f"after / before: first recall {wall_a / wall_b:.2f}, its CPU time {cpu_a / cpu_b:.2f}")
+            medians[name] = (first, cpu, mb)
+            print(f"| {label} | {len(rs)} | {first:.0f} | {cpu:.0f} | {mb:.0f} | {peak:.0f} | {cache:.0f} |")
+    print()
+    for name in ("before", "floor"):
+        if name in medians and "after" in medians:
+            (wall_a, cpu_a, mb_a), (wall_b, cpu_b, mb_b) = medians["after"], medians[name]
+            print(
+                f"after / {name}: first recall {wall_a / wall_b:.2f}, its CPU time {cpu_a / cpu_b:.2f}, "
+                f"resident memory {mb_a / mb_b:.2f}"
+            )
 
 
 async def langgraph_search(matrix: np.ndarray, queries: list[str], size: int) -> tuple[float, float] | None:
