@@ -23,6 +23,10 @@ demo: $(STAMP)
 ## after the type checker (the store port is a typed contract), the docs
 ## site's strict build (a broken link or docstring fails it; no network) and
 ## the TypeScript client's tests (Node's runner, against a real caderno serve).
+## pytest runs on TEST_WORKERS processes (pytest-xdist): twice the cores, as
+## many tests wait on subprocesses, servers and leases rather than compute;
+## at most 8 (each holds PostgreSQL connections). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= $(shell n=$$(($$(nproc 2>/dev/null || echo 1) * 2)); echo $$((n > 8 ? 8 : n)))
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-pgbouncer.sh
@@ -30,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	bash scripts/test-typescript.sh
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 ## The docs site, served with live reload at http://127.0.0.1:8000.
 docs: $(STAMP)

@@ -40,12 +40,70 @@ CORE_ONLY = "dict"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"core: needs only ops.CORE, so it runs on the {CORE_ONLY!r} store too")
+    if config.pluginmanager.hasplugin("xdist"):
+        if hasattr(config, "workerinput"):
+            config.pluginmanager.register(_GroupCheck(config), "caderno-xdist-group-check")
+        else:
+            config.pluginmanager.register(_Workers(), "caderno-xdist-figures")
 
 
 @pytest.hookimpl(tryfirst=True)  # first: a test's own parametrize mark takes precedence over the fixture's params
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("core") and "db_url" in metafunc.fixturenames:
         metafunc.definition.add_marker(pytest.mark.parametrize("db_url", [*BACKENDS, CORE_ONLY], indirect=True))
+
+
+#: Session fixtures too costly to build once per xdist worker (a primary and its standby): the tests using
+#: one run on a single worker, as one group named after it.
+ONE_WORKER_FIXTURES = {"standby"}
+
+
+@pytest.hookimpl(tryfirst=True)  # first: before xdist turns the groups into node ids (``--dist loadgroup``)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, keep a module's tests on one worker when they share a module-scoped fixture.
+
+    A module fixture (a running server, a built wheel, a browser) is built once per worker that runs
+    one of its tests; spread over the workers it would be built on each. A test that carries its own
+    ``xdist_group`` mark keeps it.
+    """
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        defs = [d for ds in (info.name2fixturedefs.values() if info else ()) for d in ds]
+        shared = sorted(d.argname for d in defs if d.scope == "session" and d.argname in ONE_WORKER_FIXTURES)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
+        elif any(d.scope == "module" for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _check_grouped(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Stop a worker whose xdist did not put its grouped tests in their group: they would run anywhere, silently.
+
+    xdist carries a test's group to the scheduler as a suffix of its node id (``…::test@group``).
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
+            raise pytest.UsageError(
+                f"--dist loadgroup did not group {item.nodeid}: this pytest and pytest-xdist do not work "
+                "together (see the pytest pin in pyproject.toml's dev extras)"
+            )
+
+
+class _GroupCheck:
+    """Registered on xdist workers: checks the groups after every other collection hook."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        _check_grouped(self.config, items)
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +128,12 @@ def pgvector_schemas(pgvector_url: str) -> Iterator[SchemaPool]:
     """The pgvector server's schemas for the backend fixtures (``SchemaPool``: emptied, not re-migrated, per test)."""
     pool = SchemaPool(pgvector_url)
     yield pool
-    record_figure("pgvector schemas", f"pgvector schemas: {pool.made} made, {pool.reused} emptied and used again")
+    record_figure(
+        "pgvector schemas",
+        "pgvector schemas: {made} made, {reused} emptied and used again",
+        made=pool.made,
+        reused=pool.reused,
+    )
     pool.close()
 
 
@@ -79,7 +142,12 @@ def postgres_schemas() -> Iterator[SchemaPool]:
     """The test PostgreSQL's schemas for the backend fixtures (``SchemaPool``: emptied, not re-migrated, per test)."""
     pool = SchemaPool(PG_URL)
     yield pool
-    record_figure("postgres schemas", f"postgres schemas: {pool.made} made, {pool.reused} emptied and used again")
+    record_figure(
+        "postgres schemas",
+        "postgres schemas: {made} made, {reused} emptied and used again",
+        made=pool.made,
+        reused=pool.reused,
+    )
     pool.close()
 
 
@@ -210,7 +278,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 #: Figures the reliability suites report (tests/reliability/): one line each at the end of the run.
 #: ``FUZZ`` is filled by test_fuzz.py (inputs tried, refused with a CadernoError, anything else).
 FUZZ = {"tried": 0, "refused": 0, "unexpected": 0}
-FIGURES: dict[str, str] = {}
+#: name -> (line template, its counts). Under pytest-xdist each worker sends its own to the controller,
+#: which adds up the counts of a name (``_Workers``): the closing lines are the whole run's.
+FIGURES: dict[str, tuple[str, dict[str, int]]] = {}
 
 
 @pytest.fixture(scope="session")
@@ -218,18 +288,48 @@ def fuzz_stats() -> dict[str, int]:
     return FUZZ
 
 
-def record_figure(name: str, line: str) -> None:
-    """Print ``line`` in the run's closing summary (crash kills, erasure checks…)."""
-    FIGURES[name] = line
+def record_figure(name: str, template: str, **counts: int) -> None:
+    """Print ``template.format(**counts)`` in the run's closing summary (crash kills, erasure checks…).
+
+    The counts of one name are added up over the processes of a parallel run (``-n``), so a figure is
+    a number of things per process (kills survived, bytes found), never a ratio or a maximum.
+    """
+    FIGURES[name] = (template, dict(counts))
+
+
+def _add_figures(into: dict[str, tuple[str, dict[str, int]]], figures: dict[str, Any]) -> None:
+    for name, (template, counts) in figures.items():
+        _, have = into.get(name, (template, {}))
+        into[name] = (template, {k: have.get(k, 0) + n for k, n in counts.items()})
+
+
+@pytest.hookimpl(trylast=True)  # last: after the session's fixtures have recorded their figures at teardown
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its figures and fuzz counts to the controller (``_Workers.pytest_testnodedown``)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["caderno_figures"] = FIGURES
+        output["caderno_fuzz"] = FUZZ
+
+
+class _Workers:
+    """The controller of an xdist run: the workers' figures and fuzz counts, added up."""
+
+    @staticmethod
+    def pytest_testnodedown(node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", {})
+        _add_figures(FIGURES, output.get("caderno_figures", {}))
+        for key, n in output.get("caderno_fuzz", {}).items():
+            FUZZ[key] += n
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if FUZZ["tried"]:
-        FIGURES["fuzz"] = (
-            f"fuzz: {FUZZ['tried']} inputs tried, {FUZZ['refused']} refused cleanly, {FUZZ['unexpected']} unexpected errors"
+        record_figure(
+            "fuzz", "fuzz: {tried} inputs tried, {refused} refused cleanly, {unexpected} unexpected errors", **FUZZ
         )
-    for line in FIGURES.values():
-        terminalreporter.write_line(line)
+    for template, counts in FIGURES.values():
+        terminalreporter.write_line(template.format(**counts))
     if not _by_backend:
         return
     parts = []

@@ -42,10 +42,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _pg import pg_schema
 
 import caderno
 from caderno import Message
+
+#: One xdist worker runs the module, in order: ``test_zz_summary`` reads what the others counted.
+pytestmark = pytest.mark.xdist_group("crash")
 
 KILLS = int(os.environ.get("CADERNO_CRASH_KILLS", "3"))
 SEED = int(os.environ.get("CADERNO_CRASH_SEED", "20261202"))
@@ -98,6 +102,7 @@ class Child:
     def __init__(self, body: str, *args: str) -> None:
         self.lines: list[str] = []
         self.ready = threading.Event()
+        self.acked = threading.Event()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", PRELUDE + textwrap.dedent(body), *args],
             env=python_env(),
@@ -118,13 +123,23 @@ class Child:
                 self.ready.set()
             elif line:
                 self.lines.append(line)
+                if line.startswith("ack "):
+                    self.acked.set()
 
-    def kill_after(self, delay: float) -> None:
+    def kill_after(self, delay: float, *, once_acked: bool = False) -> None:
+        """SIGKILL ``delay`` seconds after the child is ready (``once_acked``: after its first acknowledged write).
+
+        ``once_acked`` is for a scenario's first kill while nothing has been acknowledged yet: on a loaded
+        machine a child can still be starting when a short random delay runs out, and a scenario whose
+        kills all land before any write finished checks nothing.
+        """
+        started = self.acked if once_acked else self.ready
         deadline = time.monotonic() + 60
-        while not self.ready.wait(0.05):
+        while not started.wait(0.05):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.proc.kill()
-                raise AssertionError(f"child never got ready: {self._stderr()}")
+                what = "acknowledged nothing" if once_acked and self.ready.is_set() else "never got ready"
+                raise AssertionError(f"child {what}: {self._stderr()}")
         time.sleep(delay)
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=60)
@@ -218,7 +233,7 @@ def test_appends_whole_or_absent(shared_url: str) -> None:
     rng, acked, begun = rng_for("appends", shared_url), set(), set()
     for run in range(KILLS):
         child = Child(APPENDS, shared_url, str(run))
-        child.kill_after(rng.uniform(0.0, 0.5))
+        child.kill_after(rng.uniform(0.0, 0.5), once_acked=not acked)
         acked |= set(child.tags("ack"))
         begun |= set(child.tags("begin"))
         opened(shared_url, check_appends, acked, begun)
@@ -281,7 +296,7 @@ def test_patches_present_iff_acknowledged_or_in_flight(shared_url: str) -> None:
     rng, acked, begun = rng_for("patches", shared_url), set(), set()
     for run in range(KILLS):
         child = Child(PATCHES, shared_url, str(run))
-        child.kill_after(rng.uniform(0.0, 0.5))
+        child.kill_after(rng.uniform(0.0, 0.5), once_acked=not acked)
         acked |= set(child.tags("ack"))
         begun |= set(child.tags("begin"))
         opened(shared_url, check_patches, acked, begun)
@@ -374,7 +389,7 @@ def test_imports_whole_or_nothing(shared_url: str, tmp_path: Path) -> None:
     imported, in_flight_whole, in_flight = 0, 0, 0
     for run in range(KILLS):
         child = Child(IMPORTS, shared_url, str(path), str(run))
-        child.kill_after(rng.uniform(0.0, window))
+        child.kill_after(rng.uniform(0.0, window), once_acked=not imported)
         acked, begun = set(child.tags("ack")), child.tags("begin")
         whole = opened(shared_url, check_imports, dump, acked, begun)
         imported += len(acked)
@@ -590,7 +605,7 @@ def test_notebook_files_parse_and_hold_every_acknowledged_entry(tmp_path: Path) 
     directory = tmp_path / "notebook"
     for run in range(KILLS):
         child = Child(NOTEBOOK, str(directory), str(run))
-        child.kill_after(rng.uniform(0.0, 0.5))
+        child.kill_after(rng.uniform(0.0, 0.5), once_acked=not acked)
         acked |= set(child.tags("ack"))
         begun |= set(child.tags("begin"))
         file = directory / "MEMORY.md"
@@ -611,11 +626,12 @@ def test_notebook_files_parse_and_hold_every_acknowledged_entry(tmp_path: Path) 
 def test_zz_summary() -> None:
     from conftest import record_figure
 
-    s = SURVIVED
     record_figure(
         "crash",
-        f"crash: {sum(s.values())} kills survived (appends {s['appends']}, patches {s['patches']}, "
-        f"imports {s['imports']}, erases {s['erases']}, migrations {s['migrations']}, "
-        f"notebook {s['notebook']}), {len(PROBLEMS)} lost or partial (seed {SEED})",
+        "crash: {kills} kills survived (appends {appends}, patches {patches}, imports {imports}, erases {erases}, "
+        "migrations {migrations}, notebook {notebook}), {problems} lost or partial (seed " + str(SEED) + ")",
+        kills=sum(SURVIVED.values()),
+        problems=len(PROBLEMS),
+        **SURVIVED,
     )
     assert not PROBLEMS, PROBLEMS

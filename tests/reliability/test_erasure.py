@@ -20,6 +20,9 @@ from caderno import Message, ToolCall
 from caderno.stores import ops
 from conftest import record_figure
 
+#: One xdist worker runs the module, in order: ``test_zz_erasure_summary`` reads what the others counted.
+pytestmark = pytest.mark.xdist_group("erasure")
+
 FOUND: dict[str, int] = {"checks": 0, "bytes_found": 0}
 
 
@@ -131,7 +134,7 @@ async def test_postgres_erase_leaves_no_row_in_any_table() -> None:
 def test_zz_erasure_summary() -> None:
     record_figure(
         "erasure",
-        f"erasure: {FOUND['checks']} file checks after erase/delete while open and after close, "
-        f"{FOUND['bytes_found']} bytes of erased text found",
+        "erasure: {checks} file checks after erase/delete while open and after close, {bytes_found} bytes of erased text found",
+        **FOUND,
     )
     assert FOUND["checks"] >= 8 and FOUND["bytes_found"] == 0
