@@ -54,6 +54,31 @@ def pg_schema(base: str | None = None, *, via: str | None = None) -> Iterator[st
             conn.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
+def own_client_ports() -> list[int]:
+    """The local ports of this process's TCP sockets (Linux's /proc): ``pg_stat_activity.client_port`` of its connections.
+
+    A test that terminates caderno's backends picks its own by them: other tests (another xdist
+    worker's, another run's) have ``application_name = 'caderno'`` connections to the same server too.
+    """
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed since the listing
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    ports = []
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with open(table) as rows:
+            next(rows)  # the header
+            for row in rows:
+                fields = row.split()  # sl local_address rem_address st ... uid timeout inode
+                if fields[9] in inodes:
+                    ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def _schema_url(url: str, name: str, via: str | None) -> str:
     if via is not None:
         return f"{via}{'&' if '?' in via else '?'}schema={name}&pooler=transaction"
@@ -93,8 +118,14 @@ SELECT 'sequence', r.name, concat_ws(' ', s.seqtypid, s.seqstart, s.seqincrement
 FROM rel r JOIN pg_sequence s ON s.seqrelid = r.oid
 """
 
+#: Rows from which a table is truncated rather than deleted from. A TRUNCATE of a test's few tables
+#: took ~0.2 s (new files for every table and index), a DELETE of their few rows ~5 ms; but the
+#: statement trigger on ``events`` makes a DELETE grow faster than its rows (10,000: over a minute).
+BULK_ROWS = 1000
+
 #: Added to ``_SHAPE`` once a schema is known to be migrated: its applied migrations, the tables
-#: holding rows (``{probe}``, one ``EXISTS`` per table) and the sequences a test has drawn from.
+#: holding rows (``{probe}``, two ``EXISTS`` per table: any row, ``BULK_ROWS`` rows) and the sequences
+#: a test has drawn from.
 _STATE = """
 UNION ALL
 SELECT 'migration', name, '' FROM {schema}.schema_migrations
@@ -145,9 +176,10 @@ class SchemaPool:
     a schema a test is done with is emptied and kept for the next test: if
     it has exactly the shape of a schema caderno has just migrated (same
     relations, columns, constraints, indexes, triggers, functions, sequences
-    and applied migrations), the tables holding rows are truncated and the
-    sequences drawn from restarted, in one transaction; indexes caderno
-    added as it ran (the per-dimension HNSW ones) are dropped. The next test
+    and applied migrations), the rows of the tables holding any are deleted
+    (truncated where a table holds ``BULK_ROWS`` or more) and the sequences
+    drawn from restarted, in one transaction; indexes caderno added as it
+    ran (the per-dimension HNSW ones) are dropped. The next test
     then opens a schema that holds nothing but the latest migrations, as a
     fresh one does once its first open has migrated it. Any other
     difference (a test altered the schema, or never opened it), or any
@@ -162,6 +194,8 @@ class SchemaPool:
         self._free: list[str] = []
         self._fresh: Shape | None = None
         self._tables: list[str] = []
+        #: Each table's depth in the foreign keys (0: references no table; else 1 + its references' deepest).
+        self._depth: dict[str, int] = {}
         #: Schemas handed out new (and migrated by their test), and emptied ones handed out again.
         self.made = self.reused = 0
         self._admin = psycopg.connect(base, autocommit=True)
@@ -215,6 +249,7 @@ class SchemaPool:
         """The shape of schema ``name`` (its name written ``$schema``), and which of its tables and sequences are in use."""
         probe = "".join(
             f"\nUNION ALL SELECT 'in-use', '{t}', 'table' WHERE EXISTS (SELECT FROM \"{name}\".\"{t}\")"
+            f"\nUNION ALL SELECT 'in-use', '{t}', 'bulk' WHERE EXISTS (SELECT FROM \"{name}\".\"{t}\" OFFSET {BULK_ROWS - 1})"
             for t in self._tables
         )
         query = _SHAPE + _STATE.format(schema=f'"{name}"', probe=probe)
@@ -235,6 +270,7 @@ class SchemaPool:
                 self._admin.execute(f'DROP SCHEMA "{name}" CASCADE')
             tables = {obj for kind, obj, text in self._fresh if (kind, text) == ("relation", "r")}
             self._tables = sorted(tables - {"schema_migrations"})  # the migrations are part of the shape
+            self._depth = _reference_depths(self._fresh, self._tables)
         return self._fresh
 
     def _empty(self, name: str, fresh: Shape) -> bool:
@@ -248,12 +284,34 @@ class SchemaPool:
             return False
         steps = [f'DROP INDEX "{name}"."{index}"' for index in sorted(added)]
         tables = sorted(obj for obj, what in in_use if what == "table")
-        if tables:  # CASCADE: PostgreSQL refuses to truncate a table another (empty) one references
+        if any(what == "bulk" for _, what in in_use):
+            # CASCADE: PostgreSQL refuses to truncate a table another (empty) one references
             steps.append("TRUNCATE " + ", ".join(f'"{name}"."{t}"' for t in tables) + " CASCADE")
+        elif tables:
+            # The triggers' functions name their tables unqualified. Referencing tables first: a
+            # referenced one's rows then cascade nowhere.
+            steps.append(f'SET LOCAL search_path TO "{name}"')
+            steps += [f'DELETE FROM "{name}"."{t}"' for t in sorted(tables, key=self._depth.get, reverse=True)]
         steps += [f'ALTER SEQUENCE "{name}"."{obj}" RESTART' for obj, what in sorted(in_use) if what == "sequence"]
         if steps:
             self._admin.execute("BEGIN; " + "; ".join(steps) + "; COMMIT")
         return True
+
+
+def _reference_depths(shape: Shape, tables: list[str]) -> dict[str, int]:
+    """Each table's depth in the foreign keys of ``shape`` (a table referencing nothing: 0)."""
+    references: dict[str, set[str]] = {t: set() for t in tables}
+    for kind, obj, text in shape:
+        if kind == "constraint" and " REFERENCES $schema." in text:
+            table, target = obj.split(".")[0], text.split(" REFERENCES $schema.", 1)[1].split("(")[0]
+            if table in references and target in references and target != table:
+                references[table].add(target)
+
+    def depth(table: str, seen: frozenset[str] = frozenset()) -> int:
+        deeper = [depth(t, seen | {table}) for t in references[table] if t not in seen]
+        return 1 + max(deeper) if deeper else 0
+
+    return {t: depth(t) for t in tables}
 
 
 PGVECTOR_MISSING = (

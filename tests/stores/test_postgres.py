@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from _pg import PG_URL, pg_schema, require_postgres
+from _pg import PG_URL, own_client_ports, pg_schema, require_postgres
 
 import caderno
 from caderno import Message
@@ -96,9 +96,11 @@ async def _terminate_our_backends(schema_url: str) -> int:
     async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
         # With a timeout, pg_terminate_backend waits until the backend has
         # exited, so its connection is dead by the time the test goes on.
+        # This process's own: other tests (another xdist worker's) have caderno connections to the server too.
         cur = await admin.execute(
             "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
-            "WHERE application_name = 'caderno' AND pid <> pg_backend_pid()"
+            "WHERE application_name = 'caderno' AND pid <> pg_backend_pid() AND client_port = ANY(%s)",
+            (own_client_ports(),),
         )
         return (await cur.fetchone())[0]
 
@@ -144,9 +146,15 @@ async def test_url_options_keep_their_text(pg_url: str) -> None:
 _BLOCKED = "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
 
 
+#: Seconds a call may take to reach the test's lock: a retry first checks the pool and opens a new
+#: connection, which on a loaded machine took over 5 s. A deadline only: the wait ends when it does.
+_REACH_LOCK_SECONDS = 60
+
+
 async def _wait_until_blocked(admin: Any, task: asyncio.Future[Any]) -> None:
-    """Until a backend waits on the lock ``admin`` holds, or ``task`` ended (5 s at most)."""
-    for _ in range(200):
+    """Until a backend waits on the lock ``admin`` holds, or ``task`` ended (``_REACH_LOCK_SECONDS`` at most)."""
+    deadline = time.monotonic() + _REACH_LOCK_SECONDS
+    while time.monotonic() < deadline:
         if task.done():
             return
         cur = await admin.execute(f"SELECT count(*) FROM ({_BLOCKED}) b", (admin.info.backend_pid,))
