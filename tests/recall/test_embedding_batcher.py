@@ -53,7 +53,10 @@ class Gated(HashingEmbedder):
     def embed(self, texts: list[str]) -> Any:
         n = len(self.calls)
         self.calls.append(list(texts))
-        self.priorities.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        try:  # a thread's own nice value on Linux
+            self.priorities.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        except OSError:
+            self.priorities.append(0)
         if n in self.held:
             self.gates[n].wait(PATIENCE)
         return super().embed(texts)
@@ -303,3 +306,23 @@ async def test_a_text_several_callers_ask_at_once_is_run_once() -> None:
     assert model.calls[1] == ["the same question", "own text 0", "own text 1", "own text 2"]
     expected = HashingEmbedder(32).embed(["the same question"])[0]
     assert all(np.array_equal(vectors[0], expected) for vectors in got)
+
+
+async def test_hurry_hands_the_background_lanes_waiting_texts_to_the_urgent_lane() -> None:
+    """A recall waiting for the worker's messages: what the worker's call has not started runs urgently."""
+    model = Gated(held=(0,))
+    service = Batcher(model.embed, name=model.name, limit=4)
+    texts = [f"worker message {i}" for i in range(10)]
+    worker = asyncio.ensure_future(service.each(texts, urgent=False))
+    await until(lambda: len(model.calls) == 1)  # its first four, held in the background lane's call
+    assert service.hurry() == 6
+    await until(lambda: len(model.calls) == 3)  # the other six, in the urgent lane, while the first call waits
+    assert model.calls[1:] == [texts[4:8], texts[8:]]
+    assert not worker.done()
+    model.gates[0].set()
+    vectors = await worker
+    assert all(np.array_equal(v, e) for v, e in zip(vectors, alone(HashingEmbedder(32), texts), strict=True))
+    if Path("/proc/self/task").exists():
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        assert model.priorities == [min(19, base + EMBED_NICE), base, base]
+    assert service.hurry() == 0

@@ -22,6 +22,9 @@ one model into one call and hands each caller its own results.
   the model missing, fails them all at once: it would fail each again).
 * A caller cancelled while it waits leaves the others' call alone; what is
   not yet started of its texts is dropped.
+* ``Batcher.hurry`` hands what waits in the background lane to the urgent
+  one, for when someone comes to wait for it (a recall waiting for messages
+  the worker holds).
 * ``Batcher.query`` keeps the last ``QUERY_CACHE_SIZE`` query vectors, by
   model name and text: a question asked again costs no model call.
 
@@ -114,16 +117,40 @@ class _Lane:
 
     def submit(self, request: _Request) -> None:
         """Queue a request (on the caller's loop: holds the lock for an append)."""
+        self._forked()
+        with self._cond:
+            self._append([request])
+
+    def hand_over(self, other: _Lane) -> int:
+        """Move the requests waiting here (what is not yet taken of them) to ``other``; how many texts.
+
+        A request whose first texts are in this lane's call now keeps them
+        there: the rest is run by ``other``.
+        """
+        self._forked()
+        other._forked()
+        with self._cond:
+            moved = [r for _, r in self._queue if not r.cancelled]
+            self._queue.clear()
+        if moved:
+            with other._cond:
+                other._append(moved)
+        return sum(len(r.texts) - r.next for r in moved)
+
+    def _forked(self) -> None:
         if self._pid != os.getpid():  # forked: the parent's thread and lock are not this process's
             self._reset()
-        with self._cond:
-            self._queue.append((time.monotonic(), request))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=f"caderno-{self.name}", daemon=True)
-                self._thread.start()
-                _live.add(self)
-            else:
-                self._cond.notify()
+
+    def _append(self, requests: list[_Request]) -> None:
+        """Queue ``requests`` and wake (or start) the thread; the caller holds the lock."""
+        now = time.monotonic()
+        self._queue.extend((now, r) for r in requests)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=f"caderno-{self.name}", daemon=True)
+            self._thread.start()
+            _live.add(self)
+        else:
+            self._cond.notify()
 
     def stop(self, timeout: float) -> None:
         """Let the call in flight finish and end the thread (at the interpreter's exit)."""
@@ -191,10 +218,12 @@ class _Lane:
         results = self._results(texts)
         at = 0
         for request, start, end in spans:
-            request.results[start:end] = results[at : at + end - start]
+            with _handed:  # a request handed over mid-way has spans in two lanes' calls
+                request.results[start:end] = results[at : at + end - start]
+                request.left -= end - start
+                finished = request.left == 0
             at += end - start
-            request.left -= end - start
-            if request.left == 0 and not request.cancelled:
+            if finished and not request.cancelled:
                 with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody to tell
                     request.loop.call_soon_threadsafe(_resolve, request.future, request.results)
 
@@ -277,6 +306,14 @@ class Batcher:
         (self.urgent if urgent else self.background).submit(request)
         return await future
 
+    def hurry(self) -> int:
+        """Someone now waits for the background lane's queued texts: the urgent lane runs them (how many).
+
+        A recall waiting for messages this process's worker holds calls it,
+        so they do not wait at the worker's lower priority.
+        """
+        return self.background.hand_over(self.urgent)
+
     async def all(self, texts: Sequence[str], *, urgent: bool = True) -> list[Any]:
         """Each text's result, in order; the first text's failure raised."""
         results = await self.each(texts, urgent=urgent)
@@ -328,6 +365,7 @@ def _frozen(result: Any) -> Any:
 _by_model: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
 _by_id: dict[int, tuple[Any, Batcher]] = {}  # models that cannot be weakly referenced or hashed: kept
 _registry_lock = threading.Lock()
+_handed = threading.Lock()  # a request's results and count of texts left, written by the lanes' threads
 _live: weakref.WeakSet[_Lane] = weakref.WeakSet()  # lanes whose thread ran: stopped at exit
 
 

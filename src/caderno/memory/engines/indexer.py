@@ -181,8 +181,10 @@ class Indexer:
         At most ``recall_limit`` of them, or all with ``everything`` (the
         CLI's recall, which shows a progress bar). Jobs another worker holds
         are not embedded twice: they are waited for, at most ``wait``
-        seconds, while they are not past their lease; a job whose embedding
-        failed before waits out its backoff and counts as waiting. Even
+        seconds, while they are not past their lease (what this process's
+        worker holds and has not started is handed to the urgent lane:
+        ``Batcher.hurry``); a job whose embedding failed before waits out its
+        backoff and counts as waiting. Even
         should a lease run out mid-batch, a text embedded twice keeps one
         vector (the finish replaces it). The texts go to the embedding
         service's urgent lane, at the caller's priority: someone waits for
@@ -220,6 +222,10 @@ class Indexer:
                 return left
             if not await self.run(ops.CountPendingEmbeddings(resource_id=resource_id, failed=False)):
                 return left  # only failed jobs wait, for their backoff: not worth waiting for
+            # Those this process's worker holds, still in the background lane, run now at the caller's priority.
+            batcher(self.embedder).hurry()
+            if self.sparse is not None:
+                batcher(self.sparse).hurry()
             await asyncio.sleep(RECALL_POLL_SECONDS)
 
     async def run_once(self) -> int:
