@@ -33,8 +33,13 @@ falls on all of them alike, and the table gives the median over rounds.
   with numpy's BLAS left on its own threads; messages/s (wall) and messages
   per CPU second of the process (steadier on a shared machine), batches of
   64; then the p50 latency of one one-sentence query.
+* batches (``--part batches``): what one chat message costs MiniLM and the
+  sparse encoder in batches of 1 to 64 (milliseconds per message, wall and
+  the process's CPU), and through the embedding service
+  (``caderno.embeddings.batcher``) when 1, 8 or 64 callers at a time each
+  ask for one text: the service gathers them into shared calls.
 
-Run: ``.venv/bin/python bench/embedding_speed.py [--rounds 5] [--part all|options|long|truncation|sparse]``.
+Run: ``.venv/bin/python bench/embedding_speed.py [--rounds 5] [--part all|options|long|truncation|sparse|batches]``.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ import onnxruntime as ort
 import caderno
 from caderno import Message
 from caderno.embeddings import minilm, splade
+from caderno.embeddings.batcher import Batcher
 from caderno.stores import ops
 
 HERE = Path(__file__).parent
@@ -443,6 +449,52 @@ def sparse_rows(chat: list[str], rounds: int) -> None:
     )
 
 
+#: Batch sizes of the ``batches`` part.
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+#: Callers at once of the service rows: each asks for one text, then the next.
+SERVICE_CALLERS = (1, 8, 64)
+
+
+async def batch_rows(chat: list[str], rounds: int) -> None:
+    """Milliseconds per chat message by batch size (MiniLM, the sparse encoder), and through the service."""
+    texts = chat[:256]
+    models: dict[str, Callable[[list[str]], Any]] = {
+        "MiniLM": minilm.MiniLMEmbedder().load().embed,
+        "SPLADE-tiny": splade.SpladeEncoder().load().encode,
+    }
+    for run in models.values():
+        run(texts[:64])
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+
+    def record(key: str, took: float, spent: float) -> None:
+        wall.setdefault(key, []).append(1e3 * took / len(texts))
+        cpu.setdefault(key, []).append(1e3 * spent / len(texts))
+
+    for _ in range(rounds):
+        for name, run in models.items():
+            for size in BATCH_SIZES:
+                t0, c0 = time.perf_counter(), time.process_time()
+                for i in range(0, len(texts), size):
+                    run(texts[i : i + size])
+                record(f"{name}, batches of {size}", time.perf_counter() - t0, time.process_time() - c0)
+            for callers in SERVICE_CALLERS:
+                service = Batcher(run, name=name, cache_size=0)
+                queue = iter(texts)
+
+                async def caller(service: Batcher = service, queue: Any = queue) -> None:
+                    for text in queue:
+                        await service.all([text])
+
+                t0, c0 = time.perf_counter(), time.process_time()
+                await asyncio.gather(*(caller() for _ in range(callers)))
+                took, spent = time.perf_counter() - t0, time.process_time() - c0
+                record(f"{name}, service, {callers} caller(s) of one text at a time", took, spent)
+    print("\nms per chat message (256 messages, 1–19 words), median of rounds | run | wall | CPU |")
+    for key in wall:
+        print(f"| {key:62s} | {statistics.median(wall[key]):6.2f} | {statistics.median(cpu[key]):6.2f} |")
+
+
 def cpu_flags() -> str:
     try:
         flags = set(re.findall(r"\w+", Path("/proc/cpuinfo").read_text()))
@@ -460,7 +512,7 @@ def table(title: str, results: dict[str, list[float]]) -> None:
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--part", choices=("all", "options", "long", "truncation", "sparse"), default="all")
+    ap.add_argument("--part", choices=("all", "options", "long", "truncation", "sparse", "batches"), default="all")
     args = ap.parse_args()
     chat, mixed = load_texts()
     print(f"CPU flags: {cpu_flags()}; usable cores: {minilm._cores()}; onnxruntime {ort.__version__}")
@@ -473,6 +525,8 @@ async def main() -> None:
     if args.part in ("all", "sparse"):
         sparse_rows(chat, args.rounds)
         await sparse_worker_rows(chat, args.rounds)
+    if args.part in ("all", "batches"):
+        await batch_rows(chat, args.rounds)
 
 
 async def options_rows(chat: list[str], mixed: list[str], rounds: int) -> None:

@@ -7,7 +7,10 @@ Workload (one run, same machine; every configuration gets a fresh database):
     drawn at random (seeded) from this mix:
       - 40% append a turn (user + assistant) to the client's thread;
       - 30% read the thread's last 20 messages;
-      - 15% recall (query, scope=resource, default legs) — embeds the query;
+      - 15% recall (query, scope=resource, default legs) — embeds the query
+        (one of five questions, so the embedding service's cache of recent
+        queries answers all but the first of each; ``--fresh-queries`` adds
+        the client and call numbers, so every query is a new one);
       - 15% working-memory merge patch of one key (all clients, one resource).
 
 Configurations (``--only`` picks some):
@@ -110,6 +113,15 @@ def plan(requests: int) -> list[list[str]]:
     return [rng.choices(names, weights, k=per) for _ in range(CLIENTS)]
 
 
+FRESH = False  # --fresh-queries
+
+
+def question(client: int, n: int) -> str:
+    """The query of a client's ``n``-th call: one of ``QUERIES``, or with ``--fresh-queries`` one never asked before."""
+    query = QUERIES[n % len(QUERIES)]
+    return f"{query} {client} {n}" if FRESH else query
+
+
 def turn(client: int, n: int) -> tuple[str, str]:
     topic = QUERIES[(client + n) % len(QUERIES)]
     return f"pergunta {n} do cliente {client} sobre {topic}", f"resposta {n}: anotado, {topic}"
@@ -182,7 +194,7 @@ async def run_inprocess(url: str, routes: list[list[str]], seed: int) -> dict[st
         elif route == "read":
             await memory.get_messages(resource_id=RESOURCE, thread_id=tid, limit=20)
         elif route == "recall":
-            await memory.recall(resource_id=RESOURCE, query=QUERIES[n % len(QUERIES)], thread_id=tid)
+            await memory.recall(resource_id=RESOURCE, query=question(i, n), thread_id=tid)
         else:
             await memory.update_working_memory(resource_id=RESOURCE, patch={f"c{i}": n}, source="bench")
 
@@ -333,7 +345,7 @@ async def run_http(
             elif route == "read":
                 request = client.get(f"{prefix}/threads/{tid}/messages", params={"limit": 20})
             elif route == "recall":
-                request = client.post(f"{prefix}/recall", json={"query": QUERIES[n % len(QUERIES)], "thread_id": tid})
+                request = client.post(f"{prefix}/recall", json={"query": question(i, n), "thread_id": tid})
             else:
                 request = client.patch(f"{prefix}/working-memory", data=json.dumps({f"c{i}": n}), headers=patch_headers)
             async with request as r:
@@ -403,7 +415,12 @@ async def main() -> None:
         help="after the closed loop, half the calls again arriving at this share of its requests/s (0: skip)",
     )
     ap.add_argument("--only", default="", help=f"comma-separated: sqlite, postgres, {', '.join(CONFIGS)}")
+    ap.add_argument(
+        "--fresh-queries", action="store_true", help="every recall asks a question not asked before (no cache hits)"
+    )
     args = ap.parse_args()
+    global FRESH
+    FRESH = args.fresh_queries
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     if args.quick:
         args.requests, args.seed = 1_280, 3
@@ -414,6 +431,7 @@ async def main() -> None:
         f"workload: {CLIENTS} clients, {CLIENTS * len(routes[0])} timed calls per configuration "
         f"({', '.join(f'{int(w * 100)}% {n}' for n, w in MIX)}) after {args.seed} seed turns per thread; "
         f"{os.cpu_count()} cores shared by clients and server; python {sys.version.split()[0]}"
+        f"{'; every query a new one' if FRESH else ''}; load average {os.getloadavg()[0]:.1f}"
     )
     print()
     tmp = Path(tempfile.mkdtemp(prefix="caderno-load-"))
