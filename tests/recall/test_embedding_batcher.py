@@ -12,9 +12,11 @@ conditions, never for the clock.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -326,3 +328,13 @@ async def test_hurry_hands_the_background_lanes_waiting_texts_to_the_urgent_lane
         base = os.getpriority(os.PRIO_PROCESS, 0)
         assert model.priorities == [min(19, base + EMBED_NICE), base, base]
     assert service.hurry() == 0
+
+
+async def test_the_service_does_not_keep_its_model_alive() -> None:
+    model = HashingEmbedder(8)
+    service = weakref.ref(batcher(model))
+    assert np.array_equal((await batcher(model).all(["kept?"]))[0], HashingEmbedder(8).embed(["kept?"])[0])
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    assert gone() is None and service() is None

@@ -2,7 +2,7 @@
 
 A model call has a fixed cost (a tokenizer pass, a graph run, numpy's set-up)
 that a batch pays once: MiniLM embeds a chat message in a batch of 64 for
-much less CPU than alone, and the sparse encoder for less than half
+about a third less CPU than alone, the sparse encoder for less than half
 (``bench/embedding_speed.py --part batches``). A server's callers come one or
 two texts at a time — a recall's query, the few messages a recall embeds
 before it searches — so ``Batcher`` gathers what concurrent callers ask of
@@ -379,13 +379,30 @@ def batcher(model: Any) -> Batcher:
             found = held[1] if held is not None and held[0] is model else None
         if found is not None:
             return found
-        run = model.embed if hasattr(model, "embed") else model.encode
-        made = Batcher(run, name=str(getattr(model, "name", type(model).__name__)))
+        made = Batcher(_caller(model), name=str(getattr(model, "name", type(model).__name__)))
         try:
             _by_model[model] = made
         except TypeError:
             _by_id[id(model)] = (model, made)
         return made
+
+
+def _caller(model: Any) -> Callable[[list[str]], Sequence[Any]]:
+    """``model.embed`` (else ``model.encode``), looked up at each call through a weak reference: the
+    service does not keep its model alive (it is the registry's value, the model its key)."""
+    method = "embed" if hasattr(model, "embed") else "encode"
+    try:
+        ref = weakref.ref(model)
+    except TypeError:  # no weak references: the registry keeps it anyway (``_by_id``)
+        return lambda texts: getattr(model, method)(texts)
+
+    def run(texts: list[str]) -> Sequence[Any]:
+        held = ref()
+        if held is None:
+            raise EmbeddingUnavailable("the model was released while its texts waited")
+        return getattr(held, method)(texts)
+
+    return run
 
 
 @atexit.register
