@@ -5,7 +5,7 @@ the b-trees a turn touches are the cost of a durable append. The first
 test reads the frames of one turn (their page numbers, mapped to b-trees by
 ``dbstat``) and names the b-trees it wrote, so an index added to the hot
 path shows up here by name (migrations 0017 and 0018 took two off it, 0023 to
-0025 three more).
+0026 four more).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from caderno.stores import _sqlite_plans, ops
 #: The b-trees a turn on a known thread writes, and why each is there. Not written: the thread's
 #: row (positions follow its newest message, migration 0023), the embedding queue (the messages
 #: are marked in their rows, above the worker's watermark, 0024), the index of fact candidates
-#: (this turn's user message is below the default threshold, 0025).
+#: (this turn's user message is below the default threshold, 0025), sqlite_sequence (moved ahead
+#: of the appends a block of seqs at a time, 0026).
 TURN_BTREES = {
     "events",  # the two rows
     "sqlite_autoindex_events_1",  # UNIQUE (resource_id, id): a message is found by id
     "events_thread",  # a thread's messages in order
-    "sqlite_sequence",  # AUTOINCREMENT: a seq is never given twice
 }
 
 

@@ -18,6 +18,7 @@ from caderno import Message
 from caderno.embeddings import HashingEmbedder
 from caderno.embeddings.splade import dot, pack, unpack
 from caderno.stores import ops
+from caderno.stores._sqlite_plans import SEQ_BLOCK
 
 R, OTHER = "r", "other"
 
@@ -40,7 +41,9 @@ class WordSparse:
 
 
 async def stored(memory: caderno.Memory, resource_id: str = R) -> dict[int, bytes]:
-    seqs = tuple(range(1, 200))
+    # Every seq a test here can have given: appends count from 1, and on SQLite an import's
+    # messages may take seqs up to a block ahead (``_sqlite_plans.SEQ_BLOCK``).
+    seqs = tuple(range(1, 200 + SEQ_BLOCK))
     return await memory.run(ops.ReadSparse(resource_id=resource_id, model=WordSparse.name, seqs=seqs))
 
 

@@ -5,7 +5,9 @@ names them). The rest is found from what the rows hold: a message to embed
 is marked in its row and taken by the worker from its watermark up
 (migration 0024); the thread's positions follow its newest message, and its
 row keeps only a deleted newest message's (0023); only a user message at or
-above the default fact threshold enters the index of fact candidates (0025).
+above the default fact threshold enters the index of fact candidates (0025);
+seqs follow the highest ever given, sqlite_sequence moved ahead of them a
+block at a time (0026).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from caderno.memory.engines.importance import embeddable
 from caderno.memory.parts.consolidation import ConsolidationSettings
 from caderno.stores import ops
 from caderno.stores._sql import Q, run_plan_sync
-from caderno.stores._sqlite_plans import SQLITE
+from caderno.stores._sqlite_plans import SEQ_BLOCK, SQLITE
 from caderno.stores.capabilities.consolidation import FACT_INDEX_FLOOR
 from caderno.stores.sqlite import DIALECT
 
@@ -194,3 +196,49 @@ async def test_fact_candidates_come_off_the_index_at_the_default_threshold_and_b
         for op in (read, everywhere):
             run_plan_sync(SQLITE.handler(type(op))(DIALECT, op), explain)  # type: ignore[misc]
     assert sent and all("USING INDEX events_fact_candidates" in p for p in sent if " events" in p), sent
+
+
+def _sequence(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()[0])
+
+
+async def test_seqs_follow_commit_order_and_none_is_given_twice(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    async with caderno.connect(path, embedder=None) as memory:
+        first = await memory.append_messages(resource_id=R, thread_id="t", messages=[Message.user("a")] * 3)
+        assert [m.seq for m in first] == [1, 2, 3]
+        assert _sequence(path) >= 3 + SEQ_BLOCK  # moved ahead: the next appends leave it be
+        popped = await memory.messages.pop(resource_id=R, thread_id="t")
+        assert popped is not None and popped.seq == 3
+        again = await memory.append_messages(resource_id=R, thread_id="u", messages=[Message.user("b")])
+        assert again[0].seq == 4  # after the highest ever given, not after the newest left
+        # Any other insert (a summary here) takes AUTOINCREMENT's next, above every seq given.
+        summary = memory.turns.prepare_messages([Message.system("s")])[0]
+        write = ops.WriteSummary(resource_id=R, thread_id="t", summary=summary, covered=(1,), now=utcnow())
+        assert await memory.run(write)
+        with sqlite3.connect(path) as conn:
+            (summary_seq,) = conn.execute("SELECT seq FROM events WHERE kind = 'summary'").fetchone()
+        assert summary_seq > 4
+        after = await memory.append_messages(resource_id=R, thread_id="t", messages=[Message.user("c")])
+        assert after[0].seq == summary_seq + 1
+        stored = await memory.get_messages(resource_id=R, thread_id="t")
+        assert [(m.content, m.seq) for m in stored] == [("a", 1), ("a", 2), ("c", summary_seq + 1)]
+
+
+async def test_a_database_from_before_keeps_the_seqs_its_sequence_gave(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite_migrated_up_to(path, "0025_fact_candidates_at_the_default_threshold")
+    conn.execute("INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, 'x', 'x')", (R,))
+    conn.execute("INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, 't', 'x')", (R,))
+    for i in range(3):
+        conn.execute(
+            "INSERT INTO events (resource_id, thread_id, id, role, content, created_at, position) "
+            "VALUES (?, 't', ?, 'user', 'x', '2026-01-01T00:00:00Z', ?)",
+            (R, f"m{i}", i + 1),
+        )
+    conn.execute("DELETE FROM events WHERE seq = 3")  # AUTOINCREMENT remembers 3
+    conn.close()
+    async with caderno.connect(path, embedder=None) as memory:
+        new = await memory.append_messages(resource_id=R, thread_id="t", messages=[Message.user("y")])
+        assert (new[0].seq, new[0].position) == (4, 4)

@@ -708,10 +708,12 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
     # SQLite only (the pages a turn writes to its WAL): PostgreSQL's append
     # reserves positions on the thread's row, which also queues the thread's
     # writers; the queue and the index of fact candidates stay as they were
-    # (a watermark needs ids given in commit order). The names keep both lists equal.
+    # (a watermark needs ids given in commit order); an identity writes no
+    # page per value. The names keep both lists equal.
     ("0023_positions_without_the_thread_row", []),
     ("0024_embedding_watermark", []),
     ("0025_fact_candidates_at_the_default_threshold", []),
+    ("0026_seqs_given_in_blocks", []),
 ]
 
 

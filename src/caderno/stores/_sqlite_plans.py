@@ -37,14 +37,15 @@ SQLITE = DialectPlans("SQLite")
 def append(
     d: Dialect, op: ops.Append, *, known: bool = False, rows: list[list[Any]] | None = None
 ) -> Plan[list[Message]]:
-    """Insert the messages at the thread's next positions, those to embed marked (``embed``); nothing else.
+    """Insert the messages at the thread's next positions and seqs, those to embed marked (``embed``); nothing else.
 
     What a turn writes is what its commit fsyncs, page by page: the rows,
     and the two indexes reads need (the thread's messages in order, a
     message by id). Full text follows in batches (``_sqlite_fts``); the
     embedding worker finds the marked messages above its watermark
     (``claim_embeddings``); the thread's row is not written (its positions
-    follow its newest message: ``_LAST_POSITION``).
+    follow its newest message), nor, but once a ``SEQ_BLOCK``,
+    sqlite_sequence (``_PLACE``).
 
     ``known``: this store wrote to the thread before, so the two "create if
     missing" statements are skipped; a thread deleted since by another
@@ -54,43 +55,59 @@ def append(
     rid, tid, messages = op.resource_id, op.thread_id, op.messages
     if rows is None:
         rows = insert_rows(op)
-    if known:
-        last = yield Q(_LAST_POSITION, (rid, tid), "one")
-        if last is not None:
-            return (yield from _insert(rid, messages, rows, last[0]))
-    now = messages[0].created_at
-    assert now is not None  # Memory stamps every message
-    yield ensure_resource(d, rid, now)
-    created = yield Q(
-        "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
-        "ON CONFLICT (resource_id, thread_id) DO NOTHING",
-        (rid, tid, d.ts(now)),
-        "rowcount",
-    )
-    last = (0,) if created else (yield Q(_LAST_POSITION, (rid, tid), "one"))
-    return (yield from _insert(rid, messages, rows, last[0]))
+    place = Q(_PLACE, (rid, tid), "one")
+    found = (yield place) if known else None
+    if found is None:
+        now = messages[0].created_at
+        assert now is not None  # Memory stamps every message
+        yield ensure_resource(d, rid, now)
+        yield Q(
+            "INSERT INTO threads (resource_id, thread_id, created_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (resource_id, thread_id) DO NOTHING",
+            (rid, tid, d.ts(now)),
+            "none",
+        )
+        found = yield place
+    last, seq, ahead = found
+    top = seq + len(messages)
+    if ahead is None:  # no row yet: AUTOINCREMENT would add it at this append's last seq
+        yield Q("INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", (top + SEQ_BLOCK,), "none")
+    elif top > ahead:
+        yield Q("UPDATE sqlite_sequence SET seq = ? WHERE name = 'events'", (top + SEQ_BLOCK,), "none")
+    return (yield from _insert(rid, messages, rows, last, seq))
 
 
-#: The last position a thread gave (no row when there is no thread): its
-#: newest positioned message's — positions grow with seq in a thread, and
-#: events_thread is walked back from its end — or ``last_position``, when a
-#: deletion raised it above (migration 0023).
-_LAST_POSITION = (
+#: Seqs sqlite_sequence is moved ahead of the appends by, when they reach it
+#: (a page of the WAL once per this many messages, not once per turn).
+SEQ_BLOCK = 1024
+
+#: What an append places its messages after (no row when there is no thread):
+#: * the thread's last position: its newest positioned message's — positions
+#:   grow with seq in a thread, and events_thread is walked back from its end
+#:   — or ``last_position``, when a deletion raised it above (migration 0023);
+#: * the highest seq ever given: the newest row's, or ``deleted_upto`` when a
+#:   deletion took rows above it (0026), so seqs follow commit order and none
+#:   is given twice;
+#: * sqlite_sequence's value: AUTOINCREMENT writes it only for a seq above it.
+_PLACE = (
     "SELECT max(t.last_position, coalesce((SELECT e.position FROM events e WHERE e.resource_id = t.resource_id "
-    "AND e.thread_id = t.thread_id AND e.position IS NOT NULL ORDER BY e.seq DESC LIMIT 1), 0)) "
+    "AND e.thread_id = t.thread_id AND e.position IS NOT NULL ORDER BY e.seq DESC LIMIT 1), 0)), "
+    "max(coalesce((SELECT max(seq) FROM events), 0), (SELECT deleted_upto FROM events_seq)), "
+    "(SELECT seq FROM sqlite_sequence WHERE name = 'events') "
     "FROM threads t WHERE t.resource_id = ? AND t.thread_id = ?"
 )
 
-#: Messages per multi-row INSERT: 13 parameters each, far under SQLite's
+#: Messages per multi-row INSERT: 14 parameters each, far under SQLite's
 #: 32,766-parameter limit. One statement per turn, not one per message: each
 #: statement is a trip through the driver that releases and retakes the GIL,
 #: and the writer thread's GIL waits are what concurrent writers queue on.
 INSERT_ROWS = 500
-#: Parameters of one message in ``insert_rows``: its position, then its mark for a vector, are the last.
-_ROW_WIDTH = 13
+#: Parameters of one message in ``insert_rows``: its seq first; its position, then its mark for a
+#: vector, last.
+_ROW_WIDTH = 14
 _EVENT_INSERT = (
-    "INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
-    "importance, created_at, metadata, position, embed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "INSERT INTO events (seq, resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
+    "importance, created_at, metadata, position, embed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 
@@ -99,45 +116,45 @@ def insert_rows(op: ops.Append) -> list[list[Any]]:
 
     Pure Python with no database: the store makes them on the caller's
     thread, so the writer thread, which every concurrent append waits on,
-    only runs the statements. Each message's position is a placeholder
-    (0), filled in by ``_insert`` once the thread's last position is read;
-    ``embed`` is 1 for a message ``op.embed`` names (a new embedding job).
+    only runs the statements. Each message's seq and position are
+    placeholders (0), filled in by ``_insert`` once the append's place is
+    read; ``embed`` is 1 for a message ``op.embed`` names (a new embedding job).
     """
     rid, tid, messages, embed = op.resource_id, op.thread_id, op.messages, op.embed
     return [
         [
             value
             for m in messages[start : start + INSERT_ROWS]
-            for value in (rid, tid, *event_params(m), 0, 1 if m.id in embed else None)
+            for value in (0, rid, tid, *event_params(m), 0, 1 if m.id in embed else None)
         ]
         for start in range(0, len(messages), INSERT_ROWS)
     ]
 
 
-def _insert(rid: str, messages: tuple[Message, ...], rows: list[list[Any]], after: int) -> Plan[list[Message]]:
-    """Insert ``rows``, the messages taking positions ``after + 1``, ``after + 2``…"""
-    stored: list[Message] = []
+def _insert(
+    rid: str, messages: tuple[Message, ...], rows: list[list[Any]], position: int, seq: int
+) -> Plan[list[Message]]:
+    """Insert ``rows``, the messages taking positions ``position + 1``… and seqs ``seq + 1``…"""
     for i, params in enumerate(rows):
         chunk = messages[i * INSERT_ROWS : (i + 1) * INSERT_ROWS]
-        base = after + i * INSERT_ROWS
         for k in range(len(chunk)):
-            params[k * _ROW_WIDTH + _ROW_WIDTH - 2] = base + k + 1
+            at = k * _ROW_WIDTH
+            params[at] = seq + i * INSERT_ROWS + k + 1
+            params[at + _ROW_WIDTH - 2] = position + i * INSERT_ROWS + k + 1
         try:
-            returned = yield Q(_insert_sql(len(chunk)), params, "all")
+            yield Q(_insert_sql(len(chunk)), params, "none")
         except UniqueViolation:
             # The statement left nothing behind; name the id in the error.
             raise UsageError(
                 f"message id {(yield from _taken_id(rid, chunk))!r} is already stored for resource {rid!r}"
             ) from None
-        seqs = dict(returned)  # RETURNING's row order is not promised; ids are unique
-        stored += [m._stamped(seq=seqs[m.id], position=base + k + 1) for k, m in enumerate(chunk)]
-    return stored
+    return [m._stamped(seq=seq + k + 1, position=position + k + 1) for k, m in enumerate(messages)]
 
 
 @functools.cache
 def _insert_sql(rows: int) -> str:
     head, values = _EVENT_INSERT.split(" VALUES ")
-    return f"{head} VALUES {', '.join([values] * rows)} RETURNING id, seq"
+    return f"{head} VALUES {', '.join([values] * rows)}"
 
 
 def _taken_id(rid: str, messages: tuple[Message, ...]) -> Plan[str | None]:

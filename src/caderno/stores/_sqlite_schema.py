@@ -624,6 +624,26 @@ MIGRATIONS: list[_migrate.Migration] = [
             "WHERE facts_extracted_at IS NULL AND role = 'user' AND importance >= 0.7",
         ],
     ),
+    (
+        "0026_seqs_given_in_blocks",
+        [
+            # AUTOINCREMENT wrote sqlite_sequence at every append (a page of
+            # the WAL each turn). An append now gives its messages the seqs
+            # after the highest ever given — the newest row's, or deleted_upto,
+            # raised here when a deletion takes rows above it — and moves
+            # sqlite_sequence ahead a block at a time (stores/_sqlite_plans.py):
+            # AUTOINCREMENT writes it only for a seq above it, so the appends
+            # in between write nothing there, and every other insert still
+            # takes a seq above all. Seqs stay in commit order, never given twice.
+            "CREATE TABLE events_seq (id INTEGER PRIMARY KEY CHECK (id = 1), deleted_upto INTEGER NOT NULL)",
+            "INSERT INTO events_seq (id, deleted_upto) "
+            "SELECT 1, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)",
+            """CREATE TRIGGER events_keep_seq AFTER DELETE ON events
+                WHEN old.seq > (SELECT deleted_upto FROM events_seq) BEGIN
+                UPDATE events_seq SET deleted_upto = old.seq;
+            END""",
+        ],
+    ),
 ]
 
 
