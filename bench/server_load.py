@@ -451,7 +451,8 @@ async def main() -> None:
     if probe is not None:
         drop_schema(args.pg, probe[1])
         backends.append(("PostgreSQL", postgres))
-    backends = [b for b in backends if not only & {"sqlite", "postgres"} or b[0].lower() in only]
+    names = {"SQLite": "sqlite", "PostgreSQL": "postgres"}  # the --only names
+    backends = [b for b in backends if not only & {"sqlite", "postgres"} or names[b[0]] in only]
     hows = [h for h in CONFIGS if not only - {"sqlite", "postgres"} or h in only]
     rows = []
     try:
