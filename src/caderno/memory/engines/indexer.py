@@ -8,9 +8,9 @@ number of processes, share the queue), embeds them off the event loop, and
 stores the vectors. Every text goes through the model's one embedding
 service in the process (``caderno.embeddings.batcher``): the worker's in its
 background lane, at a lower CPU priority; a recall's pending messages in its
-urgent lane, in one model call with other recalls' texts and queries. A failed text is recorded on its queue row with the
-error and retried later with exponential backoff; it never blocks or fails
-an append or a put.
+urgent lane, in one model call with other recalls' texts and queries. A
+failed text is recorded on its queue row with the error and retried later
+with exponential backoff; it never blocks or fails an append or a put.
 
 A running worker looks at the queue every ``POLL_SECONDS`` whatever
 happened in its own process, and at once when woken (``notify``: an append
@@ -184,9 +184,8 @@ class Indexer:
         seconds, while they are not past their lease (what this process's
         worker holds and has not started is handed to the urgent lane:
         ``Batcher.hurry``); a job whose embedding failed before waits out its
-        backoff and counts as waiting. Even
-        should a lease run out mid-batch, a text embedded twice keeps one
-        vector (the finish replaces it). The texts go to the embedding
+        backoff and counts as waiting. Even should a lease run out mid-batch,
+        a text embedded twice keeps one vector (the finish replaces it). The texts go to the embedding
         service's urgent lane, at the caller's priority: someone waits for
         them, and concurrent recalls' texts share its model calls.
         ``progress(done, total)`` is called after each batch.
