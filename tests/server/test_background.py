@@ -31,7 +31,7 @@ from _serving import Served, make_key, serving  # noqa: E402
 
 import caderno  # noqa: E402
 from caderno.cli.server_commands import WORKER_NICE  # noqa: E402
-from caderno.memory.engines.indexer import EMBED_NICE  # noqa: E402
+from caderno.embeddings.batcher import EMBED_NICE  # noqa: E402
 from caderno.stores import ops  # noqa: E402
 from conftest import python_env  # noqa: E402
 

@@ -32,17 +32,26 @@ from typing import Any, TypeVar
 
 from ...core.clock import utcnow
 from ...core.errors import EmbeddingUnavailable, Unsupported
-from ...embeddings.batcher import EMBED_NICE, batcher
 from ...stores import ops
 from ...stores.base import EmbeddingJob, Runner
 from ...stores.ops import ItemEmbeddingJob
 from .vector_cache import quantize
 
+
+def batcher(model: Any) -> Any:
+    """The model's embedding service (``caderno.embeddings.batcher``), imported on first use: the CLI
+    imports this module for its defaults, and a command that never embeds loads no model code
+    (``tests/cli/test_startup.py``)."""
+    from ...embeddings.batcher import batcher as service
+
+    return service(model)
+
+
 log = logging.getLogger("caderno.memory.engines.indexer")
 
 J = TypeVar("J", EmbeddingJob, ItemEmbeddingJob)
 
-__all__ = ["EMBED_NICE", "Indexer"]
+__all__ = ["Indexer"]
 
 #: A claim holds about this many seconds of embedding (never more than a
 #: quarter of the lease), judged by the seconds per job of the batch before:

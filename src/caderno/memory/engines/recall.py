@@ -46,7 +46,6 @@ from ...core.errors import UsageError
 from ...core.messages import Message, check_text
 from ...core.text import CONTEXT_AFTER, CONTEXT_BEFORE, date_words, fold, stems, tokenize
 from ...core.validate import check_id
-from ...embeddings.batcher import batcher
 from ...stores import ops
 from ...stores.base import Runner
 from .importance import SALIENT
@@ -626,6 +625,8 @@ class Retriever:
         queries (the same read-only array for the same text).
         """
         try:
+            from ...embeddings.batcher import batcher  # on first use: see indexer.batcher
+
             vector = await batcher(self.indexer.embedder).query(text)
         except Exception as exc:  # noqa: BLE001 - the model may be missing; recall goes on without this leg
             from ...core.errors import EmbeddingUnavailable
