@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import free_port, python_env, wait_healthy
+from conftest import PROCESS_SECONDS, free_port, python_env, wait_healthy
 
 
 def cli(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``caderno --db DB ARGS`` as a subprocess."""
     command = [sys.executable, "-m", "caderno.cli", "--db", str(db), *args]
-    return subprocess.run(command, env=env or python_env(), capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, env=env or python_env(), capture_output=True, text=True, timeout=PROCESS_SECONDS)
 
 
 def make_key(db: Path, *resources: str) -> str:
@@ -57,13 +57,13 @@ def serving(db: Path, config: Path | None = None, *args: str, env: dict[str, str
     )
     served = Served(base=f"http://127.0.0.1:{port}", port=port, process=process)
     try:
-        wait_healthy(process, served.base, seconds=30, what="caderno serve")
+        wait_healthy(process, served.base, seconds=PROCESS_SECONDS, what="caderno serve")
         yield served
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         try:
-            served.log, _ = process.communicate(timeout=15)
+            served.log, _ = process.communicate(timeout=PROCESS_SECONDS)
         except subprocess.TimeoutExpired:
             process.kill()
             served.log, _ = process.communicate()
@@ -73,6 +73,7 @@ def serving(db: Path, config: Path | None = None, *args: str, env: dict[str, str
 async def serving_app(app: object) -> AsyncIterator[tuple[str, int]]:
     """Serve an ASGI ``app`` with uvicorn on a free loopback port in this event loop; yield (host, port)."""
     import asyncio
+    import time
 
     import uvicorn
 
@@ -83,9 +84,8 @@ async def serving_app(app: object) -> AsyncIterator[tuple[str, int]]:
 
     server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))  # type: ignore[arg-type]
     task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started or task.done():
-            break
+    deadline = time.monotonic() + PROCESS_SECONDS
+    while not (server.started or task.done()) and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     if not server.started:
         task.cancel()

@@ -230,6 +230,12 @@ def free_port() -> int:
         return port
 
 
+#: Seconds a test gives a process it started (a server, a worker) to come up, to get something done,
+#: or to stop: a deadline on a condition, never a wait (the test goes on as soon as the condition
+#: holds). 30 s was too short with the suite on 4 workers and the CPU loaded: a server's start alone
+#: took longer.
+PROCESS_SECONDS = 120.0
+
 #: Seconds between two /healthz probes of a starting server: a refused connection costs ~1 ms, and each
 #: start (~1 s) otherwise waits half a pause on average after the server is up.
 HEALTH_PROBE_PAUSE = 0.02

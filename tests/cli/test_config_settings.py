@@ -11,6 +11,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from caderno import Message  # noqa: E402
 from caderno.agent.config import load_config  # noqa: E402
 from caderno.core.errors import UsageError  # noqa: E402
 from caderno.memory.parts.consolidation import FACTS_PROMPT, ConsolidationSettings  # noqa: E402
-from conftest import free_port, python_env  # noqa: E402
+from conftest import PROCESS_SECONDS, free_port, python_env  # noqa: E402
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -126,7 +127,8 @@ async def consolidated_by_the_fast_model(db: Path, command: list[str], upstream:
         env=python_env(), stdout=log, stderr=log,
     )  # fmt: skip
     try:
-        for _ in range(300):
+        deadline = time.monotonic() + PROCESS_SECONDS
+        while time.monotonic() < deadline:
             async with caderno.connect(f"sqlite:///{db}", embedder=None) as memory:
                 facts = await memory.facts.list(resource_id="casa")
                 summaries = await memory.consolidation.summaries(resource_id="casa", thread_id="t")
@@ -136,7 +138,7 @@ async def consolidated_by_the_fast_model(db: Path, command: list[str], upstream:
             await asyncio.sleep(0.1)
     finally:
         process.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(process.wait(), 30)
+        await asyncio.wait_for(process.wait(), PROCESS_SECONDS)
         log.close()
     assert summaries and facts, (db.parent / "out.log").read_text()
     assert "RESUMO DO MODELO RÁPIDO" in summaries[0][0].content
@@ -174,7 +176,8 @@ async def test_a_host_consolidates_every_configured_interval(tmp_path: Path, com
     )  # fmt: skip
     try:
         later: list[Any] = []
-        for _ in range(300):
+        deadline = time.monotonic() + PROCESS_SECONDS
+        while time.monotonic() < deadline:
             async with caderno.connect(f"sqlite:///{db}", embedder=None) as memory:
                 if not later and await memory.consolidation.summaries(resource_id="casa", thread_id="t"):
                     # The first pass (at start) is done: a thread written now waits for the next one.
@@ -191,5 +194,5 @@ async def test_a_host_consolidates_every_configured_interval(tmp_path: Path, com
             pytest.fail("no second pass: " + (tmp_path / "out.log").read_text())
     finally:
         process.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(process.wait(), 30)
+        await asyncio.wait_for(process.wait(), PROCESS_SECONDS)
         log.close()

@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 import caderno  # noqa: E402
 from caderno.memory.adapters.connect import open_store  # noqa: E402
-from conftest import free_port, python_env, wait_healthy  # noqa: E402
+from conftest import PROCESS_SECONDS, free_port, python_env, wait_healthy  # noqa: E402
 
 TOOLS = {
     "recall",
@@ -180,7 +180,7 @@ async def test_http_mount_inside_serve_scopes_tools_to_the_key(tmp_path: Path) -
         text=True,
     )
     try:
-        wait_healthy(server, base, seconds=60, what="the server")
+        wait_healthy(server, base, seconds=PROCESS_SECONDS, what="the server")
         url = f"{base}/mcp"
         assert httpx.post(url, json={}).status_code == 401
         assert httpx.post(url, json={}, headers={"Authorization": "Bearer cad_nope"}).status_code == 401

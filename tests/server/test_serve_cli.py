@@ -15,7 +15,7 @@ pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
 
-from conftest import free_port, python_env, wait_healthy  # noqa: E402
+from conftest import PROCESS_SECONDS, free_port, python_env, wait_healthy  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -47,7 +47,7 @@ def test_serve_answers_with_a_cli_key_and_stops_cleanly_on_sigterm(tmp_path: Pat
         text=True,
     )
     try:
-        wait_healthy(server, base, seconds=30, what="the server")
+        wait_healthy(server, base, seconds=PROCESS_SECONDS, what="the server")
         headers = {"authorization": f"Bearer {token}"}
         made = httpx.post(f"{base}/v1/resources/casa/threads", json={"thread_id": "t", "title": "oi"}, headers=headers)
         assert made.status_code == 201, made.text
@@ -59,7 +59,7 @@ def test_serve_answers_with_a_cli_key_and_stops_cleanly_on_sigterm(tmp_path: Pat
         assert [(t["name"], t["source"]) for t in tasks] == [("bom-dia", "config")]
 
         server.send_signal(signal.SIGTERM)
-        output, _ = server.communicate(timeout=10)
+        output, _ = server.communicate(timeout=PROCESS_SECONDS)
         assert server.returncode == 0, output
         assert "Shutting down" in output or "shutdown" in output.lower()
     finally:

@@ -36,7 +36,7 @@ pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
 
-from conftest import free_port, wait_healthy  # noqa: E402
+from conftest import PROCESS_SECONDS, free_port, wait_healthy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PIP_TIMEOUT = 300
@@ -138,7 +138,7 @@ def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path, wheel: Path) 
         text=True,
     )
     try:
-        wait_healthy(server, base, seconds=60, what="the server from the wheel")
+        wait_healthy(server, base, seconds=PROCESS_SECONDS, what="the server from the wheel")
         headers = {"authorization": f"Bearer {token}"}
         threads = httpx.get(f"{base}/v1/resources/casa/threads", headers=headers, timeout=10)
         assert threads.status_code == 200 and threads.json() == [], threads.text
