@@ -32,7 +32,10 @@ Measured on the PostgreSQL at --pg (default the test database on
 
 With --full-text-cost, the write phase runs again (half as long) on
 three variants of the full-text index (FULL_TEXT_VARIANTS): as shipped, a
-message's own words only, and none; each with the bytes ``events`` takes.
+message's own words only, and none; each with the bytes ``events`` takes,
+a single writer's turns (half as long again) and IMPORT_COPIES imports of
+an export of IMPORT_THREADS x IMPORT_TURNS turns. --full-text-only runs
+that table alone.
 
 Then the extrapolation to TARGET (printed with its assumptions). Message
 text: USER_CHARS and ASSISTANT_CHARS characters of words drawn from the
@@ -41,6 +44,7 @@ recall evaluation sets (English and Portuguese). The embedding queue rows
 running worker drains them.
 
 Run:  .venv/bin/python bench/capacity.py [--seconds 20 --read-seconds 10 --embed-turns 200 --full-text-cost]
+      .venv/bin/python bench/capacity.py --full-text-only [--seconds 20]
 """
 
 from __future__ import annotations
@@ -406,19 +410,31 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 # -- what the full-text index costs ------------------------------------------------------------
 
 #: Variants of the full-text index, set up in a throw-away schema after migration: as shipped
-#: (a message's own words, its 4 neighbours' and its date, neighbours re-indexed on append);
-#: its own words only (the context left out: the row trigger computes them alone and the
-#: statement trigger that re-indexes neighbours is off); none (the triggers off).
+#: (a message's own words, its 4 neighbours' and its date, computed by the statement that writes
+#: it, which also sets the 2 messages before it again: migration 0027); its own words only (the
+#: context left out: the thread's tail reads as empty, so no message is set again, and a new one
+#: keeps its own words alone: about what a message cost before migration 0013 gave it a context);
+#: none (no text made at all).
+_OWN_WORDS_ONLY = [
+    "CREATE OR REPLACE FUNCTION {s}.caderno_thread_tail(rid text, tid text, upto bigint) "
+    "RETURNS TABLE (n integer, seq bigint, own tsvector) LANGUAGE sql VOLATILE AS "
+    "$$ SELECT NULL::integer, NULL::bigint, NULL::tsvector WHERE false $$",
+    "CREATE OR REPLACE FUNCTION {s}.caderno_context_tsv(own tsvector, b1 tsvector, b2 tsvector, a1 tsvector, "
+    "a2 tsvector, at timestamptz) RETURNS tsvector LANGUAGE sql STABLE AS $$ SELECT setweight(own, 'A') $$",
+]
 FULL_TEXT_VARIANTS: dict[str, list[str]] = {
     "as shipped": [],
-    "own words only": [
-        "CREATE OR REPLACE FUNCTION {s}.caderno_context_new_row() RETURNS trigger LANGUAGE plpgsql AS $$ "
-        "BEGIN IF NEW.kind = 'message' THEN NEW.search_tsv := setweight({s}.caderno_terms(NEW.content), 'A'); "
-        "END IF; RETURN NEW; END $$",
-        "ALTER TABLE {s}.events DISABLE TRIGGER events_context_insert",
+    "own words only": _OWN_WORDS_ONLY,
+    "none": [
+        *_OWN_WORDS_ONLY,
+        "CREATE OR REPLACE FUNCTION {s}.caderno_terms(body text) RETURNS tsvector LANGUAGE sql IMMUTABLE AS "
+        "$$ SELECT ''::tsvector $$",
     ],
-    "none": ["ALTER TABLE {s}.events DISABLE TRIGGER USER"],
 }
+#: The export each variant imports (``import_phase``): threads of one resource, turns each.
+IMPORT_THREADS, IMPORT_TURNS = 10, 50
+#: How many times each variant imports it (into resources of their own).
+IMPORT_COPIES = 4
 
 
 def writer(memory: caderno.Memory, words: list[str]) -> Callable[[random.Random], Awaitable[None]]:
@@ -431,12 +447,42 @@ def writer(memory: caderno.Memory, words: list[str]) -> Callable[[random.Random]
     return write
 
 
+async def export_to_import(args: argparse.Namespace, words: list[str]) -> dict[str, Any]:
+    """What each variant imports: a resource of IMPORT_THREADS threads of IMPORT_TURNS turns, exported."""
+    made = pg_schema_url(args.pg)
+    assert made is not None
+    url, schema = made
+    try:
+        async with caderno.connect(url, embedder=None) as memory:
+            rng = random.Random(5)
+            for t in range(IMPORT_THREADS):
+                batch = [m for _ in range(IMPORT_TURNS) for m in turn(rng, words)]
+                await memory.append_messages(resource_id="source", thread_id=f"t{t}", messages=batch)
+            return await memory.export_resource(resource_id="source")
+    finally:
+        drop_schema(args.pg, schema)
+
+
+async def import_phase(server: ServerCpu, memory: caderno.Memory, dump: dict[str, Any]) -> dict[str, float]:
+    """IMPORT_COPIES imports of ``dump`` into resources of their own: the operations are the messages."""
+    messages = sum(len(t["messages"]) for t in dump["threads"])
+
+    async def run() -> int:
+        for k in range(IMPORT_COPIES):
+            await memory.import_resource({**dump, "resource_id": f"imported-{k}"})
+        return IMPORT_COPIES * messages
+
+    return await timed(server, run)
+
+
 async def full_text_cost(
     args: argparse.Namespace, server: ServerCpu, words: list[str], empty: dict[str, int]
 ) -> dict[str, Any]:
-    """Server CPU per turn and bytes per message of ``events`` with each variant of the full-text index."""
+    """Server CPU per turn and bytes per message of ``events`` with each variant of the full-text index,
+    with WRITERS concurrent writers and with one (wall-clock turns/s), and imports (messages/s)."""
     import psycopg
 
+    dump = await export_to_import(args, words)
     out: dict[str, Any] = {}
     for name, setup in FULL_TEXT_VARIANTS.items():
         made = pg_schema_url(args.pg)
@@ -450,6 +496,8 @@ async def full_text_cost(
             await phase(server, WRITERS, WARMUP_SECONDS, writer(memory, words))
             analyze(args.pg, schema)
             out[name] = await parts(server, WRITERS, args.seconds / 2, writer(memory, words))
+            out[name]["one writer"] = await parts(server, 1, args.seconds / 2, writer(memory, words))
+            out[name]["import"] = await import_phase(server, memory, dump)
             await memory.close()
             measured = sizes(args.pg, schema)
             each = growth(measured["written"], empty, measured["messages"])
@@ -576,14 +624,25 @@ def report(r: dict[str, Any]) -> None:
     print(f"| caderno processes' CPU at peak (busy cores, embedding apart) | {app_busy:,.1f} |")
     print(f"| embedding cores for {2 * t['turns_per_s']:,} messages/s | {embed_cores:,.0f} |")
     if "full_text" in r:
-        print("\nthe full-text index's share (FULL_TEXT_VARIANTS; events table and indexes as written):")
+        full_text_report(r["full_text"])
+
+
+def full_text_report(variants: dict[str, Any]) -> None:
+    print("\nthe full-text index's share (FULL_TEXT_VARIANTS; events table and indexes as written):")
+    print(
+        f"| full-text index | server CPU ms/turn, {WRITERS} writers (parts) | turns/s per PostgreSQL core "
+        "| one writer: turns/s (wall), server CPU ms/turn | import: messages/s (wall), server CPU µs/message "
+        "| events bytes per message |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, p in variants.items():
+        per, one, imp = _per_op(p), p["one writer"], p["import"]
+        one_rate = one["ops"] / one["wall_s"]
         print(
-            "| full-text index | server CPU ms/turn (parts) | turns/s per PostgreSQL core | events bytes per message |"
+            f"| {name} | {per * 1e3:.3f}{_spread(p)} | {1 / per:,.0f} | {one_rate:,.0f}, {_per_op(one) * 1e3:.3f} "
+            f"| {imp['ops'] / imp['wall_s']:,.0f}, {imp['server_cpu_s'] / imp['ops'] * 1e6:.0f} "
+            f"| {p['events_bytes_per_message']:,.0f} |"
         )
-        print("|---|---:|---:|---:|")
-        for name, p in r["full_text"].items():
-            per = _per_op(p)
-            print(f"| {name} | {per * 1e3:.3f}{_spread(p)} | {1 / per:,.0f} | {p['events_bytes_per_message']:,.0f} |")
 
 
 async def main() -> None:
@@ -597,11 +656,24 @@ async def main() -> None:
         action="store_true",
         help="also measure turns and bytes with the full-text index's variants (FULL_TEXT_VARIANTS; about 40 s more)",
     )
+    ap.add_argument(
+        "--full-text-only",
+        action="store_true",
+        help="only the full-text variants' table (writes, one writer, imports), none of the rest",
+    )
     ap.add_argument("--json", type=Path, help="also write the measurements as JSON here")
     args = ap.parse_args()
     started = time.perf_counter()
-    results = await measure(args)
-    report(results)
+    if args.full_text_only:
+        server = ServerCpu(args.pg)
+        try:
+            results = {"full_text": await full_text_cost(args, server, vocabulary(), await empty_sizes(args.pg))}
+        finally:
+            server.close()
+        full_text_report(results["full_text"])
+    else:
+        results = await measure(args)
+        report(results)
     print(f"\n(run took {time.perf_counter() - started:.0f} s)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

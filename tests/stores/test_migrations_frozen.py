@@ -47,6 +47,7 @@ FROZEN = {
     "0024_embedding_watermark": ("fbfcbe7729d4999a", "e3b0c44298fc1c14"),
     "0025_fact_candidates_at_the_default_threshold": ("94eb79903abf7206", "e3b0c44298fc1c14"),
     "0026_seqs_given_in_blocks": ("1952d39b9b9686d1", "e3b0c44298fc1c14"),
+    "0027_context_in_the_append": ("e3b0c44298fc1c14", "dab32fff33ece64e"),
 }
 
 

@@ -20,7 +20,7 @@ from . import ops
 from ._op import DialectPlans
 from ._rows import EVENT_COLUMNS, event_params, row_to_message
 from ._sql import Dialect, Plan, Q, UniqueViolation, later
-from .capabilities import item_vectors, items
+from .capabilities import item_vectors, items, resources
 from .capabilities.agent_state import fair_claim
 from .capabilities.consolidation import renew_consolidation
 from .capabilities.recall import finish_embeddings
@@ -46,8 +46,10 @@ def append(d: Dialect, op: ops.Append) -> Plan[list[Message]]:
     consecutive positions and consecutive places in the thread, and two
     turns never share a position. The lock is the transaction's, so a
     larger append (several statements, run in one transaction) keeps it
-    from its first chunk to the commit. The embedding queue is filled by the
-    same statement, for the ids policy chose.
+    from its first chunk to the commit. The same statement gives each new
+    message its full text with its neighbours' words (``_CONTEXT``) and sets
+    the 2 messages before them again, and fills the embedding queue for the
+    ids policy chose.
     """
     stored: list[Message] = []
     for start in range(0, len(op.messages), APPEND_CHUNK):
@@ -55,35 +57,99 @@ def append(d: Dialect, op: ops.Append) -> Plan[list[Message]]:
     return stored
 
 
+#: A message's full text as migration 0013 defined it, for the new messages of a statement and the 2
+#: before them in their thread (migration 0027): ``v`` holds the new ones (``ord`` 0, 1, 2… in
+#: order, ``created_at``). ``line`` is the thread's last 4 messages but the new ones (their ids are
+#: bound: ``k`` -1 for the newest… -4), then the new ones, each with its own words (weight A) read
+#: or made once; ``near`` gives each its 2 neighbours on either side; ``again`` sets the 2 before the
+#: new ones again (their later neighbours changed). Both read and write through VOLATILE functions,
+#: whose queries see a turn committed after this statement began (before it held the thread's row);
+#: ``again`` is a plain CTE, so the statement must read it (``_AGAIN_READ``). Four ``?``: the
+#: resource, thread and new ids of the tail, then the resource of ``again``; ``{after}`` is a
+#: CTE the tail is read after (the thread's row, locked), or nothing.
+_CONTEXT = (
+    "line AS (SELECT -p.n AS k, p.seq, p.own FROM caderno_thread_tail(?, ?, ?::text[]) p{after} "
+    "  UNION ALL SELECT v.ord, NULL, setweight(caderno_terms(v.content), 'A') FROM v), "
+    "near AS (SELECT k, seq, own, lag(own) OVER w AS b1, lag(own, 2) OVER w AS b2, lead(own) OVER w AS a1, "
+    "  lead(own, 2) OVER w AS a2 FROM line WINDOW w AS (ORDER BY k)), "
+    "again AS (SELECT caderno_set_context(?, n.seq, n.own, n.b1, n.b2, n.a1, n.a2) FROM near n WHERE n.k IN (-1, -2)), "
+)
+#: The condition that makes a statement run ``again`` (always true).
+_AGAIN_READ = "(SELECT count(*) FROM again) >= 0"
+#: The full text of a new message (``v`` joined to ``near`` as ``n``).
+_NEW_TSV = "caderno_context_tsv(n.own, n.b1, n.b2, n.a1, n.a2, v.created_at)"
+_MESSAGE_VALUES = "(?, ?, ?, ?, ?, ?, ?::double precision, ?::timestamptz, ?, ?::int)"
+_MESSAGE_COLUMNS = "id, role, content, tool_calls, tool_call_id, name, importance, created_at, metadata, ord"
+
+
 def _append_chunk(op: ops.Append, messages: tuple[Message, ...]) -> Plan[list[Message]]:
-    rows_sql = ", ".join(["(?, ?, ?, ?, ?, ?, ?::double precision, ?::timestamptz, ?, ?::int)"] * len(messages))
+    rows_sql = ", ".join([_MESSAGE_VALUES] * len(messages))
     sql = (
         "WITH r AS (INSERT INTO resources (resource_id, created_at, updated_at) VALUES (?, ?, ?) "
         "  ON CONFLICT (resource_id) DO NOTHING), "
         "t AS (INSERT INTO threads (resource_id, thread_id, created_at, last_position) VALUES (?, ?, ?, ?) "
         "  ON CONFLICT (resource_id, thread_id) DO UPDATE SET last_position = threads.last_position + ? "
         "  RETURNING last_position - ? AS after), "
-        "ins AS (INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
-        "importance, created_at, metadata, position) "
+        f"v AS (SELECT * FROM (VALUES {rows_sql}) AS v ({_MESSAGE_COLUMNS})), "
+        + _CONTEXT.format(after=" WHERE EXISTS (SELECT FROM t)")
+        + "ins AS (INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, name, "
+        "importance, created_at, metadata, position, search_tsv) "
         "SELECT ?, ?, v.id, v.role, v.content, v.tool_calls, v.tool_call_id, v.name, v.importance, "
-        "v.created_at, v.metadata, t.after + v.ord + 1 "
-        f"FROM (VALUES {rows_sql}) AS v (id, role, content, tool_calls, tool_call_id, name, importance, "
-        "created_at, metadata, ord) CROSS JOIN t ORDER BY v.ord RETURNING id, seq, position), "
+        f"v.created_at, v.metadata, t.after + v.ord + 1, {_NEW_TSV} "
+        "FROM v JOIN near n ON n.k = v.ord CROSS JOIN t ORDER BY v.ord RETURNING id, seq, position), "
         "q AS (INSERT INTO embedding_queue (resource_id, seq) SELECT ?, seq FROM ins WHERE id = ANY(?::text[])) "
-        "SELECT id, seq, position FROM ins"
+        f"SELECT id, seq, position FROM ins WHERE {_AGAIN_READ}"
     )
     now = messages[0].created_at
     rid, tid, n = op.resource_id, op.thread_id, len(messages)
-    params: list[Any] = [rid, now, now, rid, tid, now, n, n, n, rid, tid]
+    params: list[Any] = [rid, now, now, rid, tid, now, n, n, n]
     for i, m in enumerate(messages):
         params += [*event_params(m), i]
-    params += [rid, sorted(m.id for m in messages if m.id in op.embed)]
+    params += [
+        rid,
+        tid,
+        [m.id for m in messages],
+        rid,
+        rid,
+        tid,
+        rid,
+        sorted(m.id for m in messages if m.id in op.embed),
+    ]
     try:
         rows = yield Q(sql, params)
     except UniqueViolation:
         raise UsageError(f"a message id is already stored for resource {rid!r}") from None
     placed = {r[0]: (r[1], r[2]) for r in rows}
     return [m._stamped(seq=placed[m.id][0], position=placed[m.id][1]) for m in messages]
+
+
+@POSTGRES.plan_of(ops.ImportResource)
+def import_resource(d: Dialect, op: ops.ImportResource) -> Plan[None]:
+    """The shared plan, each thread's messages inserted with their full text (``_import_messages``)."""
+    return (yield from resources.import_resource(d, op, insert_messages=_import_messages))
+
+
+def _import_messages(rid: str, tid: str, messages: list[Message], positions: list[int]) -> Plan[None]:
+    """A new thread's messages at their positions, ``APPEND_CHUNK`` a statement, each with its full
+    text (``_CONTEXT``; a later chunk sets the last 2 of the one before again)."""
+    for start in range(0, len(messages), APPEND_CHUNK):
+        chunk = list(zip(messages[start : start + APPEND_CHUNK], positions[start : start + APPEND_CHUNK], strict=True))
+        rows_sql = ", ".join([_MESSAGE_VALUES[:-1] + ", ?::bigint)"] * len(chunk))
+        sql = (
+            f"WITH v AS (SELECT * FROM (VALUES {rows_sql}) AS v ({_MESSAGE_COLUMNS}, position)), "
+            + _CONTEXT.format(after="")
+            + "ins AS (INSERT INTO events (resource_id, thread_id, id, role, content, tool_calls, tool_call_id, "
+            "name, importance, created_at, metadata, position, search_tsv) "
+            "SELECT ?, ?, v.id, v.role, v.content, v.tool_calls, v.tool_call_id, v.name, v.importance, "
+            f"v.created_at, v.metadata, v.position, {_NEW_TSV} FROM v JOIN near n ON n.k = v.ord "
+            "ORDER BY v.ord RETURNING 1) "
+            f"SELECT count(*) FROM ins WHERE {_AGAIN_READ}"
+        )
+        params: list[Any] = []
+        for i, (m, position) in enumerate(chunk):
+            params += [*event_params(m), i, position]
+        params += [rid, tid, [m.id for m, _ in chunk], rid, rid, tid]
+        yield Q(sql, params, "one")
 
 
 @POSTGRES.plan_of(ops.ClaimEmbeddings)

@@ -714,6 +714,50 @@ UPDATE events SET metadata = (metadata::jsonb - 'covers')::text
     ("0024_embedding_watermark", []),
     ("0025_fact_candidates_at_the_default_threshold", []),
     ("0026_seqs_given_in_blocks", []),
+    (
+        # A message's neighbour context is computed by the statement that
+        # writes it, no longer by triggers: an append (and an import) reads
+        # its thread's last 4 messages once (but its own, by id), gives each new message its
+        # search_tsv as it inserts it, and sets the 2 messages before the
+        # new ones again — the same tsvector caderno_search_tsv makes, built
+        # from each message's own words (weight A) read once, with window
+        # functions (stores/_postgres_plans.py). The read and the setting
+        # again are VOLATILE functions, so their queries see a turn that
+        # committed after the statement began, before it took its thread's
+        # row (the statement's own snapshot would not). The triggers did it
+        # a row at a time (a function call and 2 index walks per new row,
+        # then the update of the 2 before each new row, from a transition
+        # table) and cost an append half its speed. An edit or a deletion
+        # keeps its triggers.
+        "0027_context_in_the_append",
+        [
+            """
+        DROP TRIGGER events_context_new_row ON events;
+        DROP TRIGGER events_context_insert ON events;
+        DROP FUNCTION caderno_context_new_row();
+        DROP FUNCTION caderno_context_appended();
+        CREATE FUNCTION caderno_thread_tail(rid text, tid text, written text[])
+            RETURNS TABLE (n integer, seq bigint, own tsvector) LANGUAGE sql VOLATILE AS $$
+            SELECT (row_number() OVER (ORDER BY t.seq DESC))::integer, t.seq, t.own FROM (
+                SELECT e.seq, coalesce(ts_filter(e.search_tsv, '{a}'), setweight(caderno_terms(e.content), 'A')) AS own
+                FROM events e WHERE e.resource_id = rid AND e.thread_id = tid AND e.kind = 'message'
+                    AND NOT (e.id = ANY (written))
+                ORDER BY e.seq DESC LIMIT 4) t
+        $$;
+        CREATE FUNCTION caderno_context_tsv(own tsvector, b1 tsvector, b2 tsvector, a1 tsvector, a2 tsvector,
+                                            at timestamptz) RETURNS tsvector LANGUAGE sql STABLE AS $$
+            SELECT setweight(own, 'A')
+                || setweight(coalesce(b1, '') || coalesce(b2, '') || coalesce(a1, '') || coalesce(a2, ''), 'B')
+                || setweight(caderno_terms(caderno_date_words(at)), 'C')
+        $$;
+        CREATE FUNCTION caderno_set_context(rid text, s bigint, own tsvector, b1 tsvector, b2 tsvector,
+                                            a1 tsvector, a2 tsvector) RETURNS bigint LANGUAGE sql VOLATILE AS $$
+            UPDATE events SET search_tsv = caderno_context_tsv(own, b1, b2, a1, a2, created_at)
+                WHERE resource_id = rid AND seq = s RETURNING seq
+        $$;
+        """
+        ],
+    ),
 ]
 
 

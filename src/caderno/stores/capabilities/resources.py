@@ -220,8 +220,18 @@ class ImportResource(Op[None]):
     """Messages of these roles with text are queued for embedding (the rule is the caller's)."""
 
 
+#: Inserts a new thread's messages at their positions: ``(resource_id, thread_id, messages, positions)``.
+MessageInsert = Callable[[str, str, list[Message], list[int]], Plan[None]]
+
+
+def _insert_messages(rid: str, tid: str, messages: list[Message], positions: list[int]) -> Plan[None]:
+    rows = [(rid, tid, *event_params(m), p) for m, p in zip(messages, positions, strict=True)]
+    yield Q(PLACED_EVENT_INSERT, rows, "many")
+
+
 @plan_of(ImportResource)
-def import_resource(d: Dialect, op: ImportResource) -> Plan[None]:
+def import_resource(d: Dialect, op: ImportResource, *, insert_messages: MessageInsert = _insert_messages) -> Plan[None]:
+    """``insert_messages``: how each thread's messages go in (PostgreSQL's gives each its full text as it does)."""
     dump, now = op.dump, op.now
     rid = dump["resource_id"]
     exists = yield Q(
@@ -284,8 +294,7 @@ def import_resource(d: Dialect, op: ImportResource) -> Plan[None]:
             "none",
         )
         try:
-            rows = [(rid, t["id"], *event_params(m), p) for m, p in zip(t["_parsed"], positions, strict=True)]
-            yield Q(PLACED_EVENT_INSERT, rows, "many")
+            yield from insert_messages(rid, t["id"], list(t["_parsed"]), positions)
         except UniqueViolation:
             raise UsageError("the export holds a message id twice") from None
     yield from import_items(d, rid, dump)
