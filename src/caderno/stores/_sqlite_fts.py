@@ -33,10 +33,16 @@ from functools import lru_cache
 from ..core.clock import from_iso
 from ..core.text import CONTEXT_AFTER, CONTEXT_BEFORE, date_words, stems
 
-#: Rows of one thread read around a run of rows to index: (seq, content, created_at).
-Row = tuple[int, str, str]
+#: Rows of one thread read around a run of rows to index: (seq, content, created_at, indexed stems or None).
+Row = tuple[int, str, str, str | None]
 
-_NEAR = "SELECT seq, content, created_at FROM events WHERE resource_id = ? AND thread_id = ? AND kind = 'message'"
+#: The rows of a thread around a run, each with its stems as the index holds them (``NULL`` for a
+#: row not in the index: new, or edited since); an edit deletes a row's index entry at once
+#: (migration 0013's trigger), so stems found there are the row's own words as they are now.
+_NEAR = (
+    "SELECT e.seq, e.content, e.created_at, f.terms FROM events e LEFT JOIN events_fts f ON f.rowid = e.seq "
+    "WHERE e.resource_id = ? AND e.thread_id = ? AND e.kind = 'message'"
+)
 
 
 def catch_up_fts(conn: sqlite3.Connection) -> int:
@@ -71,7 +77,8 @@ def catch_up_fts(conn: sqlite3.Connection) -> int:
         for lo, hi in spans:
             rows.update(_index_run(conn, rid, tid, lo, hi, new=lo > upto))
     if rows:
-        conn.executemany("DELETE FROM events_fts WHERE rowid = ?", [(seq,) for seq in rows])
+        # A row above the watermark was never indexed: only those below have an entry to replace.
+        conn.executemany("DELETE FROM events_fts WHERE rowid = ?", [(seq,) for seq in rows if seq <= upto])
         conn.executemany(
             "INSERT INTO events_fts (rowid, terms, context, day) VALUES (?, ?, ?, ?)",
             [(seq, *parts) for seq, parts in rows.items()],
@@ -87,19 +94,25 @@ def _index_run(
     """The index rows of the thread's messages ``lo..hi`` and, for new ones, of the messages before them.
 
     A new message is part of the context of the ``CONTEXT_AFTER`` messages
-    before it, so those are indexed again too (``new``).
+    before it, so those are indexed again too (``new``). A new run has no
+    message after it (it runs to the newest), and the stems of a message
+    already indexed are read back rather than made again.
     """
     extra = CONTEXT_AFTER if new else 0
     before = conn.execute(
-        _NEAR + " AND seq < ? ORDER BY seq DESC LIMIT ?", (rid, tid, lo, CONTEXT_BEFORE + extra)
+        _NEAR + " AND e.seq < ? ORDER BY e.seq DESC LIMIT ?", (rid, tid, lo, CONTEXT_BEFORE + extra)
     ).fetchall()
-    inside = conn.execute(_NEAR + " AND seq BETWEEN ? AND ? ORDER BY seq", (rid, tid, lo, hi)).fetchall()
-    after = conn.execute(_NEAR + " AND seq > ? ORDER BY seq LIMIT ?", (rid, tid, hi, CONTEXT_AFTER)).fetchall()
+    inside = conn.execute(_NEAR + " AND e.seq BETWEEN ? AND ? ORDER BY e.seq", (rid, tid, lo, hi)).fetchall()
+    after = (
+        []
+        if new
+        else conn.execute(_NEAR + " AND e.seq > ? ORDER BY e.seq LIMIT ?", (rid, tid, hi, CONTEXT_AFTER)).fetchall()
+    )
     thread: list[Row] = [*reversed(before), *inside, *after]
     first = max(0, len(before) - extra)  # index of the first row to (re)index
-    own = [stems(content) for _, content, _ in thread]
+    own = [stems(content) if terms is None else terms.split() for _, content, _, terms in thread]
     for i in range(first, len(before) + len(inside)):
-        seq, _, created_at = thread[i]
+        seq, _, created_at, _ = thread[i]
         near = [*own[max(0, i - CONTEXT_BEFORE) : i], *own[i + 1 : i + 1 + CONTEXT_AFTER]]
         context = " ".join(term for terms in near for term in terms)
         yield seq, (" ".join(own[i]), context, _day_terms(from_iso(created_at).astimezone(UTC).date()))
