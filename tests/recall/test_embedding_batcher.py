@@ -28,7 +28,7 @@ import caderno
 from caderno import Message
 from caderno.core.errors import EmbeddingUnavailable
 from caderno.embeddings import HashingEmbedder, MiniLMEmbedder
-from caderno.embeddings.batcher import BATCH_TEXTS, EMBED_NICE, Batcher, batcher
+from caderno.embeddings.batcher import BATCH_TEXTS, EMBED_NICE, URGENT_NICE, Batcher, batcher
 
 #: The most seconds a test waits for a condition before it fails (never reached when all is well).
 PATIENCE = 60.0
@@ -89,7 +89,8 @@ async def test_callers_waiting_together_share_one_call_and_each_gets_its_own_vec
     model.gates[0].set()
     got = await asyncio.gather(*tasks)
     await first
-    assert model.calls[1:] == [[t for texts in asks for t in texts]]  # one call for the twelve callers
+    # One call for the twelve callers, those with the fewest texts first.
+    assert model.calls[1:] == [[t for texts in sorted(asks, key=len) for t in texts]]
     for texts, vectors in zip(asks, got, strict=True):
         assert len(vectors) == len(texts)
         for v, expected in zip(vectors, alone(HashingEmbedder(32), texts), strict=True):
@@ -124,6 +125,21 @@ async def test_many_tasks_at_once_get_exactly_the_real_models_vectors() -> None:
             np.testing.assert_allclose(v, expected, atol=1e-5)
 
 
+async def test_a_query_goes_before_long_lists_that_came_first() -> None:
+    model = Gated(held=(0,))
+    service = Batcher(model.embed, name=model.name, limit=8)
+    first = asyncio.ensure_future(service.each(["hold the model"]))
+    await until(lambda: len(model.calls) == 1)
+    pending = [f"pending message {i}" for i in range(12)]
+    messages = asyncio.ensure_future(service.all(pending))
+    await until(lambda: service.urgent.waiting() == 12)
+    query = asyncio.ensure_future(service.query("the question"))
+    await until(lambda: service.urgent.waiting() == 13)
+    model.gates[0].set()
+    await asyncio.gather(first, messages, query)
+    assert model.calls[1:] == [["the question", *pending[:7]], pending[7:]]
+
+
 async def test_a_caller_longer_than_a_call_is_split_and_keeps_its_order() -> None:
     model = Gated()
     service = Batcher(model.embed, name=model.name)
@@ -151,7 +167,7 @@ async def test_a_failing_text_fails_alone() -> None:
     assert np.array_equal(two, expected.embed(["fine two"])[0])
     assert np.array_equal(theirs, expected.embed(["another caller's text"])[0])
     # The shared call failed, then each of its texts ran alone.
-    assert model.calls[1] == ["fine one", "BOOM here", "fine two", "another caller's text"]
+    assert model.calls[1] == ["another caller's text", "fine one", "BOOM here", "fine two"]
     assert sorted(map(tuple, model.calls[2:])) == sorted((t,) for t in model.calls[1])
     with pytest.raises(RuntimeError, match="BOOM"):
         await service.all(["BOOM again"])
@@ -186,7 +202,7 @@ async def test_a_caller_cancelled_in_the_queue_is_dropped_and_the_others_are_ser
     with pytest.raises(asyncio.CancelledError):
         await b
     await first
-    assert model.calls[1] == ["a one", "a two", "c one"]  # b's text never reached the model
+    assert model.calls[1] == ["c one", "a one", "a two"]  # b's text never reached the model
     assert np.array_equal(np.stack(got_a), HashingEmbedder(32).embed(["a one", "a two"]))
     assert np.array_equal(got_c[0], HashingEmbedder(32).embed(["c one"])[0])
 
@@ -247,7 +263,7 @@ async def test_the_background_lane_runs_at_lower_priority() -> None:
     await service.all(["a query"])
     await service.all(["the worker's message"], urgent=False)
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    assert model.priorities == [base, min(19, base + EMBED_NICE)]
+    assert model.priorities == [min(19, base + URGENT_NICE), min(19, base + EMBED_NICE)]
 
 
 async def test_callers_on_two_event_loops_share_the_service() -> None:
@@ -326,7 +342,8 @@ async def test_hurry_hands_the_background_lanes_waiting_texts_to_the_urgent_lane
     assert all(np.array_equal(v, e) for v, e in zip(vectors, alone(HashingEmbedder(32), texts), strict=True))
     if Path("/proc/self/task").exists():
         base = os.getpriority(os.PRIO_PROCESS, 0)
-        assert model.priorities == [min(19, base + EMBED_NICE), base, base]
+        urgent = min(19, base + URGENT_NICE)
+        assert model.priorities == [min(19, base + EMBED_NICE), urgent, urgent]
     assert service.hurry() == 0
 
 

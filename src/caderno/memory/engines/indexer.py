@@ -194,10 +194,10 @@ class Indexer:
         worker holds and has not started is handed to the urgent lane:
         ``Batcher.hurry``); a job whose embedding failed before waits out its
         backoff and counts as waiting. Even should a lease run out mid-batch,
-        a text embedded twice keeps one vector (the finish replaces it). The texts go to the embedding
-        service's urgent lane, at the caller's priority: someone waits for
-        them, and concurrent recalls' texts share its model calls.
-        ``progress(done, total)`` is called after each batch.
+        a text embedded twice keeps one vector (the finish replaces it). The
+        texts go to the embedding service's urgent lane, above the worker's
+        priority: someone waits for them, and concurrent recalls' texts share
+        its model calls. ``progress(done, total)`` is called after each batch.
 
         Returns how many of the resource's messages still wait for a
         vector (0 when embeddings are off: there is nothing to wait for).
@@ -230,7 +230,7 @@ class Indexer:
                 return left
             if not await self.run(ops.CountPendingEmbeddings(resource_id=resource_id, failed=False)):
                 return left  # only failed jobs wait, for their backoff: not worth waiting for
-            # Those this process's worker holds, still in the background lane, run now at the caller's priority.
+            # Those this process's worker holds, still in the background lane, go to the urgent one.
             batcher(self.embedder).hurry()
             if self.sparse is not None:
                 batcher(self.sparse).hurry()
