@@ -25,8 +25,9 @@ demo: $(STAMP)
 ## the TypeScript client's tests (Node's runner, against a real caderno serve).
 ## pytest runs on TEST_WORKERS processes (pytest-xdist): twice the cores, as
 ## many tests wait on subprocesses, servers and leases rather than compute;
-## at most 8 (each holds PostgreSQL connections). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= $(shell n=$$(($$(nproc 2>/dev/null || echo 1) * 2)); echo $$((n > 8 ? 8 : n)))
+## at most 6: with 4 the test PostgreSQL saw up to ~60 of its 100 connections.
+## TEST_WORKERS=0: one process.
+TEST_WORKERS ?= $(shell n=$$(($$(nproc 2>/dev/null || echo 1) * 2)); echo $$((n > 6 ? 6 : n)))
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-pgbouncer.sh
