@@ -37,7 +37,9 @@ Closed loop, then open loop: 64 clients that each wait for their answer
 always have 64 calls in flight, so their latency is 64 / throughput (Little's
 law) however fast a call is; after the closed loop, half as many calls
 again arrive at ``--open-share`` (default half) of the closed loop's
-requests/s, Poisson, and their latency counts from arrival — what a call
+requests/s (or at ``--open-rate`` calls/s, the same for every run: two
+versions of the code compared at one load, not each at a share of its own
+capacity), Poisson, and their latency counts from arrival — what a call
 costs under that load.
 
 Not isolated: the clients, the server workers and the embedding worker (fed
@@ -307,7 +309,13 @@ async def pending_embeddings(url: str, wait: float = 0) -> int:
 
 
 async def run_http(
-    url: str, routes: list[list[str]], seed: int, workers: int, background: str, open_share: float
+    url: str,
+    routes: list[list[str]],
+    seed: int,
+    workers: int,
+    background: str,
+    open_share: float,
+    open_rate: float = 0.0,
 ) -> dict[str, Any]:
     import aiohttp
 
@@ -367,8 +375,8 @@ async def run_http(
             cpu0, own0 = cpu_seconds(server.pid), time.process_time()
             r = await drive(caller(client), routes)
             r["cpu"], r["client_cpu"] = cpu_seconds(server.pid) - cpu0, time.process_time() - own0
-        if open_share:
-            rate = open_share * sum(len(v) for v in r["lat"].values()) / r["wall"]
+        if open_share or open_rate:
+            rate = open_rate or open_share * sum(len(v) for v in r["lat"].values()) / r["wall"]
             async with session() as client:
                 r["open"] = {"rate": rate, **await drive_open(caller(client), [m[: len(m) // 2] for m in routes], rate)}
         r["pending"] = await pending_embeddings(url)
@@ -390,7 +398,9 @@ async def measure(backend: str, how: str, fresh: Callable[[], tuple[str, Callabl
         if how == "in-process":
             r = await run_inprocess(url, kw["routes"], kw["seed"])
         else:
-            r = await run_http(url, kw["routes"], kw["seed"], kw["workers"], kw["background"], kw["open_share"])
+            r = await run_http(
+                url, kw["routes"], kw["seed"], kw["workers"], kw["background"], kw["open_share"], kw["open_rate"]
+            )
     finally:
         cleanup()
     total = sum(len(v) for v in r["lat"].values())
@@ -415,6 +425,12 @@ async def main() -> None:
         help="after the closed loop, half the calls again arriving at this share of its requests/s (0: skip)",
     )
     ap.add_argument("--only", default="", help=f"comma-separated: sqlite, postgres, {', '.join(CONFIGS)}")
+    ap.add_argument(
+        "--open-rate",
+        type=float,
+        default=0.0,
+        help="the open loop's calls/s, the same for every run (instead of a share)",
+    )
     ap.add_argument(
         "--fresh-queries", action="store_true", help="every recall asks a question not asked before (no cache hits)"
     )
@@ -457,7 +473,7 @@ async def main() -> None:
     rows = []
     try:
         for backend, fresh in backends:
-            w = {"routes": routes, "seed": args.seed, "open_share": args.open_share}
+            w = {"routes": routes, "seed": args.seed, "open_share": args.open_share, "open_rate": args.open_rate}
             for how in hows:
                 if how == "in-process":
                     rows.append(await measure(backend, how, fresh, **w))
@@ -479,7 +495,12 @@ async def main() -> None:
     if any("open" in r for r in rows):
         print()
         print(
-            f"Open loop: calls arriving at {args.open_share:.0%} of each row's requests/s (Poisson), latency from arrival:"
+            (
+                f"Open loop: calls arriving at {args.open_rate:.0f}/s"
+                if args.open_rate
+                else f"Open loop: calls arriving at {args.open_share:.0%} of each row's requests/s"
+            )
+            + " (Poisson), latency from arrival:"
         )
         print()
         head = " | ".join(f"{x} p50 ms | {x} p99 ms" for x in ROUTES)
