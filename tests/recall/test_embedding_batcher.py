@@ -89,8 +89,8 @@ async def test_callers_waiting_together_share_one_call_and_each_gets_its_own_vec
     model.gates[0].set()
     got = await asyncio.gather(*tasks)
     await first
-    # One call for the twelve callers, those with the fewest texts first.
-    assert model.calls[1:] == [[t for texts in sorted(asks, key=len) for t in texts]]
+    # One call for the twelve callers: the oldest first, then those with the fewest texts.
+    assert model.calls[1:] == [[t for texts in [asks[0], *sorted(asks[1:], key=len)] for t in texts]]
     for texts, vectors in zip(asks, got, strict=True):
         assert len(vectors) == len(texts)
         for v, expected in zip(vectors, alone(HashingEmbedder(32), texts), strict=True):
@@ -137,7 +137,22 @@ async def test_a_query_goes_before_long_lists_that_came_first() -> None:
     await until(lambda: service.urgent.waiting() == 13)
     model.gates[0].set()
     await asyncio.gather(first, messages, query)
-    assert model.calls[1:] == [["the question", *pending[:7]], pending[7:]]
+    # Half the call for the oldest caller's list, the question, the rest of the room for the list again.
+    assert model.calls[1:] == [[*pending[:4], "the question", *pending[4:7]], pending[7:]]
+
+
+async def test_a_long_list_is_not_starved_by_a_stream_of_queries() -> None:
+    model = Gated(held=(0,))
+    service = Batcher(model.embed, name=model.name, limit=8)
+    first = asyncio.ensure_future(service.each(["hold the model"]))
+    await until(lambda: len(model.calls) == 1)
+    pending = [f"pending message {i}" for i in range(8)]
+    messages = asyncio.ensure_future(service.all(pending))
+    queries = [asyncio.ensure_future(service.all([f"question {i}"])) for i in range(20)]
+    await until(lambda: service.urgent.waiting() == 28)
+    model.gates[0].set()
+    await asyncio.gather(first, messages, *queries)
+    assert model.calls[1][:4] == pending[:4] and model.calls[2][:4] == pending[4:]  # half of each call
 
 
 async def test_a_caller_longer_than_a_call_is_split_and_keeps_its_order() -> None:
@@ -167,7 +182,7 @@ async def test_a_failing_text_fails_alone() -> None:
     assert np.array_equal(two, expected.embed(["fine two"])[0])
     assert np.array_equal(theirs, expected.embed(["another caller's text"])[0])
     # The shared call failed, then each of its texts ran alone.
-    assert model.calls[1] == ["another caller's text", "fine one", "BOOM here", "fine two"]
+    assert model.calls[1] == ["fine one", "BOOM here", "fine two", "another caller's text"]
     assert sorted(map(tuple, model.calls[2:])) == sorted((t,) for t in model.calls[1])
     with pytest.raises(RuntimeError, match="BOOM"):
         await service.all(["BOOM again"])
@@ -202,7 +217,7 @@ async def test_a_caller_cancelled_in_the_queue_is_dropped_and_the_others_are_ser
     with pytest.raises(asyncio.CancelledError):
         await b
     await first
-    assert model.calls[1] == ["c one", "a one", "a two"]  # b's text never reached the model
+    assert model.calls[1] == ["a one", "a two", "c one"]  # b's text never reached the model
     assert np.array_equal(np.stack(got_a), HashingEmbedder(32).embed(["a one", "a two"]))
     assert np.array_equal(got_c[0], HashingEmbedder(32).embed(["c one"])[0])
 

@@ -14,9 +14,10 @@ one model into one call and hands each caller its own results.
   pending messages), ``URGENT_NICE`` below the process's priority, which
   waits up to ``BATCH_WAIT_SECONDS`` after a first text for others to join;
   and **background** (the embedding worker's batches, nobody waits), at
-  ``EMBED_NICE``, with no wait. A call takes at most ``BATCH_TEXTS`` texts,
-  the callers with the fewest left first (a query does not wait behind
-  other callers' long lists); a caller's longer list runs in several.
+  ``EMBED_NICE``, with no wait. A call takes at most ``BATCH_TEXTS`` texts:
+  up to half from the oldest caller, the rest from those with the fewest
+  left first (a query does not wait behind other callers' long lists, and
+  a long list is never starved); a caller's longer list runs in several.
 * Texts asked by several callers at once (the same query) run once.
 * Each text's result is its own: when a call fails, its texts are run one by
   one, so a text the model cannot embed fails alone (``EmbeddingUnavailable``,
@@ -199,17 +200,18 @@ class _Lane:
             deadline = self._queue[0][0] + self.wait
             while (remaining := deadline - time.monotonic()) > 0 and self._waiting() < self.limit:
                 self._cond.wait(remaining)
-            # Fewest texts left first (in order of arrival among equals): a query never waits
-            # behind other callers' long lists for more than the call in flight.
+            # The oldest caller takes up to half the call while others wait (none waits for ever), the
+            # others the rest, those with the fewest texts left first (a query does not wait behind
+            # long lists for more than the call in flight), then the oldest whatever room is left.
             live = [entry for entry in self._queue if not entry[1].cancelled]
+            oldest, others = live[0][1], sorted((r for _, r in live[1:]), key=_left)
+            picks = [(oldest, self.limit // 2 if others else self.limit), *((r, self.limit) for r in others)]
             spans, room = [], self.limit
-            for _, request in sorted(live, key=lambda entry: len(entry[1].texts) - entry[1].next):
-                if not room:
-                    break
-                end = min(len(request.texts), request.next + room)
-                spans.append((request, request.next, end))
-                room -= end - request.next
-                request.next = end
+            for request, most in [*picks, (oldest, self.limit)]:
+                if n := min(_left(request), most, room):
+                    spans.append((request, request.next, request.next + n))
+                    request.next += n
+                    room -= n
             self._queue = collections.deque(entry for entry in live if entry[1].next < len(entry[1].texts))
             return spans
 
@@ -250,6 +252,11 @@ class _Lane:
             if len(texts) == 1:
                 return [exc]
         return [_alone(self.run, t) for t in texts]
+
+
+def _left(request: _Request) -> int:
+    """How many of a request's texts are not yet taken into a call."""
+    return len(request.texts) - request.next
 
 
 def _checked(out: Sequence[Any], n: int) -> list[Any]:
