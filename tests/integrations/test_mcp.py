@@ -222,3 +222,42 @@ async def test_http_mount_inside_serve_scopes_tools_to_the_key(tmp_path: Path) -
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_serve_loads_the_mcp_sdk_on_the_first_request_to_mcp_not_at_start(tmp_path: Path) -> None:
+    """The SDK's import is most of a server's start-up: an app that nobody asks /mcp of never loads it."""
+    program = """
+import asyncio, sys
+import httpx
+import caderno
+from caderno.memory.adapters.connect import open_store
+from caderno.server.app import create_app
+from caderno.server.routes import default_routers
+
+async def main():
+    memory = caderno.Memory(open_store(sys.argv[1]), embedder=None)
+    app = create_app(memory, background=False, routers=default_routers())
+    async with app.router.lifespan_context(app):
+        token, _ = await memory.keys.create(resources=["casa"])
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            health = await client.get("/healthz")
+            assert health.status_code == 200, health.text
+            assert (await client.post("/mcp", json={})).status_code == 401  # refused by the key check alone
+            print("before", "mcp" in sys.modules)
+            headers = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+            answer = await client.post("/mcp", json=hello, headers=headers)
+            print("after", "mcp" in sys.modules, answer.status_code, answer.json()["result"]["serverInfo"]["name"])
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path / "lazy.db")],
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["before False", "after True 200 caderno"], done.stdout

@@ -32,6 +32,7 @@ Choices worth knowing when writing a client:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -865,10 +866,8 @@ def default_routers() -> list[Callable[[FastAPI], None]]:
         routers.append(install_inspector)
     except ImportError:
         pass
-    try:
-        from .mcp_http import install_mcp  # extra ``mcp``: without the SDK, no /mcp
+    if importlib.util.find_spec("mcp") is not None:  # extra ``mcp``: without the SDK, no /mcp
+        from .mcp_http import install_mcp  # the SDK itself loads on the first request to /mcp
 
         routers.append(install_mcp)
-    except ImportError:
-        pass
     return routers
