@@ -33,7 +33,7 @@ import caderno  # noqa: E402
 from caderno.cli.server_commands import WORKER_NICE  # noqa: E402
 from caderno.embeddings.batcher import EMBED_NICE  # noqa: E402
 from caderno.stores import ops  # noqa: E402
-from conftest import python_env  # noqa: E402
+from conftest import PROCESS_SECONDS, python_env  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads priorities from Linux /proc")
 
@@ -77,6 +77,17 @@ def _children(pid: int) -> list[int]:
     return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
 
 
+def _child(pid: int) -> int:
+    """The one child process of ``pid`` (a server's worker), waited for: the server may answer
+    /healthz a moment before it has started it."""
+    deadline = time.monotonic() + PROCESS_SECONDS
+    while not (children := _children(pid)):
+        assert time.monotonic() < deadline, f"no child of {pid} within {PROCESS_SECONDS} s"
+        time.sleep(0.05)
+    (child,) = children
+    return child
+
+
 def _gone(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -109,10 +120,10 @@ def test_process_mode_embeds_in_a_niced_child_that_dies_with_the_server(tmp_path
     db = tmp_path / "child.db"
     token = make_key(db, "casa")
     with serving(db, None, "--background", "process") as served:
-        (child,) = _children(served.process.pid)
+        child = _child(served.process.pid)
         # The worker lowers its own priority once it has started (after its imports): wait for that.
         wanted = _nice(served.process.pid) + WORKER_NICE
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PROCESS_SECONDS
         while _nice(child) != wanted and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _nice(child) == wanted
@@ -120,9 +131,9 @@ def test_process_mode_embeds_in_a_niced_child_that_dies_with_the_server(tmp_path
         assert b"worker" in cmdline and str(db).encode() not in cmdline  # the URL goes by environment, not argv
         for n in range(3):  # each append wakes the worker through the pipe
             _append(served, token, f"t{n}", [f"mensagem {n} sobre a viagem"])
-            _wait_embedded(db, seconds=30)
+            _wait_embedded(db, seconds=PROCESS_SECONDS)
         served.process.send_signal(signal.SIGKILL)
-        assert _gone(child, 20), "the worker outlived its server"
+        assert _gone(child, PROCESS_SECONDS), "the worker outlived its server"
     assert "Traceback" not in served.log, served.log
 
 
@@ -130,9 +141,9 @@ def test_process_mode_stops_its_worker_on_a_graceful_stop(tmp_path: Path) -> Non
     db = tmp_path / "stop.db"
     make_key(db, "casa")
     with serving(db, None, "--background", "process") as served:
-        (child,) = _children(served.process.pid)
+        child = _child(served.process.pid)
     assert served.process.returncode == 0, served.log
-    assert _gone(child, 5)
+    assert _gone(child, PROCESS_SECONDS)
 
 
 def test_off_embeds_nothing_until_a_worker_runs(tmp_path: Path) -> None:

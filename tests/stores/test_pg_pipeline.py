@@ -9,6 +9,7 @@ give the same results as run alone.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,16 @@ pytestmark = pytest.mark.postgres
 
 
 def _traced(store: PostgresStore, where: Path) -> Any:
-    """Trace every connection the store's pool lends from now on; a function counting round trips so far."""
+    """Trace the connections the store's pool lends to this task from now on, each while it is lent;
+    a function counting their round trips so far.
+
+    Only this task's: a background task of the store (the key listener's
+    heartbeat, say) may borrow a connection at the same moment on a loaded
+    machine, and its statements are not the batch's.
+    """
     import psycopg
 
-    files: list[Any] = []
+    mine = asyncio.current_task()
     lend = store._pool.connection
 
     def connection(*args: Any, **kw: Any) -> Any:
@@ -37,14 +44,18 @@ def _traced(store: PostgresStore, where: Path) -> Any:
         class Traced:
             async def __aenter__(self) -> Any:
                 conn = await manager.__aenter__()
-                if conn.pgconn not in [c for c, _ in files]:
-                    f = (where / f"{len(files)}.trace").open("w")
-                    conn.pgconn.trace(f.fileno())
+                self.traced = asyncio.current_task() is mine
+                if self.traced:
+                    self.file = (where / f"{len(list(where.iterdir()))}.trace").open("w")
+                    conn.pgconn.trace(self.file.fileno())
                     conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-                    files.append((conn.pgconn, f))
+                    self.conn = conn
                 return conn
 
             async def __aexit__(self, *exc: Any) -> Any:
+                if self.traced:  # libpq writes its trace through its own buffer: untrace flushes it
+                    self.conn.pgconn.untrace()
+                    self.file.close()
                 return await manager.__aexit__(*exc)
 
         return Traced()
@@ -52,10 +63,7 @@ def _traced(store: PostgresStore, where: Path) -> Any:
     store._pool.connection = connection  # type: ignore[method-assign]
 
     def round_trips() -> int:
-        """Round trips traced so far (libpq writes its trace through its own buffer: untrace flushes it)."""
-        for pgconn, f in files:
-            pgconn.untrace()
-            f.flush()
+        """Round trips traced so far."""
         return sum(
             1
             for p in where.glob("*.trace")
