@@ -20,9 +20,10 @@ demo: $(STAMP)
 	$(BIN)/caderno --db caderno-demo.db demo
 
 ## The whole test suite (starts PostgreSQL when it is installed but down),
-## after the type checker (the store port is a typed contract), the docs
-## site's strict build (a broken link or docstring fails it; no network) and
-## the TypeScript client's tests (Node's runner, against a real caderno serve).
+## with, beside pytest (scripts/test.sh), the type checker (the store port is
+## a typed contract), the docs site's strict build (a broken link or
+## docstring fails it; no network) and the TypeScript client's tests (Node's
+## runner, against a real caderno serve).
 ## pytest runs on TEST_WORKERS processes (pytest-xdist): twice the cores, as
 ## many tests wait on subprocesses, servers and leases rather than compute;
 ## at most 6: with 4 the test PostgreSQL saw up to ~60 of its 100 connections.
@@ -32,10 +33,7 @@ test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-pgbouncer.sh
 	bash scripts/ensure-chromium.sh
-	$(BIN)/mypy
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	bash scripts/test-typescript.sh
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	bash scripts/test.sh $(TEST_WORKERS)
 
 ## The docs site, served with live reload at http://127.0.0.1:8000.
 docs: $(STAMP)
