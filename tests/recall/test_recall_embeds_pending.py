@@ -12,6 +12,8 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import threading
+from typing import Any
 
 import caderno
 from caderno import Message
@@ -19,7 +21,7 @@ from caderno.core.clock import utcnow
 from caderno.embeddings import HashingEmbedder
 from caderno.memory.engines import indexer
 from caderno.stores import ops
-from conftest import python_env
+from conftest import PROCESS_SECONDS, python_env
 
 HIKING = "I love hiking in the Alps"
 
@@ -111,3 +113,55 @@ async def test_a_recall_waits_for_a_batch_another_worker_holds_and_embeds_it_onc
         rows = await memory.run(ops.ReadVectors(resource_id="u", model=embedder.name, after_id=0))
         assert len(rows.seqs) == 1  # embedded once, by the worker that held it
         assert any("relevant" in h.reasons for h in hits)
+
+
+class StalledInTheBackground(HashingEmbedder):
+    """HashingEmbedder whose background-lane calls (the worker's batches) wait until ``release`` is set:
+    a worker starved at its lower priority on a busy machine, made certain."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.release = threading.Event()
+        self.stalled = threading.Event()
+
+    def embed(self, texts: list[str]) -> Any:
+        if threading.current_thread().name.endswith("-bg"):
+            self.stalled.set()
+            self.release.wait(PROCESS_SECONDS)
+        return super().embed(texts)
+
+
+async def test_a_recall_embeds_what_its_own_stalled_worker_holds_instead_of_waiting_for_it(shared_url: str) -> None:
+    embedder = StalledInTheBackground()
+    async with caderno.connect(shared_url, embedder=embedder, sparse=None) as memory:
+        try:
+            await memory.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
+            # The memory's own worker claims the message and its model call stalls.
+            await asyncio.to_thread(embedder.stalled.wait, PROCESS_SECONDS)
+            assert [j.resource_id for j in memory.indexer._held] == ["u"]
+            hits = await memory.recall(resource_id="u", query="hiking Alps", recent=0, salient=0, lexical=0)
+            assert hits.not_searchable == 0 and [h.message.content for h in hits] == [HIKING]  # by its vector alone
+            assert memory.indexer._held  # found while the worker's call was still stalled
+        finally:
+            embedder.release.set()
+        await memory.flush()
+        rows = await memory.run(ops.ReadVectors(resource_id="u", model=embedder.name, after_id=0))
+        assert len(rows.seqs) == 1  # the worker's finish wrote the same message's vector again, not a second one
+
+
+async def test_two_finishes_of_one_message_at_once_store_one_vector(shared_url: str) -> None:
+    """A recall and its worker (or two workers past a lease) may finish one message together: each
+    waits for the other on the message's row, the second replaces the first's vector, neither fails."""
+    embedder = HashingEmbedder(64)
+    async with caderno.connect(shared_url, embedder=None) as writer:
+        await writer.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
+    async with (
+        caderno.connect(shared_url, embedder=embedder) as a,
+        caderno.connect(shared_url, embedder=embedder) as b,
+    ):
+        (job,) = await a.run(ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
+        result = await a.indexer._embed_messages([job])
+        for _ in range(20):
+            await asyncio.gather(a.indexer._finish_messages([job], result), b.indexer._finish_messages([job], result))
+        rows = await a.run(ops.ReadVectors(resource_id="u", model=embedder.name, after_id=0))
+        assert len(rows.seqs) == 1

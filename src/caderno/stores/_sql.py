@@ -72,6 +72,10 @@ class Dialect:
     """How far below the last seen change-feed id a vector refresh re-reads (see ``read_vectors``)."""
     key_share: str
     """Row lock that keeps a row from being deleted meanwhile: ``FOR KEY SHARE`` on PostgreSQL."""
+    no_key_update: str
+    """Row lock held by one transaction at a time, that also keeps the row from being deleted
+    meanwhile: ``FOR NO KEY UPDATE`` on PostgreSQL (two finishes of one message's embedding wait
+    for each other); none on SQLite (one writer)."""
     skip_locked: str = ""
     """Lock rows, passing over those another transaction holds: ``FOR UPDATE SKIP LOCKED`` on
     PostgreSQL; none on SQLite (one writer)."""

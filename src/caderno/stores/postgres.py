@@ -149,6 +149,7 @@ DIALECT = Dialect(
     # A vector is stored only for a message that still exists: its row is
     # locked against a concurrent delete for the rest of the transaction.
     key_share=" FOR KEY SHARE",
+    no_key_update=" FOR NO KEY UPDATE",
     # Item embedding workers lock their rows without ever waiting on another transaction.
     skip_locked=" FOR UPDATE SKIP LOCKED",
     # items.doc is the document parsed when written (migration 0022), a field read at a text[] path.

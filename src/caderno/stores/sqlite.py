@@ -57,6 +57,7 @@ DIALECT = Dialect(
     for_update="",  # one writer: BEGIN IMMEDIATE already excludes every other writer
     feed_overlap=0,  # ids become visible in commit order
     key_share="",
+    no_key_update="",
     json_field=lambda kind: {
         "kind": "json_type(doc, ?)",
         "string": "CASE WHEN json_type(doc, ?) = 'text' THEN json_extract(doc, ?) END",

@@ -92,6 +92,12 @@ RECALL_CLAIM = 32
 #: those count as not yet searchable.
 RECALL_WAIT_SECONDS = 2.0
 RECALL_POLL_SECONDS = 0.05
+#: Seconds a recall waits for messages this process's own worker is embedding before it embeds
+#: them itself: a batch's model call runs at the worker's lower priority, which on a busy machine
+#: can take seconds (seen: 9 short messages past ``RECALL_WAIT_SECONDS`` under ``stress-ng``),
+#: and the urgent lane cannot take over a call once started. A quiet worker finishes a batch of
+#: short messages well within it, so nothing is embedded twice then.
+RECALL_TAKE_OVER_SECONDS = 0.25
 #: Seconds before the worker tries again after a round failed (the database
 #: away, say): long enough not to fill a log with one warning every poll.
 RETRY_SECONDS = 10.0
@@ -134,6 +140,8 @@ class Indexer:
         self.recall_limit = RECALL_EMBED_LIMIT
         """Most pending messages of its resource a recall embeds first (``embed_pending``)."""
         self._lock = asyncio.Lock()
+        self._held: list[EmbeddingJob] = []
+        """The batch this worker is embedding now (a waiting recall embeds its resource's share itself)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -192,9 +200,10 @@ class Indexer:
         are not embedded twice: they are waited for, at most ``wait``
         seconds, while they are not past their lease (what this process's
         worker holds and has not started is handed to the urgent lane:
-        ``Batcher.hurry``); a job whose embedding failed before waits out its
-        backoff and counts as waiting. Even should a lease run out mid-batch,
-        a text embedded twice keeps one vector (the finish replaces it). The
+        ``Batcher.hurry``; what its model call has started, the recall
+        embeds itself after ``RECALL_TAKE_OVER_SECONDS``); a job whose
+        embedding failed before waits out its backoff and counts as waiting.
+        A text embedded twice keeps one vector (the finish replaces it). The
         texts go to the embedding service's urgent lane, above the worker's
         priority: someone waits for them, and concurrent recalls' texts share
         its model calls. ``progress(done, total)`` is called after each batch.
@@ -209,7 +218,9 @@ class Indexer:
             return 0
         budget = left if everything else min(left, self.recall_limit)
         done = 0
+        taken: set[int] = set()  # seqs of this process's worker's batch embedded here
         deadline = time.monotonic() + wait
+        take_over = time.monotonic() + RECALL_TAKE_OVER_SECONDS
         while True:
             while done < budget:
                 claim = ops.ClaimEmbeddings(
@@ -234,6 +245,14 @@ class Indexer:
             batcher(self.embedder).hurry()
             if self.sparse is not None:
                 batcher(self.sparse).hurry()
+            mine = [j for j in self._held if j.resource_id == resource_id and j.seq not in taken]
+            if mine and time.monotonic() >= take_over:
+                # What the worker's model call has started cannot change lanes: on a busy machine
+                # it could take seconds at the worker's lower priority. Someone waits for it, so
+                # it is embedded here too; the worker's finish later writes the same vectors again.
+                taken.update(j.seq for j in mine)
+                await self._finish_messages(mine, await self._embed_messages(mine))
+                continue
             await asyncio.sleep(RECALL_POLL_SECONDS)
 
     async def run_once(self) -> int:
@@ -307,7 +326,11 @@ class Indexer:
 
     async def _messages(self) -> int:
         async def embed(jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
-            return await self._embed_messages(jobs, urgent=False)
+            self._held = jobs
+            try:
+                return await self._embed_messages(jobs, urgent=False)
+            finally:
+                self._held = []
 
         return await self._round(ops.ClaimEmbeddings, embed, self._finish_op, name="messages", renew=self._renew)
 

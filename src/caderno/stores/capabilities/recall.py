@@ -129,8 +129,11 @@ def finish_embeddings(d: Dialect, op: FinishEmbeddings, *, vec: bool = False) ->
     live: set[tuple[str, int]] = set()
     for rid in sorted({rid for rid, _ in done}):
         seqs = sorted(seq for r, seq in done if r == rid)
+        # Locked one finish at a time (in seq order: no deadlock): two finishes of one message (a
+        # recall embedding what its worker holds, a lease run out) would both delete, then both
+        # insert under the unique key; the second now waits, then replaces the first's vector.
         rows = yield Q(
-            f"SELECT seq FROM events WHERE resource_id = ? AND seq IN ({marks(len(seqs))}) ORDER BY seq{d.key_share}",
+            f"SELECT seq FROM events WHERE resource_id = ? AND seq IN ({marks(len(seqs))}) ORDER BY seq{d.no_key_update}",
             (rid, *seqs),
         )
         live.update((rid, r[0]) for r in rows)
