@@ -141,9 +141,11 @@ class _Transport:
         self.task, self.handle = task, manager.handle_request
 
     async def close(self) -> None:
+        """Stop the manager if it ran; a later request (the app started again) builds a new one."""
         self.stop.set()
         if self.task is not None:
             await self.task
+        self.handle, self.task, self.stop = None, None, asyncio.Event()
 
 
 def _import_sdk() -> None:
