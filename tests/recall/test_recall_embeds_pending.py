@@ -99,7 +99,9 @@ async def test_a_recall_waits_for_a_batch_another_worker_holds_and_embeds_it_onc
         caderno.connect(shared_url, embedder=embedder) as other,
         caderno.connect(shared_url, embedder=embedder) as memory,
     ):
-        # Another worker claims the job (its lease holds it), then finishes it while this recall waits.
+        # Another worker claims the job (its lease holds it), then finishes it while this recall waits
+        # (as long as it takes on a loaded machine: this test is about waiting and embedding once, not the bound).
+        memory.indexer.recall_wait = PROCESS_SECONDS
         (job,) = await other.run(ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
 
         async def finish_later() -> None:
@@ -165,3 +167,19 @@ async def test_two_finishes_of_one_message_at_once_store_one_vector(shared_url: 
             await asyncio.gather(a.indexer._finish_messages([job], result), b.indexer._finish_messages([job], result))
         rows = await a.run(ops.ReadVectors(resource_id="u", model=embedder.name, after_id=0))
         assert len(rows.seqs) == 1
+
+
+async def test_a_recall_waits_at_most_recall_wait_for_a_batch_another_worker_never_finishes(shared_url: str) -> None:
+    embedder = HashingEmbedder(64)
+    async with caderno.connect(shared_url, embedder=None) as writer:
+        await writer.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
+    async with (
+        caderno.connect(shared_url, embedder=embedder) as other,
+        caderno.connect(shared_url, embedder=embedder) as memory,
+    ):
+        assert memory.indexer.recall_wait == indexer.RECALL_WAIT_SECONDS
+        memory.indexer.recall_wait = 0.2
+        await other.run(ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=utcnow()))  # and stalls
+        hits = await memory.recall(resource_id="u", query="hiking Alps", recent=0, salient=0)
+        assert hits.not_searchable == 1  # said, not waited for past the bound
+        assert [h.reasons for h in hits] == [frozenset({"lexical"})]  # found by its words meanwhile

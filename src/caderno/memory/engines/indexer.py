@@ -139,6 +139,8 @@ class Indexer:
         self.unavailable: str | None = None
         self.recall_limit = RECALL_EMBED_LIMIT
         """Most pending messages of its resource a recall embeds first (``embed_pending``)."""
+        self.recall_wait = RECALL_WAIT_SECONDS
+        """Most seconds a recall waits for its resource's messages another worker holds (``embed_pending``)."""
         self._lock = asyncio.Lock()
         self._held: list[EmbeddingJob] = []
         """The batch this worker is embedding now (a waiting recall embeds its resource's share itself)."""
@@ -190,7 +192,7 @@ class Indexer:
         resource_id: str,
         *,
         everything: bool = False,
-        wait: float = RECALL_WAIT_SECONDS,
+        wait: float | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Embed ``resource_id``'s pending messages, newest first, before a recall; how many still wait.
@@ -198,7 +200,7 @@ class Indexer:
         At most ``recall_limit`` of them, or all with ``everything`` (the
         CLI's recall, which shows a progress bar). Jobs another worker holds
         are not embedded twice: they are waited for, at most ``wait``
-        seconds, while they are not past their lease (what this process's
+        seconds (default ``recall_wait``), while they are not past their lease (what this process's
         worker holds and has not started is handed to the urgent lane:
         ``Batcher.hurry``; what its model call has started, the recall
         embeds itself after ``RECALL_TAKE_OVER_SECONDS``); a job whose
@@ -219,7 +221,7 @@ class Indexer:
         budget = left if everything else min(left, self.recall_limit)
         done = 0
         taken: set[int] = set()  # seqs of this process's worker's batch embedded here
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + (self.recall_wait if wait is None else wait)
         take_over = time.monotonic() + RECALL_TAKE_OVER_SECONDS
         while True:
             while done < budget:
