@@ -9,10 +9,12 @@ how many were not searchable by meaning.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import caderno
@@ -24,6 +26,7 @@ from caderno.stores import ops
 from conftest import PROCESS_SECONDS, python_env
 
 HIKING = "I love hiking in the Alps"
+EMBEDDER = HashingEmbedder(64)
 
 
 def _by_meaning(hits: list[caderno.Recalled], text: str) -> bool:
@@ -91,14 +94,17 @@ async def test_past_the_bound_the_hits_say_how_many_were_not_searchable(shared_u
         assert await memory.run(ops.CountPendingEmbeddings()) == 0
 
 
-async def test_a_recall_waits_for_a_batch_another_worker_holds_and_embeds_it_once(shared_url: str) -> None:
-    embedder = HashingEmbedder(64)
-    async with caderno.connect(shared_url, embedder=None) as writer:
+@contextlib.asynccontextmanager
+async def _hiking_and_two_workers(url: str) -> AsyncIterator[tuple[caderno.Memory, caderno.Memory]]:
+    """HIKING appended by a process that embeds nothing, then two memories with ``EMBEDDER`` on ``url``."""
+    async with caderno.connect(url, embedder=None) as writer:
         await writer.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
-    async with (
-        caderno.connect(shared_url, embedder=embedder) as other,
-        caderno.connect(shared_url, embedder=embedder) as memory,
-    ):
+    async with caderno.connect(url, embedder=EMBEDDER) as one, caderno.connect(url, embedder=EMBEDDER) as two:
+        yield one, two
+
+
+async def test_a_recall_waits_for_a_batch_another_worker_holds_and_embeds_it_once(shared_url: str) -> None:
+    async with _hiking_and_two_workers(shared_url) as (other, memory):
         # Another worker claims the job (its lease holds it), then finishes it while this recall waits
         # (as long as it takes on a loaded machine: this test is about waiting and embedding once, not the bound).
         memory.indexer.recall_wait = PROCESS_SECONDS
@@ -112,7 +118,7 @@ async def test_a_recall_waits_for_a_batch_another_worker_holds_and_embeds_it_onc
         hits = await memory.recall(resource_id="u", query="hiking Alps")
         await finishing
         assert hits.not_searchable == 0
-        rows = await memory.run(ops.ReadVectors(resource_id="u", model=embedder.name, after_id=0))
+        rows = await memory.run(ops.ReadVectors(resource_id="u", model=EMBEDDER.name, after_id=0))
         assert len(rows.seqs) == 1  # embedded once, by the worker that held it
         assert any("relevant" in h.reasons for h in hits)
 
@@ -154,29 +160,17 @@ async def test_a_recall_embeds_what_its_own_stalled_worker_holds_instead_of_wait
 async def test_two_finishes_of_one_message_at_once_store_one_vector(shared_url: str) -> None:
     """A recall and its worker (or two workers past a lease) may finish one message together: each
     waits for the other on the message's row, the second replaces the first's vector, neither fails."""
-    embedder = HashingEmbedder(64)
-    async with caderno.connect(shared_url, embedder=None) as writer:
-        await writer.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
-    async with (
-        caderno.connect(shared_url, embedder=embedder) as a,
-        caderno.connect(shared_url, embedder=embedder) as b,
-    ):
+    async with _hiking_and_two_workers(shared_url) as (a, b):
         (job,) = await a.run(ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=utcnow()))
         result = await a.indexer._embed_messages([job])
         for _ in range(20):
             await asyncio.gather(a.indexer._finish_messages([job], result), b.indexer._finish_messages([job], result))
-        rows = await a.run(ops.ReadVectors(resource_id="u", model=embedder.name, after_id=0))
+        rows = await a.run(ops.ReadVectors(resource_id="u", model=EMBEDDER.name, after_id=0))
         assert len(rows.seqs) == 1
 
 
 async def test_a_recall_waits_at_most_recall_wait_for_a_batch_another_worker_never_finishes(shared_url: str) -> None:
-    embedder = HashingEmbedder(64)
-    async with caderno.connect(shared_url, embedder=None) as writer:
-        await writer.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
-    async with (
-        caderno.connect(shared_url, embedder=embedder) as other,
-        caderno.connect(shared_url, embedder=embedder) as memory,
-    ):
+    async with _hiking_and_two_workers(shared_url) as (other, memory):
         assert memory.indexer.recall_wait == indexer.RECALL_WAIT_SECONDS
         memory.indexer.recall_wait = 0.2
         await other.run(ops.ClaimEmbeddings(limit=10, lease_seconds=60, now=utcnow()))  # and stalls
