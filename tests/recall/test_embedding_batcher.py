@@ -74,15 +74,21 @@ class Flaky(Gated):
         return out
 
 
+async def held(model: Gated, first_text: str = "hold the model", **options: Any) -> tuple[Batcher, asyncio.Future[Any]]:
+    """A service over ``model`` whose first call, ``first_text`` alone, is in the model and held at its gate 0."""
+    service = Batcher(model.embed, name=model.name, **options)
+    first = asyncio.ensure_future(service.each([first_text]))
+    await until(lambda: len(model.calls) == 1)
+    return service, first
+
+
 def alone(model: HashingEmbedder, texts: list[str]) -> list[np.ndarray]:
     return [model.embed([t])[0] for t in texts]
 
 
 async def test_callers_waiting_together_share_one_call_and_each_gets_its_own_vectors() -> None:
     model = Gated(held=(0,))
-    service = Batcher(model.embed, name=model.name)
-    first = asyncio.ensure_future(service.each(["the first text, alone in its call"]))
-    await until(lambda: len(model.calls) == 1)
+    service, first = await held(model, "the first text, alone in its call")
     asks = [[f"caller {i} text {k}" for k in range(1 + i % 3)] for i in range(12)]
     tasks = [asyncio.ensure_future(service.each(texts)) for texts in asks]
     await until(lambda: service.urgent.waiting() == sum(map(len, asks)))
@@ -127,9 +133,7 @@ async def test_many_tasks_at_once_get_exactly_the_real_models_vectors() -> None:
 
 async def test_a_query_goes_before_long_lists_that_came_first() -> None:
     model = Gated(held=(0,))
-    service = Batcher(model.embed, name=model.name, limit=8)
-    first = asyncio.ensure_future(service.each(["hold the model"]))
-    await until(lambda: len(model.calls) == 1)
+    service, first = await held(model, limit=8)
     pending = [f"pending message {i}" for i in range(12)]
     messages = asyncio.ensure_future(service.all(pending))
     await until(lambda: service.urgent.waiting() == 12)
@@ -143,9 +147,7 @@ async def test_a_query_goes_before_long_lists_that_came_first() -> None:
 
 async def test_a_long_list_is_not_starved_by_a_stream_of_queries() -> None:
     model = Gated(held=(0,))
-    service = Batcher(model.embed, name=model.name, limit=8)
-    first = asyncio.ensure_future(service.each(["hold the model"]))
-    await until(lambda: len(model.calls) == 1)
+    service, first = await held(model, limit=8)
     pending = [f"pending message {i}" for i in range(8)]
     messages = asyncio.ensure_future(service.all(pending))
     queries = [asyncio.ensure_future(service.all([f"question {i}"])) for i in range(20)]
@@ -166,9 +168,7 @@ async def test_a_caller_longer_than_a_call_is_split_and_keeps_its_order() -> Non
 
 async def test_a_failing_text_fails_alone() -> None:
     model = Flaky(held=(0,))
-    service = Batcher(model.embed, name=model.name)
-    first = asyncio.ensure_future(service.each(["hold the model"]))
-    await until(lambda: len(model.calls) == 1)
+    service, first = await held(model)
     mixed = asyncio.ensure_future(service.each(["fine one", "BOOM here", "fine two"]))
     other = asyncio.ensure_future(service.all(["another caller's text"]))
     await until(lambda: service.urgent.waiting() == 4)
@@ -203,9 +203,7 @@ async def test_a_missing_model_fails_every_text_in_one_call() -> None:
 
 async def test_a_caller_cancelled_in_the_queue_is_dropped_and_the_others_are_served() -> None:
     model = Gated(held=(0,))
-    service = Batcher(model.embed, name=model.name)
-    first = asyncio.ensure_future(service.each(["hold the model"]))
-    await until(lambda: len(model.calls) == 1)
+    service, first = await held(model)
     a = asyncio.ensure_future(service.all(["a one", "a two"]))
     b = asyncio.ensure_future(service.all(["b, who leaves"]))
     c = asyncio.ensure_future(service.all(["c one"]))
@@ -224,9 +222,7 @@ async def test_a_caller_cancelled_in_the_queue_is_dropped_and_the_others_are_ser
 
 async def test_a_caller_cancelled_while_its_call_runs_leaves_the_call_to_the_others() -> None:
     model = Gated(held=(0, 1))
-    service = Batcher(model.embed, name=model.name)
-    first = asyncio.ensure_future(service.each(["hold the model"]))
-    await until(lambda: len(model.calls) == 1)
+    service, first = await held(model)
     a = asyncio.ensure_future(service.all(["a text"]))
     b = asyncio.ensure_future(service.all(["b text"]))
     await until(lambda: service.urgent.waiting() == 2)
@@ -328,9 +324,7 @@ async def test_recall_and_the_worker_go_through_the_service(tmp_path: Path) -> N
 
 async def test_a_text_several_callers_ask_at_once_is_run_once() -> None:
     model = Gated(held=(0,))
-    service = Batcher(model.embed, name=model.name)
-    first = asyncio.ensure_future(service.each(["hold the model"]))
-    await until(lambda: len(model.calls) == 1)
+    service, first = await held(model)
     tasks = [asyncio.ensure_future(service.all(["the same question", f"own text {i}"])) for i in range(3)]
     await until(lambda: service.urgent.waiting() == 6)
     model.gates[0].set()
