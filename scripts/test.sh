@@ -12,6 +12,11 @@ set -uo pipefail
 workers="${1:?usage: scripts/test.sh WORKERS}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# Bytecode cached: the tests start hundreds of Python subprocesses (the CLI, servers, workers)
+# that import caderno from src/, and without its .pyc files each compiles it again (~0.1 s of
+# CPU a start, a third of a CLI command's). Some shells and CI images set
+# PYTHONDONTWRITEBYTECODE; the suite writes the (git-ignored) __pycache__ folders anyway.
+unset PYTHONDONTWRITEBYTECODE
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 

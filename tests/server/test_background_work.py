@@ -52,6 +52,9 @@ SHORT_LEASE = 3.0
 #: How long the whole queue may take to be embedded: model loads and long texts on a loaded machine
 #: (a deadline only; 120 s ran out with the suite on 4 workers and the CPU loaded).
 EMBED_WAIT = 300.0
+#: Long messages appended in eights for a worker to be caught embedding: its first claim (the
+#: indexer's ``FIRST_BATCH``, or the eight a notice woke it for) is in flight when the test kills it.
+BATCH_MESSAGES = 24
 #: Long texts (~450 word pieces each): a batch takes long enough to be caught in flight.
 SENTENCES = [
     "The plumber said the kitchen pipes need replacing before winter.",
@@ -179,7 +182,7 @@ def test_a_standalone_worker_embeds_what_is_appended_after_it_started(shared_url
 def test_a_killed_workers_batch_is_taken_up_by_another_worker(shared_url: str) -> None:
     make_key(shared_url, "casa")  # the schema, before two processes race to make it
     with _worker(shared_url, lease=SHORT_LEASE) as doomed:
-        _queue(shared_url, 64)
+        _queue(shared_url, BATCH_MESSAGES)
         _wait(lambda: _short_leases(shared_url) > 0, EMBED_WAIT, "the worker claimed a batch")
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
@@ -187,7 +190,7 @@ def test_a_killed_workers_batch_is_taken_up_by_another_worker(shared_url: str) -
     assert abandoned, "the worker finished its batch before it was killed: nothing to take over"
     with _worker(shared_url):
         _wait(lambda: _pending(shared_url) == 0, EMBED_WAIT, "the killed worker's batch embedded by another")
-    _one_vector_each(shared_url, 64)
+    _one_vector_each(shared_url, BATCH_MESSAGES)
 
 
 def test_a_server_with_no_appends_embeds_a_killed_servers_batch(shared_url: str) -> None:
@@ -195,11 +198,11 @@ def test_a_server_with_no_appends_embeds_a_killed_servers_batch(shared_url: str)
     short = {**python_env(), "CADERNO_EMBED_LEASE": str(SHORT_LEASE)}
     with serving(shared_url) as b:
         with serving(shared_url, env=short) as a:
-            for i in range(0, 48, 8):
+            for i in range(0, BATCH_MESSAGES, 8):
                 _append(a, token, [_text(k) for k in range(i, i + 8)])
             _wait(lambda: _short_leases(shared_url) > 0, EMBED_WAIT, "server A claimed a batch")
             a.process.send_signal(signal.SIGKILL)
         _wait(lambda: _pending(shared_url) == 0, EMBED_WAIT, "server A's queue embedded by server B")
         assert b.process.poll() is None
-    _one_vector_each(shared_url, 48)
+    _one_vector_each(shared_url, BATCH_MESSAGES)
     assert "Traceback" not in b.log, b.log

@@ -1,4 +1,4 @@
-"""A wheel built from the repository installs in a fresh virtual environment: ``caderno serve`` runs from it, and so does the README's quickstart with no extras.
+"""A wheel built from the repository installs in a fresh virtual environment: the README's quickstart runs from it with no extras, and ``caderno serve`` once its ``server`` extra is added.
 
 The wheel is built from a copy of the sources (the working tree gets no
 ``build/`` or ``*.egg-info``), installed with its ``server`` extra into a new
@@ -15,9 +15,11 @@ Without the package index (offline), the venv is made with
 ``--no-deps``: the dependencies are shared, but the wheel's own files and
 entry point are still the ones under test.
 
-The quickstart test installs the same wheel with no extras (what
-``pip install <checkout>`` gives) and runs the README's first runnable
-```python block as a plain script, outside the repository.
+One venv serves both checks, in order: the wheel with no extras (what
+``pip install <checkout>`` gives) runs the README's first runnable ```python
+block as a plain script, outside the repository; then the ``server`` extra is
+added to the same venv and ``caderno serve`` runs from it. (Two venvs cost
+the suite a second copy of every dependency, about 8 s of CPU.)
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def _build_wheel(tmp: Path, env: dict[str, str]) -> Path:
     return wheel
 
 
-def _install(tmp: Path, wheel: Path, env: dict[str, str], extras: str = "[server]") -> Path:
+def _install(tmp: Path, wheel: Path, env: dict[str, str], extras: str = "") -> Path:
+    """A new venv at ``tmp/venv`` with ``wheel`` (and ``extras``) installed; offline, its dependencies are this interpreter's."""
     venv = tmp / "venv"
     pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
     made = _run([sys.executable, "-m", "venv", "--without-pip", venv], env=env, cwd=tmp, timeout=120)
@@ -105,16 +108,23 @@ def _env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One wheel for both tests: building it is most of their time."""
-    return _build_wheel(tmp_path_factory.mktemp("wheel"), _env())
+def _add_extra(venv: Path, wheel: Path, extra: str, env: dict[str, str]) -> None:
+    """Install ``wheel[extra]`` into ``venv``: the extra's dependencies (offline the venv already shares them)."""
+    if "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text():
+        return
+    pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
+    added = _run([*pip, "install", "--quiet", f"{wheel}[{extra}]"], env=env, cwd=venv, timeout=PIP_TIMEOUT)
+    assert added.returncode == 0, added.stderr[-1500:]
 
 
-def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path, wheel: Path) -> None:
+def test_the_wheel_runs_the_quickstart_with_no_extras_then_serves_with_its_server_extra(tmp_path: Path) -> None:
+    from test_docs import README, blocks
+
     env = _env()
+    env["CADERNO_HOME"] = str(tmp_path / "home")
     work = tmp_path / "outside"  # not the repository: nothing importable by accident
     work.mkdir()
+    wheel = _build_wheel(tmp_path, env)
     venv = _install(tmp_path, wheel, env)
     python, cli = venv / "bin" / "python", venv / "bin" / "caderno"
 
@@ -122,6 +132,13 @@ def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path, wheel: Path) 
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout
 
+    quickstart = next(code for lang, code, runs in blocks(README) if lang == "python" and runs)
+    (work / "quickstart.py").write_text(quickstart)
+    done = _run([python, "quickstart.py"], env=env, cwd=work, timeout=120)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "monthlyIncomeBRL" in done.stdout, done.stdout  # what the script wrote, read back
+
+    _add_extra(venv, wheel, "server", env)
     db = work / "w.db"
     created = _run([cli, "--db", db, "keys", "create", "--resource", "casa", "--json"], env=env, cwd=work, timeout=120)
     assert created.returncode == 0, created.stderr
@@ -155,18 +172,3 @@ def test_wheel_installs_in_a_fresh_venv_and_serves(tmp_path: Path, wheel: Path) 
         if server.poll() is None:
             server.kill()
             server.communicate(timeout=10)
-
-
-def test_the_readme_quickstart_runs_from_the_wheel_with_no_extras(tmp_path: Path, wheel: Path) -> None:
-    from test_docs import README, blocks
-
-    quickstart = next(code for lang, code, runs in blocks(README) if lang == "python" and runs)
-    env = _env()
-    env["CADERNO_HOME"] = str(tmp_path / "home")
-    work = tmp_path / "outside"
-    work.mkdir()
-    (work / "quickstart.py").write_text(quickstart)
-    venv = _install(tmp_path, wheel, env, extras="")
-    done = _run([venv / "bin" / "python", "quickstart.py"], env=env, cwd=work, timeout=120)
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    assert "monthlyIncomeBRL" in done.stdout, done.stdout  # what the script wrote, read back

@@ -74,11 +74,16 @@ async def test_two_schemas_through_one_server_connection_do_not_see_each_other(o
 
 
 async def test_without_the_declaration_a_transaction_pooler_mixes_the_schemas(one_connection: str) -> None:
-    """What the option prevents: the search path one client set on the shared connection serves the other."""
+    """What the option prevents: the search path one client set on the shared connection serves the other.
+
+    Which schema each statement lands in depends on which pool set the path last (a pool may open
+    a connection, and set it, at any time), so the test asks only that the two are not kept apart:
+    A or B does not read back exactly its own message — the other's, both, or none.
+    """
     with pg_schema(via=one_connection) as url_a, pg_schema(via=one_connection) as url_b:
         async with caderno.connect(_bare(url_a), embedder=None) as a, caderno.connect(_bare(url_b), embedder=None) as b:
             seen_a, seen_b = await _talk(a, b)
-    assert "from b" in seen_a or "from a" in seen_b
+    assert (seen_a, seen_b) != (["from a"], ["from b"])
 
 
 async def _prepared_after_many_reads(url: str) -> tuple[int, list[object]]:
