@@ -55,6 +55,9 @@ EMBED_WAIT = 300.0
 #: Long messages appended in eights for a worker to be caught embedding: its first claim (the
 #: indexer's ``FIRST_BATCH``, or the eight a notice woke it for) is in flight when the test kills it.
 BATCH_MESSAGES = 24
+#: The same for server A, beside which server B polls the queue too and may claim part of it
+#: with its own (long) lease: 24 were seen all embedded before A's short lease was.
+SERVER_MESSAGES = 48
 #: Long texts (~450 word pieces each): a batch takes long enough to be caught in flight.
 SENTENCES = [
     "The plumber said the kitchen pipes need replacing before winter.",
@@ -198,11 +201,11 @@ def test_a_server_with_no_appends_embeds_a_killed_servers_batch(shared_url: str)
     short = {**python_env(), "CADERNO_EMBED_LEASE": str(SHORT_LEASE)}
     with serving(shared_url) as b:
         with serving(shared_url, env=short) as a:
-            for i in range(0, BATCH_MESSAGES, 8):
+            for i in range(0, SERVER_MESSAGES, 8):
                 _append(a, token, [_text(k) for k in range(i, i + 8)])
             _wait(lambda: _short_leases(shared_url) > 0, EMBED_WAIT, "server A claimed a batch")
             a.process.send_signal(signal.SIGKILL)
         _wait(lambda: _pending(shared_url) == 0, EMBED_WAIT, "server A's queue embedded by server B")
         assert b.process.poll() is None
-    _one_vector_each(shared_url, BATCH_MESSAGES)
+    _one_vector_each(shared_url, SERVER_MESSAGES)
     assert "Traceback" not in b.log, b.log
