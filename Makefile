@@ -93,14 +93,16 @@ bench-capacity: $(BENCH_STAMP)
 	bash scripts/ensure-postgres.sh
 	$(BIN)/python bench/capacity.py
 
-## CadernoStore vs LangGraph's SQLite and PostgreSQL stores: filter and semantic search, puts (under a minute).
+## Round trips to PostgreSQL per AgentChat turn, automatic recall off and on, reads pipelined and not (under a minute).
 bench-round-trips: $(BENCH_STAMP)
 	bash scripts/ensure-postgres.sh
 	$(BIN)/python bench/round_trips.py
 
+## CadernoStore vs LangGraph's SQLite and PostgreSQL stores at 2,000 and 5,000 items: filter and semantic search, puts (about a minute).
 bench-langgraph-store: $(BENCH_STAMP)
 	bash scripts/ensure-postgres.sh
-	$(BIN)/python bench/langgraph_store.py
+	$(BIN)/python bench/langgraph_store.py --items 2000
+	$(BIN)/python bench/langgraph_store.py --items 5000
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
