@@ -1,8 +1,8 @@
 """A wheel built from the repository installs in a fresh virtual environment: the README's quickstart runs from it with no extras, and ``caderno serve`` once its ``server`` extra is added.
 
 The wheel is built from a copy of the sources (the working tree gets no
-``build/`` or ``*.egg-info``), installed with its ``server`` extra into a new
-venv (about 9 s on 2 cores with pip's cache warm), and then only that venv's
+``build/`` or ``*.egg-info``), installed into a new venv (about 9 s on 2
+cores with pip's cache warm), and then only that venv's
 ``caderno`` script is used, outside the repository and with no PYTHONPATH: the
 entry point, the bundled tokenizer and the inspector's static files must all
 come from the wheel. The venv is made without pip of its own, and this
@@ -72,14 +72,14 @@ def _build_wheel(tmp: Path, env: dict[str, str]) -> Path:
     return wheel
 
 
-def _install(tmp: Path, wheel: Path, env: dict[str, str], extras: str = "") -> Path:
-    """A new venv at ``tmp/venv`` with ``wheel`` (and ``extras``) installed; offline, its dependencies are this interpreter's."""
+def _install(tmp: Path, wheel: Path, env: dict[str, str]) -> Path:
+    """A new venv at ``tmp/venv`` with ``wheel`` installed, no extras; offline, its dependencies are this interpreter's."""
     venv = tmp / "venv"
     pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
     made = _run([sys.executable, "-m", "venv", "--without-pip", venv], env=env, cwd=tmp, timeout=120)
     assert made.returncode == 0, made.stderr
     full = _run(
-        [*pip, "install", "--quiet", f"{wheel}{extras}"],
+        [*pip, "install", "--quiet", wheel],
         env=env,
         cwd=tmp,
         timeout=PIP_TIMEOUT,
