@@ -44,7 +44,7 @@ dist: $(STAMP)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist
 
-## Every benchmark of the docs (about 30 minutes on 2 cores).
+## Every benchmark of the docs (about 30 minutes on 2 cores; about 45 the first time, when the eval sets' caches and the 1M-message recall database are built).
 bench: bench-history bench-recall-quality bench-recall-speed bench-context bench-turn bench-embedding bench-embedders bench-server bench-langgraph-store bench-round-trips bench-proxy bench-loop-lag
 
 BENCH_STAMP := $(VENV)/.bench-installed
