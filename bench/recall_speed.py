@@ -255,7 +255,8 @@ async def main() -> None:
         if not DB.exists():
             print(f"building {DB} ({TOTAL:,} messages; once)…", flush=True)
             await build(DB, default_embedder().name)
-        settle_watermark(DB)
+        else:
+            settle_watermark(DB)  # built before ``build`` settled it
         loads: dict[str, dict[str, list[dict[str, float]]]] = {}
         for backend in args.load_backends.split(","):
             db: Path | str = (
@@ -290,7 +291,8 @@ async def main() -> None:
     if args.rebuild or not DB.exists():
         print(f"building {DB} ({TOTAL:,} messages; once)…", flush=True)
         await build(DB, emb.name)
-    settle_watermark(DB)
+    else:
+        settle_watermark(DB)  # built before ``build`` settled it
 
     rng = random.Random(3)
     queries = [rng.choice(questions) for _ in range(args.queries)]

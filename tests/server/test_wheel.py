@@ -72,10 +72,15 @@ def _build_wheel(tmp: Path, env: dict[str, str]) -> Path:
     return wheel
 
 
+def _pip(venv: Path) -> list[str | Path]:
+    """This interpreter's pip, installing into ``venv``."""
+    return [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
+
+
 def _install(tmp: Path, wheel: Path, env: dict[str, str]) -> Path:
     """A new venv at ``tmp/venv`` with ``wheel`` installed, no extras; offline, its dependencies are this interpreter's."""
     venv = tmp / "venv"
-    pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
+    pip = _pip(venv)
     made = _run([sys.executable, "-m", "venv", "--without-pip", venv], env=env, cwd=tmp, timeout=120)
     assert made.returncode == 0, made.stderr
     full = _run(
@@ -112,8 +117,7 @@ def _add_extra(venv: Path, wheel: Path, extra: str, env: dict[str, str]) -> None
     """Install ``wheel[extra]`` into ``venv``: the extra's dependencies (offline the venv already shares them)."""
     if "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text():
         return
-    pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
-    added = _run([*pip, "install", "--quiet", f"{wheel}[{extra}]"], env=env, cwd=venv, timeout=PIP_TIMEOUT)
+    added = _run([*_pip(venv), "install", "--quiet", f"{wheel}[{extra}]"], env=env, cwd=venv, timeout=PIP_TIMEOUT)
     assert added.returncode == 0, added.stderr[-1500:]
 
 
