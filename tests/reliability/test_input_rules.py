@@ -194,3 +194,15 @@ async def test_an_import_into_a_resource_holding_only_facts_is_refused(memory: c
     with pytest.raises(UsageError, match="already holds data"):
         await memory.import_resource(dump)
     assert await snapshot(memory) == before
+
+
+@pytest.mark.parametrize("version", [10**5000, "v" * 10_000, 2], ids=["5000-digits", "10000-chars", "2"])
+def test_an_export_of_another_version_is_refused_without_echoing_it_whole(version: object) -> None:
+    """Found by the import fuzzer: a version of 5,000 digits made the refusal itself raise ValueError."""
+    from caderno.core.errors import UsageError
+    from caderno.memory.engines.dump import check_dump
+    from caderno.stores.export import FORMAT
+
+    with pytest.raises(UsageError, match="unsupported export version") as refused:
+        check_dump({"format": FORMAT, "version": version})
+    assert len(str(refused.value)) < 200

@@ -44,8 +44,14 @@ def check_dump(data: Any) -> dict[str, Any]:
     """
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError(f"not a caderno export (expected format {FORMAT!r})")
-    if data.get("version") != VERSION:
-        raise UsageError(f"unsupported export version {data.get('version')!r}; this caderno reads {VERSION}")
+    version = data.get("version")
+    if version != VERSION:
+        # Not echoed whole: an integer past 64 bits may have thousands of digits (repr of one refuses
+        # past 4,300), and a string any length.
+        shown = (
+            "an integer past 64 bits" if isinstance(version, int) and abs(version) > MAX_INT64 else repr(version)[:40]
+        )
+        raise UsageError(f"unsupported export version {shown}; this caderno reads {VERSION}")
     check_json(data, "export", max_bytes=None, max_depth=DUMP_DEPTH)  # JSON only, bounded depth, no NaN
     check_name(data.get("resource_id"), "export resource_id")
     unknown = set(data) - {"format", "version", "resource_id", "working_memory", "notebook", "threads", *_LISTS}
