@@ -177,3 +177,29 @@ async def test_a_recall_waits_at_most_recall_wait_for_a_batch_another_worker_nev
         hits = await memory.recall(resource_id="u", query="hiking Alps", recent=0, salient=0)
         assert hits.not_searchable == 1  # said, not waited for past the bound
         assert [h.reasons for h in hits] == [frozenset({"lexical"})]  # found by its words meanwhile
+
+
+async def test_a_recall_waits_for_what_its_own_worker_has_embedded_and_is_storing(shared_url: str) -> None:
+    """Past the model call, before its vectors are stored: the recall neither holds the job nor
+    should embed it again; it waits for the worker's write, even past ``recall_wait``."""
+    async with caderno.connect(shared_url, embedder=EMBEDDER, sparse=None) as memory:
+        storing, release = asyncio.Event(), asyncio.Event()
+        run = memory.indexer.run
+
+        async def slow_worker_finish(op: Any) -> Any:
+            task = asyncio.current_task()
+            if isinstance(op, ops.FinishEmbeddings) and task is not None and task.get_name() == "caderno-indexer":
+                storing.set()
+                await release.wait()  # a slow write on a busy database
+            return await run(op)
+
+        memory.indexer.run = slow_worker_finish
+        memory.indexer.recall_wait = 0  # no waiting for jobs another worker holds
+        await memory.append_messages(resource_id="u", thread_id="t", messages=[Message.user(HIKING)])
+        await storing.wait()
+        asyncio.get_running_loop().call_later(0.5, release.set)  # the write ends after the recall started
+        hits = await memory.recall(resource_id="u", query="hiking Alps", recent=0, salient=0, lexical=0)
+        assert release.is_set()
+        assert hits.not_searchable == 0 and [h.message.content for h in hits] == [HIKING]
+        rows = await memory.run(ops.ReadVectors(resource_id="u", model=EMBEDDER.name, after_id=0))
+        assert len(rows.seqs) == 1

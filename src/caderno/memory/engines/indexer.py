@@ -143,7 +143,10 @@ class Indexer:
         """Most seconds a recall waits for its resource's messages another worker holds (``embed_pending``)."""
         self._lock = asyncio.Lock()
         self._held: list[EmbeddingJob] = []
-        """The batch this worker is embedding now (a waiting recall embeds its resource's share itself)."""
+        """The batch of messages this worker holds, from its model call until its finish is stored (a waiting
+        recall embeds its resource's share itself while the call runs, and waits for the finish after it)."""
+        self._storing = False
+        """Whether ``_held`` is embedded and its finish is being stored."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -203,7 +206,8 @@ class Indexer:
         seconds (default ``recall_wait``), while they are not past their lease (what this process's
         worker holds and has not started is handed to the urgent lane:
         ``Batcher.hurry``; what its model call has started, the recall
-        embeds itself after ``RECALL_TAKE_OVER_SECONDS``); a job whose
+        embeds itself after ``RECALL_TAKE_OVER_SECONDS``; what it has
+        embedded and is storing, the recall waits for whatever ``wait``); a job whose
         embedding failed before waits out its backoff and counts as waiting.
         A text embedded twice keeps one vector (the finish replaces it). The
         texts go to the embedding service's urgent lane, above the worker's
@@ -239,6 +243,12 @@ class Indexer:
                 if progress is not None:
                     progress(done, budget)
             left = await self.run(ops.CountPendingEmbeddings(resource_id=resource_id))
+            mine = [j for j in self._held if j.resource_id == resource_id and j.seq not in taken]
+            if left and mine and self._storing:
+                # This process's worker has the vectors and is storing them: the same write a take-over
+                # would make, so it is waited for whatever the deadline (it ends, stored or failed).
+                await asyncio.sleep(RECALL_POLL_SECONDS)
+                continue
             if not left or done >= budget or time.monotonic() >= deadline:
                 return left
             if not await self.run(ops.CountPendingEmbeddings(resource_id=resource_id, failed=False)):
@@ -247,7 +257,6 @@ class Indexer:
             batcher(self.embedder).hurry()
             if self.sparse is not None:
                 batcher(self.sparse).hurry()
-            mine = [j for j in self._held if j.resource_id == resource_id and j.seq not in taken]
             if mine and time.monotonic() >= take_over:
                 # What the worker's model call has started cannot change lanes: on a busy machine
                 # it could take seconds at the worker's lower priority. Someone waits for it, so
@@ -329,12 +338,14 @@ class Indexer:
     async def _messages(self) -> int:
         async def embed(jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
             self._held = jobs
-            try:
-                return await self._embed_messages(jobs, urgent=False)
-            finally:
-                self._held = []
+            result = await self._embed_messages(jobs, urgent=False)
+            self._storing = True
+            return result
 
-        return await self._round(ops.ClaimEmbeddings, embed, self._finish_op, name="messages", renew=self._renew)
+        try:
+            return await self._round(ops.ClaimEmbeddings, embed, self._finish_op, name="messages", renew=self._renew)
+        finally:
+            self._held, self._storing = [], False
 
     async def _items(self) -> int:
         async def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:
