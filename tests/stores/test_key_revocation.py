@@ -276,8 +276,9 @@ async def test_the_maximum_age_bounds_a_cached_key_when_the_heartbeat_says_nothi
             assert isinstance(store, PostgresStore)
             store.keys.max_age = max_age
             token, key = await server.keys.create(resources=["casa"])
-            proxy.freeze(await _listener_link(proxy))
-            assert await _within(_live(store), 10) is not None  # its first heartbeat was back before the freeze
+            listener = await _listener_link(proxy)
+            assert await _within(_live(store), 10) is not None  # its first heartbeat is back: trusted for two hours
+            proxy.freeze(listener)
             assert await server.keys.verify(token) == key
             await elsewhere.keys.revoke(key_id=key.id)
             took = await _within(_refused(server, token), max_age + SLACK)
