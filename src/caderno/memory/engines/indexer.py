@@ -145,8 +145,8 @@ class Indexer:
         self._held: list[EmbeddingJob] = []
         """The batch of messages this worker holds, from its model call until its finish is stored (a waiting
         recall embeds its resource's share itself while the call runs, and waits for the finish after it)."""
-        self._storing = False
-        """Whether ``_held`` is embedded and its finish is being stored."""
+        self._stored: asyncio.Event | None = None
+        """While ``_held`` is embedded and its finish is being stored: set once that write has ended."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -244,10 +244,11 @@ class Indexer:
                     progress(done, budget)
             left = await self.run(ops.CountPendingEmbeddings(resource_id=resource_id))
             mine = [j for j in self._held if j.resource_id == resource_id and j.seq not in taken]
-            if left and mine and self._storing:
+            stored = self._stored
+            if left and mine and stored is not None:
                 # This process's worker has the vectors and is storing them: the same write a take-over
                 # would make, so it is waited for whatever the deadline (it ends, stored or failed).
-                await asyncio.sleep(RECALL_POLL_SECONDS)
+                await stored.wait()
                 continue
             if not left or done >= budget or time.monotonic() >= deadline:
                 return left
@@ -339,13 +340,15 @@ class Indexer:
         async def embed(jobs: list[EmbeddingJob]) -> tuple[list[Any], list[Any]]:
             self._held = jobs
             result = await self._embed_messages(jobs, urgent=False)
-            self._storing = True
+            self._stored = asyncio.Event()
             return result
 
         try:
             return await self._round(ops.ClaimEmbeddings, embed, self._finish_op, name="messages", renew=self._renew)
         finally:
-            self._held, self._storing = [], False
+            if self._stored is not None:
+                self._stored.set()
+            self._held, self._stored = [], None
 
     async def _items(self) -> int:
         async def embed(jobs: list[ItemEmbeddingJob]) -> tuple[list[Any], list[Any]]:
